@@ -133,7 +133,8 @@ def parse_hostfile_text(text: str, source: str) -> dict[str, int]:
     Differs from DeepSpeed, whose regex `^(\\S+)\\s+slots=(\\d+)` only looks at
     the start of a line: it takes `node slots=4x` as 4 slots, ignores any
     extra words, accepts slots=0, and accepts any word as a host. Here each of
-    those is an error. Duplicates are compared ignoring case, as DNS does.
+    those is an error. Differs from DeepSpeed also in comparing duplicates
+    ignoring case, as DNS does: "Node1" and "node1" are one machine.
     """
     hosts: dict[str, int] = {}
     first_seen: dict[str, tuple[str, int]] = {}
@@ -301,14 +302,10 @@ def _filter(
     return out
 
 
-def _count(option: str):
-    def parse(text: str) -> int:
-        if not _DIGITS.match(text) or int(text) < 1:
-            raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
-        return int(text)
-
-    parse.__name__ = option  # argparse names the type in some messages
-    return parse
+def _positive_int(text: str) -> int:
+    if not _DIGITS.match(text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return int(text)
 
 
 def add_host_arguments(parser: argparse.ArgumentParser, *, num_gpus: bool = True) -> None:
@@ -320,10 +317,10 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, num_gpus: bool = True
                    help="use only these hosts/slots: host[:slot,slot][@host...], e.g. worker-0@worker-1:0,2")
     g.add_argument("--exclude", metavar="SPEC", default="",
                    help="use all but these hosts/slots (same format; not with --include), e.g. worker-1:0")
-    g.add_argument("--num-nodes", metavar="N", type=_count("--num-nodes"), default=-1,
+    g.add_argument("--num-nodes", metavar="N", type=_positive_int, default=-1,
                    help="use the first N hosts of the hostfile")
     if num_gpus:
-        g.add_argument("--num-gpus", metavar="N", type=_count("--num-gpus"), default=-1,
+        g.add_argument("--num-gpus", metavar="N", type=_positive_int, default=-1,
                        help="use the first N slots of every host")
 
 

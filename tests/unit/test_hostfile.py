@@ -184,6 +184,12 @@ def test_sloppy_lines_deepspeed_accepts_are_refused(line, ds_slots):
         parse_hostfile_text(line, "hf")
 
 
+def test_duplicates_differing_in_case_are_refused():
+    assert list(dsrun._parse_hostfile(["Node1 slots=1", "node1 slots=1"])) == ["Node1", "node1"]
+    with pytest.raises(BadInput, match=r"^hf:2: duplicate host 'node1' \(first as 'Node1' on line 1\)"):
+        parse_hostfile_text("Node1 slots=1\nnode1 slots=1\n", "hf")
+
+
 def test_num_gpus_past_slots_is_refused():
     # DeepSpeed hands out GPU ids the host does not have.
     assert ds_resolve({"a": 1, "b": 1}, num_gpus=2) == {"a": [0, 1], "b": [0, 1]}
