@@ -1,0 +1,85 @@
+"""The `bench` command line.
+
+    bench [run options]            same as `bench run`
+    bench run --gpus 2 --dataset synthetic --steps 30 --json
+    bench hosts --hostfile hostfiles/tesla --exclude node5
+    bench probe --hostfile hostfiles/tesla --json
+
+Each subcommand lives in its own module, which exposes HELP, add_arguments(p)
+and main(args) -> int. Those modules import nothing heavy at import time, so
+`bench --help` answers at once and never imports torch.
+
+Exit status: 0 ok; 1 the measured thing failed; 2 bad input; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from bench import __version__
+from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, RunFailed
+
+# name -> module; order is the order of `bench --help`.
+SUBCOMMANDS: dict[str, str] = {
+    "run": "bench.runner",
+    "hosts": "bench.hosts_cmd",
+    "probe": "bench.probe_cmd",
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad options as one line (BadInput), not usage + exit."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise BadInput(f"{self.prog}: {message}")
+
+
+def build_parser() -> Parser:
+    parser = Parser(
+        prog="bench",
+        description="DeepSpeed ViT training benchmark for single nodes and clusters. "
+        "With no subcommand, `bench [options]` is `bench run [options]`.",
+    )
+    parser.add_argument("--version", action="version", version=f"vitbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, modname in SUBCOMMANDS.items():
+        mod = importlib.import_module(modname)
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_main=mod.main)
+    return parser
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    """`bench --gpus 4` -> `bench run --gpus 4`; `bench --help` stays top-level help."""
+    if not argv:
+        return ["run"]
+    first = argv[0]
+    if first in SUBCOMMANDS or first in ("-h", "--help", "--version"):
+        return argv
+    return ["run", *argv]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(_with_default_command(argv))
+        return int(args._main(args) or 0)
+    except BadInput as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except RunFailed as e:
+        print(f"bench: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""The typed, validated configuration of one run.
+
+One frozen dataclass, RunConfig, is the single source of truth: the CLI
+options of `bench run` are generated from its fields (name, type, help,
+choices), it is validated on construction (bad values raise BadInput naming
+the option), written whole as JSON into the run directory for the ranks to
+read, and copied whole into every result record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.errors import BadInput
+from bench.models import PRESETS, resolve_model
+
+DATASETS = ("cifar10", "cifar100", "synthetic")
+PRECISIONS = ("fp32", "fp16", "bf16")
+LAUNCHERS = ("local", "pdsh", "openmpi", "slurm")
+SCHEDULES = ("constant", "cosine")
+DATA_PATHS = ("device", "dataloader")
+
+
+def opt(help: str, **kw: Any) -> Any:
+    """A dataclass field carrying its CLI help (and optional choices / flag name)."""
+    default = kw.pop("default")
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunConfig:
+    # --- model and data -------------------------------------------------
+    model: str = opt("timm model or preset: " + ", ".join(PRESETS), default="vit-tiny-p4-32")
+    img_size: int | None = opt("input resolution (default: the preset's, 32 for CIFAR-native)", default=None)
+    dataset: str = opt("data set", default="cifar10", choices=DATASETS)
+    data_dir: str = opt("CIFAR root holding cifar-10-batches-py / cifar-100-python", default="data")
+    download: bool = opt("download CIFAR into --data-dir where the network allows", default=False)
+    dataset_fraction: float = opt("share of the training set to use (the study's weak scaling)", default=1.0)
+    synthetic_size: int = opt("training images of --dataset synthetic", default=10000)
+    data_path: str = opt("batches from device-resident uint8 shards, or a torch DataLoader", default="device",
+                         choices=DATA_PATHS)
+    eval: bool = opt("measure test-set accuracy at the end", default=True)
+    # --- schedule ---------------------------------------------------------
+    steps: int | None = opt("optimizer steps to run (default 50 when --epochs is not given)", default=None)
+    epochs: float | None = opt("epochs to run instead of --steps", default=None)
+    timing_warmup: int = opt("first steps excluded from throughput (reported apart)", default=5)
+    micro_batch: int = opt("micro batch per GPU (rank)", default=32)
+    grad_accum: int = opt("gradient accumulation steps", default=1)
+    lr: float = opt("AdamW learning rate (the study: 1e-4)", default=1e-4)
+    weight_decay: float = opt("AdamW weight decay", default=0.05)
+    warmup_steps: int = opt("learning-rate warm-up steps", default=0)
+    schedule: str = opt("learning-rate schedule after warm-up", default="constant", choices=SCHEDULES)
+    seed: int = opt("random seed (data order, augmentation, init)", default=0)
+    # --- DeepSpeed --------------------------------------------------------
+    zero_stage: int = opt("ZeRO stage 0-3", default=0)
+    offload: bool = opt("offload optimizer state to CPU (ZeRO 2/3)", default=False)
+    precision: str = opt("training precision", default="fp32", choices=PRECISIONS)
+    overlap_comm: bool = opt("overlap gradient reduction with backward (ZeRO 1-3)", default=False)
+    bucket_size: int | None = opt("reduce/allgather bucket size in elements", default=None)
+    breakdown: bool = opt("DeepSpeed wall-clock breakdown (backward vs all-reduce split)", default=True)
+    deepspeed_config: str | None = opt("user DeepSpeed JSON merged over the generated one", default=None)
+    compile: bool = opt("torch.compile the model", default=False)
+    channels_last: bool = opt("channels-last memory format for the input", default=False)
+    activation_checkpointing: bool = opt("recompute block activations in backward", default=False)
+    # --- where and how ----------------------------------------------------
+    gpus: int | None = opt("ranks per node (default: every GPU; 2 on a CPU-only node)", default=None)
+    launcher: str | None = opt("pdsh (default with several hosts), openmpi, slurm; local for one node",
+                               default=None, choices=LAUNCHERS)
+    master_addr: str | None = opt("rendezvous address (default: the first host)", default=None)
+    master_port: int | None = opt("rendezvous port (default: a free one)", default=None)
+    device: str = opt("cuda or cpu (default: cuda when a GPU is visible)", default="auto",
+                      choices=("auto", "cuda", "cpu"))
+    strict: bool = opt("refuse to launch on a heterogeneous cluster", default=False)
+    out: str = opt("results root; each run writes OUT/<run-id>/", default="results")
+    timeout: float = opt("seconds without progress before the run is declared hung", default=300.0)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise BadInput(f"config: unknown key(s) {', '.join(unknown)}")
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str) -> "RunConfig":
+        with open(path) as f:
+            return cls.from_dict(json.load(f))
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def total_steps(self) -> int | None:
+        return self.steps
+
+
+def option_name(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _validate(c: RunConfig) -> None:
+    def bad(name: str, why: str) -> BadInput:
+        return BadInput(f"{option_name(name)}: {why}")
+
+    try:
+        resolve_model(c.model, c.img_size, 10)
+    except KeyError as e:
+        raise bad("model", str(e.args[0])) from None
+    if c.img_size is not None and c.img_size <= 0:
+        raise bad("img_size", f"must be > 0, got {c.img_size}")
+    for name in ("dataset", "precision", "schedule", "data_path"):
+        choices = _field(name).metadata["choices"]
+        if getattr(c, name) not in choices:
+            raise bad(name, f"must be one of {', '.join(choices)}, got {getattr(c, name)!r}")
+    if c.launcher is not None and c.launcher not in LAUNCHERS:
+        raise bad("launcher", f"must be one of {', '.join(LAUNCHERS)}, got {c.launcher!r}")
+    for name in ("micro_batch", "grad_accum", "synthetic_size"):
+        if getattr(c, name) <= 0:
+            raise bad(name, f"must be > 0, got {getattr(c, name)}")
+    if c.steps is not None and c.epochs is not None:
+        raise bad("steps", "give --steps or --epochs, not both")
+    if c.steps is not None and c.steps <= 0:
+        raise bad("steps", f"must be > 0, got {c.steps}")
+    if c.epochs is not None and not c.epochs > 0:
+        raise bad("epochs", f"must be > 0, got {c.epochs}")
+    if c.timing_warmup < 0:
+        raise bad("timing_warmup", f"must be >= 0, got {c.timing_warmup}")
+    if c.steps is not None and c.timing_warmup >= c.steps:
+        raise bad("timing_warmup", f"{c.timing_warmup} warm-up steps leave nothing to time in --steps {c.steps}")
+    if not 0.0 < c.dataset_fraction <= 1.0:
+        raise bad("dataset_fraction", f"must be in (0, 1], got {c.dataset_fraction}")
+    if not c.lr > 0:
+        raise bad("lr", f"must be > 0, got {c.lr}")
+    if c.weight_decay < 0:
+        raise bad("weight_decay", f"must be >= 0, got {c.weight_decay}")
+    if c.warmup_steps < 0:
+        raise bad("warmup_steps", f"must be >= 0, got {c.warmup_steps}")
+    if c.zero_stage not in (0, 1, 2, 3):
+        raise bad("zero_stage", f"must be 0, 1, 2 or 3, got {c.zero_stage}")
+    if c.offload and c.zero_stage < 2:
+        raise bad("offload", f"optimizer offload needs ZeRO stage 2 or 3, got stage {c.zero_stage}")
+    if c.bucket_size is not None and c.bucket_size <= 0:
+        raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
+    if c.gpus is not None and c.gpus <= 0:
+        raise bad("gpus", f"must be > 0, got {c.gpus}")
+    if c.master_port is not None and not 0 < c.master_port < 65536:
+        raise bad("master_port", f"must be a TCP port, got {c.master_port}")
+    if not c.timeout > 0:
+        raise bad("timeout", f"must be > 0, got {c.timeout}")
+    if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
+        raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
+
+
+def _field(name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(RunConfig) if f.name == name)
+
+
+def add_run_arguments(parser, skip: tuple[str, ...] = ()) -> None:
+    """Add one option per RunConfig field (the CLI is generated, so it cannot drift)."""
+    for f in dataclasses.fields(RunConfig):
+        if f.name in skip:
+            continue
+        kind = _base_type(f.type)
+        kw: dict[str, Any] = {"help": f.metadata["help"], "dest": f.name, "default": None}
+        if kind is bool:
+            parser.add_argument(option_name(f.name), action="store_true", **kw)
+            parser.add_argument("--no-" + f.name.replace("_", "-"), action="store_false", dest=f.name,
+                                default=None, help="")
+            continue
+        if "choices" in f.metadata:
+            kw["choices"] = f.metadata["choices"]
+        parser.add_argument(option_name(f.name), type=kind, metavar=f.name.upper(), **kw)
+
+
+def config_from_args(args, **overrides: Any) -> RunConfig:
+    """Options the user gave, over the dataclass defaults (None means 'not given')."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
+             if getattr(args, f.name, None) is not None}
+    given.update(overrides)
+    return RunConfig(**given)
+
+
+def _base_type(t: Any) -> type:
+    text = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+    for name, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
+        if text.startswith(name):
+            return typ
+    raise TypeError(f"unsupported config field type {t!r}")

@@ -1,0 +1,166 @@
+"""(resources, config, launcher) -> the argument list that starts the ranks.
+
+Knows nothing of the model. Every launch goes through DeepSpeed's own runner
+(`python -m deepspeed.launcher.runner`), which then uses pdsh, mpirun or
+srun; bench adds what the runner lacks: exact resources (a resolved hostfile
+plus an --include spec), an environment file that holds only KEY=VALUE lines
+with values no remote shell can expand, and a free rendezvous port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import sys
+from dataclasses import dataclass, field
+
+from bench.errors import BadInput
+
+# Forwarded to every rank when set here (DeepSpeed forwards only PYTHON*, UCX*,
+# MV2*, MLFLOW* and NCCL* by itself).
+FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_", "OMP_NUM_THREADS",
+                    "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR", "DEEPSPEED_TIMEOUT")
+# DeepSpeed's runner double-quotes values outside this set, which still lets a
+# remote shell expand $(...): refuse them instead.
+_SAFE_VALUE = re.compile(r"^[\w@%+=:,./-]*$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]               # environment of the runner process
+    env_file: dict[str, str] = field(default_factory=dict)  # written as .deepspeed_env
+    hostfile: str | None = None
+    launcher: str = "local"
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+
+    def shell(self) -> str:
+        """The exact command, copy-pasteable (for --dry-run and logs)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()) if k in _SHOWN_ENV)
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+_SHOWN_ENV = ("DS_ENV_FILE", "OMP_NUM_THREADS", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR",
+              "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "GLOO_SOCKET_IFNAME",
+              "NCCL_SOCKET_IFNAME")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def include_spec(resources: dict[str, list[int]]) -> str:
+    return "@".join(f"{h}:{','.join(map(str, slots))}" for h, slots in resources.items())
+
+
+def hostfile_text(resources: dict[str, list[int]], slots_of: dict[str, int] | None = None) -> str:
+    return "".join(f"{h} slots={(slots_of or {}).get(h, max(s) + 1)}\n" for h, s in resources.items())
+
+
+def check_env_value(key: str, value: str, source: str) -> None:
+    if not _ENV_KEY.match(key):
+        raise BadInput(f"{source}: {key!r} is not an environment variable name")
+    if not _SAFE_VALUE.match(value):
+        raise BadInput(f"{source}: {key} has characters a remote shell would expand or split: {value!r}")
+
+
+def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Variables every rank needs, plus the user's NCCL_*/GLOO_* settings."""
+    environ = dict(os.environ if environ is None else environ)
+    env: dict[str, str] = {
+        # One thread per rank unless the user says otherwise: two ranks on two
+        # cores with default threading oversubscribe and run at half speed.
+        "OMP_NUM_THREADS": environ.get("OMP_NUM_THREADS", "1"),
+        "TORCH_EXTENSIONS_DIR": environ.get(
+            "TORCH_EXTENSIONS_DIR", os.path.join(os.path.expanduser("~"), ".cache", "vitbench", "torch_extensions")),
+        # The venv's bin first, so JIT builds on remote ranks find its ninja.
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), environ.get("PATH", "/usr/bin:/bin")]),
+    }
+    if device == "cpu":
+        env["DS_ACCELERATOR"] = "cpu"
+    for k, v in environ.items():
+        if k.startswith(FORWARD_PREFIXES) and k not in env:
+            env[k] = v
+    return env
+
+
+def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: str,
+          master_addr: str | None = None, master_port: int | None = None,
+          environ: dict[str, str] | None = None) -> LaunchPlan:
+    """The runner argv and environments for this run (nothing is started here)."""
+    environ = dict(os.environ if environ is None else environ)
+    run_dir = os.path.abspath(run_dir)
+    port = master_port or free_port()
+    hosts = list(resources)
+    addr = master_addr or ("127.0.0.1" if launcher == "local" else hosts[0])
+    rank_env = rank_environment(device, environ)
+    for k, v in rank_env.items():
+        check_env_value(k, v, "environment")
+
+    argv = [sys.executable, "-u", "-m", "deepspeed.launcher.runner"]
+    env = dict(environ)
+    env.update(rank_env)
+    plan = LaunchPlan(argv=argv, env=env, launcher=launcher, master_addr=addr, master_port=port)
+    if launcher == "local":
+        n = len(resources[hosts[0]])
+        # An explicit, absent hostfile: never pick up a stray /job/hostfile.
+        argv += ["--hostfile", os.path.join(run_dir, "no-hostfile"), "--num_gpus", str(n),
+                 "--master_addr", addr, "--master_port", str(port)]
+    else:
+        plan.hostfile = os.path.join(run_dir, "hostfile")
+        plan.env_file = rank_env
+        env["DS_ENV_FILE"] = os.path.join(run_dir, ".deepspeed_env")
+        argv += ["--hostfile", plan.hostfile, "--launcher", launcher, "--master_addr", addr,
+                 "--master_port", str(port)]
+        if launcher == "pdsh":
+            argv += ["--include", include_spec(resources), "--no_ssh_check"]
+            activate = os.path.join(os.path.dirname(sys.executable), "activate")
+            if os.path.isfile(activate):
+                argv += ["--venv_script", activate]
+        elif launcher == "openmpi":
+            _require_leading_slots(resources, launcher)
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            argv += ["--launcher_args", shlex.join(mpirun_args(environ))]
+        elif launcher == "slurm":
+            _require_leading_slots(resources, launcher)
+            argv += ["--no_ssh_check", "--include", include_spec(resources)]
+        else:
+            raise BadInput(f"--launcher: unknown launcher {launcher!r}")
+    argv += ["--module", "bench.worker", "--run-dir", run_dir]
+    return plan
+
+
+def mpirun_args(environ: dict[str, str]) -> list[str]:
+    # Without --bind-to none OpenMPI pins every rank of a node to core 0.
+    args = ["--bind-to", "none", "--oversubscribe"]
+    iface = environ.get("NCCL_SOCKET_IFNAME") or environ.get("GLOO_SOCKET_IFNAME")
+    if iface:
+        # DeepSpeed's runner otherwise adds `btl_tcp_if_include eth0`.
+        args += ["--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface]
+    return args
+
+
+def _require_leading_slots(resources: dict[str, list[int]], launcher: str) -> None:
+    for host, slots in resources.items():
+        if slots != list(range(len(slots))):
+            raise BadInput(f"--launcher {launcher}: cannot select slots {slots} on {host}; "
+                           "exclude whole hosts or keep the first N slots (use pdsh for slot selection)")
+
+
+def write_files(plan: LaunchPlan, resources: dict[str, list[int]], slots_of: dict[str, int] | None) -> None:
+    """The resolved hostfile and the .deepspeed_env (KEY=VALUE lines only)."""
+    if plan.hostfile:
+        with open(plan.hostfile, "w") as f:
+            f.write(hostfile_text(resources, slots_of if plan.launcher == "pdsh" else
+                                  {h: len(s) for h, s in resources.items()}))
+    if plan.env_file:
+        path = plan.env["DS_ENV_FILE"]
+        with open(path, "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in plan.env_file.items()))

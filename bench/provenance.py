@@ -1,0 +1,60 @@
+"""Where a result came from: versions, hosts, devices, git revision, allowed env.
+
+The environment recorded is an allowlist (NCCL_*, GLOO_*, and a few named
+variables), so no token, password or key ever lands in a result file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from importlib import metadata
+from typing import Any
+
+from bench import __version__
+
+ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
+ENV_NAMES = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "DS_ACCELERATOR", "TP_SOCKET_IFNAME",
+             "VITBENCH_IMAGE", "SLURM_JOB_ID", "SLURM_NNODES")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
+
+
+def allowed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = dict(os.environ if environ is None else environ)
+    return {k: v for k, v in sorted(environ.items())
+            if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and not any(w in k for w in _SECRET_WORDS)}
+
+
+def git_revision() -> str | None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=5).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def collect(plan: dict[str, Any], summary: dict[str, Any] | None) -> dict[str, Any]:
+    ranks = sorted((summary or {}).get("ranks", []), key=lambda r: r["rank"])
+    return {
+        "bench_version": __version__,
+        "git_revision": git_revision(),
+        "launcher_host": os.uname().nodename,
+        "hosts": sorted({r["host"] for r in ranks}) if ranks else list(plan["resources"]),
+        "devices": [{"rank": r["rank"], "host": r["host"], "device": r["device"]} for r in ranks],
+        # Versions the ranks ran with, else those of the launching node.
+        "versions": (summary or {}).get("versions") or {
+            n: _dist_version(n) for n in ("torch", "deepspeed", "timm")},
+        "env": allowed_env(),
+    }

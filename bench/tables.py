@@ -1,0 +1,83 @@
+"""Rich tables of records. Rendering only: every number shown comes from the record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{s * 1000:.1f} ms"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:,.0f} MiB"
+
+
+def run_table(rec: dict[str, Any]) -> Table:
+    cfg = rec["config"]
+    fig = rec.get("figures") or {}
+    title = (f"bench run {rec.get('run_id', '')}: {cfg['model']} on {cfg['dataset']}, "
+             f"{rec['plan']['device']} x{rec['plan']['world_size']}, ZeRO {cfg['zero_stage']}, {cfg['precision']}"
+             f" — {rec['status'].upper()}")
+    t = Table(title=title, box=box.SIMPLE_HEAVY, show_header=True, title_justify="left")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_column("note", style="dim")
+    if not fig:
+        err = rec.get("error") or {}
+        t.add_row("status", rec["status"], err.get("reason", ""))
+        return t
+    step = fig["step_s"]
+    parts = fig["parts_s"]
+    t.add_row("images/s (global)", f"{fig['images_per_s']:,.1f}",
+              f"global batch {fig['global_batch']}, steady steps only")
+    t.add_row("images/s per rank", ", ".join(f"{x:,.1f}" for x in fig["images_per_s_per_rank"]), "")
+    t.add_row("step time", _ms(step["median"]),
+              f"min {_ms(step['min'])}  p90 {_ms(step['p90'])}  max {_ms(step['max'])}")
+    for k in ("data", "forward", "backward", "allreduce", "optimizer"):
+        note = "part of backward (DeepSpeed breakdown)" if k == "allreduce" else ""
+        t.add_row(f"  {k}", _ms(parts.get(k)), note)
+    t.add_row("communication share", _pct(fig["comm_share"]), "all-reduce / step")
+    t.add_row("data share", _pct(fig["data_share"]), "")
+    t.add_row("time per epoch", f"{fig['epoch_s']:,.1f} s",
+              f"{'estimated from ' if fig['epoch_s_estimated'] else ''}{fig['steps_per_epoch']} steps/epoch")
+    t.add_row("warm-up (excluded)", f"{fig['warmup']['seconds']:.2f} s", f"{fig['warmup']['steps']} steps")
+    t.add_row(f"peak memory ({fig['memory_kind']})", _mib(max(fig["peak_memory_bytes"])), "max over ranks")
+    t.add_row("loss", f"{fig['loss']['first']:.3f} -> {fig['loss']['last']:.3f}",
+              "fell" if fig["sanity"]["loss_fell"] else "DID NOT FALL")
+    t.add_row("train accuracy", _pct(fig["train_acc"]), "last quarter of steps")
+    t.add_row("test accuracy", _pct(fig["test_acc"]), "whole test set" if fig["test_acc"] is not None else "off")
+    if fig.get("tflops") is not None:
+        t.add_row("TFLOP/s", f"{fig['tflops']:.3f}", "analytic ViT FLOPs x images/s")
+        t.add_row("MFU", _pct(fig.get("mfu")), "per-GPU peak from the GPU table" if fig.get("mfu") else "no peak (CPU)")
+    return t
+
+
+def ranks_table(rec: dict[str, Any]) -> Table:
+    t = Table(box=box.SIMPLE, title="ranks", title_justify="left")
+    for c in ("host:rank", "device", "images/s", "step", "peak memory"):
+        t.add_column(c, justify="right" if c not in ("host:rank", "device") else "left")
+    for r in (rec.get("figures") or {}).get("ranks", []):
+        t.add_row(f"{r['host']}:{r['rank']}", r["device"], f"{r['images_per_s']:,.1f}", _ms(r["step_s_mean"]),
+                  _mib(r["peak_memory_bytes"]))
+    return t
+
+
+def print_run(rec: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(run_table(rec))
+    if rec.get("figures"):
+        console.print(ranks_table(rec))
+    if rec.get("error"):
+        err = rec["error"]
+        console.print(f"[red]failed[/red] {err.get('where', '')}: {err.get('reason', '')}")
+        for line in err.get("log_tail", []):
+            console.print(f"  {line}", markup=False, highlight=False)

@@ -1,0 +1,5 @@
+import sys
+
+from bench.worker.main import main
+
+sys.exit(main())
