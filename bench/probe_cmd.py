@@ -87,7 +87,7 @@ def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: boo
     return nodes, unreachable
 
 
-def _selected(inv: dict) -> dict:
+def selected(inv: dict) -> dict:
     """The inventory limited to the GPUs its slots select: what a run would use."""
     slots = inv.get("slots")
     if slots is None or not inv.get("gpus"):
@@ -105,7 +105,12 @@ def main(args: argparse.Namespace) -> int:
         nodes, unreachable = [local_inventory(with_torch=True if args.with_torch else None)], {}
     else:
         nodes, unreachable = probe_hosts(resources, args.timeout, args.with_torch)
-    v = verdict([_selected(n) for n in nodes], args.precision, args.micro_batch, args.mem_per_sample_gb)
+    v = verdict([selected(n) for n in nodes], args.precision, args.micro_batch, args.mem_per_sample_gb)
+    for host, why in unreachable.items():
+        # A verdict over the hosts that answered must not read OK for the cluster.
+        v["findings"].append({"level": "fail", "code": "not-probed", "hosts": [host],
+                              "message": f"{host} could not be probed ({why}): nothing is known of its GPUs"})  # fmt: skip
+        v["level"] = "fail"
     if args.json:
         print(json.dumps({"nodes": nodes, "unreachable": unreachable, "verdict": v}))
     else:
@@ -149,8 +154,6 @@ def render(nodes: list[dict], unreachable: dict[str, str], v: dict) -> None:
     for inv in nodes:
         if not inv.get("gpus"):
             console.print(Text(f"[{inv.get('host')}] no GPU: {inv.get('gpu_error') or 'none found'}"))
-    for host, why in unreachable.items():
-        console.print(Text(f"[{host}] not probed: {why}"))
     head = f"verdict: {v['level'].upper()}, " + ("uniform" if v["uniform"] else "heterogeneous")
     head += f"; precisions every node supports: {', '.join(v['precisions']) or 'none'}"
     console.print(Text(head, style={"ok": "green", "warn": "yellow", "fail": "bold red"}[v["level"]]))

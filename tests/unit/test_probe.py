@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.hetero import verdict
 from bench.probe import (
     complete_gpus,
     find_arch_lists,
@@ -25,6 +26,7 @@ from bench.probe import (
     smi_failure,
     torch_built_for,
 )
+from bench.probe_cmd import selected
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 ROOT = Path(__file__).resolve().parents[2]
@@ -290,7 +292,9 @@ def test_probe_hostfile_local_names_and_an_unreachable_host(tmp_path):
     assert [n["host"] for n in doc["nodes"]] == ["localhost", "127.0.0.1"]
     assert list(doc["unreachable"]) == ["no-such-host.invalid"]
     assert "[no-such-host.invalid] not probed:" in p.stderr
-    assert doc["verdict"]["uniform"] is True
+    assert doc["verdict"]["uniform"] is True  # over the hosts that answered
+    assert doc["verdict"]["level"] == "fail"
+    assert [f["hosts"] for f in doc["verdict"]["findings"] if f["code"] == "not-probed"] == [["no-such-host.invalid"]]
 
 
 def test_probe_exclude_leaves_only_reachable_hosts(tmp_path):
@@ -299,6 +303,15 @@ def test_probe_exclude_leaves_only_reachable_hosts(tmp_path):
     p = run_bench("probe", "--hostfile", str(hf), "--exclude", "no-such-host.invalid")
     assert p.returncode == 0, p.stderr
     assert "verdict: OK" in p.stdout and "localhost" in p.stdout
+
+
+def test_slots_limit_the_verdict_to_the_gpus_a_run_would_use():
+    inv = node_inventory("rig", parse_nvidia_smi_table(text("nvidia-smi_mixed_rtx5090-rtx3090ti_partial.txt")))
+    assert verdict([selected({**inv, "slots": [0, 1]})])["uniform"] is False
+    only = selected({**inv, "slots": [0]})
+    assert [g["name"] for g in only["gpus"]] == ["NVIDIA GeForce RTX 5090"]
+    assert verdict([only])["uniform"] is True
+    assert len(inv["gpus"]) == 2  # the inventory itself keeps both
 
 
 @pytest.mark.parametrize(
