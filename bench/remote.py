@@ -10,6 +10,10 @@ local machine (localhost, 127.x, ::1, this hostname) runs the argv directly.
 Every command runs in its own session, so a timeout kills exactly the process
 group we started, by PID (never ``pkill -f``, which DeepSpeed's pdsh runner
 uses and which hits anything whose command line matches).
+
+A timeout ends the local ssh client; a remote command that ignores its
+closed connection (no tty, so no SIGHUP) runs on until it ends by itself.
+Stop long-running remote work by the PIDs it reports, not by name.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def _ensure_tools() -> None:
     if all(shutil.which(t, path=path) for t in NEEDED):
         return
     # CI's fresh Debian has none of them; we are root (netns_possible said so).
-    subprocess.run([str(INSTALL)], check=True)
+    subprocess.run(["sh", str(INSTALL)], check=True)
 
 
 @pytest.fixture(scope="session")
