@@ -341,15 +341,20 @@ def write_cifar(root: str, name: str, n_train: int, n_test: int, seed: int = 0, 
 
     CIFAR-10: data_batch_1..5 (the train set split in 5), test_batch,
     batches.meta. CIFAR-100: train, test, meta, with coarse label = fine // 5.
-    Class names are `class_<i>`: the pictures are not airplanes.
+    Class names are `class_<i>`: the pictures are not airplanes. The meta
+    always lists all 10 or 100 classes; `num_classes` only limits the labels
+    that occur.
     """
     layout = _layout(name)
-    classes = num_classes or NUM_CLASSES[name]
+    classes = NUM_CLASSES[name]
+    used = num_classes or classes
+    if not 1 <= used <= classes:
+        raise ValueError(f"num_classes {used}: {name} has {classes}")
     folder = os.path.join(root, layout.folder)
     os.makedirs(folder, exist_ok=True)
     names = [f"class_{i}" for i in range(classes)]
     for split, n in (("train", n_train), ("test", n_test)):
-        ds = synthetic(n, classes, seed, split)
+        ds = synthetic(n, used, seed, split)
         files = layout.files[split]
         for i, (fname, idx) in enumerate(zip(files, np.array_split(np.arange(n), len(files)))):
             label = f"{'training' if split == 'train' else 'testing'} batch {i + 1} of {len(files)}"
@@ -365,6 +370,6 @@ def write_cifar(root: str, name: str, n_train: int, n_test: int, seed: int = 0, 
     if name == "cifar10":
         meta: dict[str, object] = {"num_cases_per_batch": -(-n_train // 5), "label_names": names, "num_vis": _PIXELS}
     else:
-        meta = {"fine_label_names": names, "coarse_label_names": [f"superclass_{i}" for i in range(-(-classes // 5))]}
+        meta = {"fine_label_names": names, "coarse_label_names": [f"superclass_{i}" for i in range(classes // 5)]}
     _dump(os.path.join(folder, layout.meta), meta)
     return folder

@@ -60,6 +60,12 @@ def test_write_then_load_round_trip(cifar_root, name, classes, seed):
     check_data_dir(name, cifar_root)
 
 
+def test_write_with_fewer_classes_stays_loadable(tmp_path):
+    write_cifar(str(tmp_path), "cifar100", 60, 20, num_classes=3)
+    ds = load("cifar100", str(tmp_path), "test")
+    assert ds.num_classes == 100 and set(ds.labels.tolist()) == {0, 1, 2}
+
+
 def test_files_have_the_original_layout_and_keys(cifar_root):
     folder = os.path.join(cifar_root, "cifar-10-batches-py")
     assert sorted(os.listdir(folder)) == sorted(
