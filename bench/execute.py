@@ -125,18 +125,19 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool
                   if r]
     if rc == 0 and summary is not None and not hung:
         return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
-    return Outcome(*diagnose(run_dir, rc, hung, timeout, rank_files), duration_s=duration, rank_files=rank_files)
+    status, error = diagnose(run_dir, rc, hung, timeout, rank_files)
+    return Outcome(status, rc, duration, error=error, rank_files=rank_files)
 
 
 def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float,
-             rank_files: list[dict[str, Any]]) -> tuple[str, int | None, None, dict[str, Any]]:
+             rank_files: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     """Name the failing rank (its host, reason, last log lines)."""
     broken = [r for r in rank_files if r.get("status") in ("failed", "oom")]
     if broken:
         first = broken[0]
         status = "oom" if any(r["status"] == "oom" for r in broken) else "failed"
         log = os.path.join(run_dir, "logs", f"rank{first['rank']}.log")
-        return status, rc, None, {"where": f"{first.get('host')}:{first['rank']}", "rank": first["rank"],
+        return status, {"where": f"{first.get('host')}:{first['rank']}", "rank": first["rank"],
                                   "host": first.get("host"), "reason": first.get("error", ""),
                                   "log_tail": tail(log), "failed_ranks": [r["rank"] for r in broken]}
     if hung:
@@ -149,8 +150,8 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float,
         lines = tail(log)
         if any("Error" in line or "Traceback" in line for line in lines):
             rank = os.path.basename(log)[4:-4]
-            return "failed", rc, None, {"where": f"rank {rank}", "reason": reason, "log_tail": lines}
-    return "failed", rc, None, {"where": "launcher", "reason": reason,
+            return "failed", {"where": f"rank {rank}", "reason": reason, "log_tail": lines}
+    return "failed", {"where": "launcher", "reason": reason,
                                 "log_tail": tail(os.path.join(run_dir, "logs", "launcher.log"))}
 
 

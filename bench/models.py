@@ -8,6 +8,8 @@ Presets:
   vit-{tiny,small,base}-p4-32
                     CIFAR-native ViTs at 32x32 with 4x4 patches (64 tokens),
                     timm's tiny/small/base widths: fast runs on CPU or one GPU.
+  vit-micro-p4-32   width 96, 4 blocks, 3 heads (~0.3M parameters): smoke
+                    tests and CI on two CPU cores, where even tiny is slow.
 Any other name is passed to timm.create_model with --img-size.
 """
 
@@ -30,6 +32,8 @@ PRESETS: dict[str, ModelSpec] = {
     "vit-tiny-p4-32": ModelSpec("vit_tiny_patch16_224", 32, {"patch_size": 4}),
     "vit-small-p4-32": ModelSpec("vit_small_patch16_224", 32, {"patch_size": 4}),
     "vit-base-p4-32": ModelSpec("vit_base_patch16_224", 32, {"patch_size": 4}),
+    "vit-micro-p4-32": ModelSpec("vit_tiny_patch16_224", 32,
+                                 {"patch_size": 4, "embed_dim": 96, "depth": 4, "num_heads": 3}),
 }
 
 

@@ -100,9 +100,6 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
         if cfg.download:
             datasets.fetch(cfg.dataset, cfg.data_dir)
         datasets.check_data_dir(cfg.dataset, cfg.data_dir)
-    if device == "cpu" and not quiet:
-        print(f"bench: no GPU: running on CPU with gloo, {world} rank(s)", file=sys.stderr)
-
     root = out_dir or cfg.out
     run_id = "DRY-RUN" if dry_run else results.new_run_id(root)
     run_dir = os.path.abspath(os.path.join(root, run_id))
@@ -125,6 +122,8 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
     results.write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds)
     launch.write_files(lp, resources, slots_of)
 
+    if device == "cpu" and not quiet:
+        print(f"bench: no GPU: running on CPU with gloo, {world} rank(s)", file=sys.stderr)
     outcome: Outcome = execute(lp, run_dir, timeout=cfg.timeout, show_progress=not quiet)
     rec = record(cfg, plan, run_id, run_dir, outcome, extra or {})
     results.append(os.path.join(run_dir, "results.jsonl"), rec)

@@ -109,15 +109,21 @@ def _ds_allreduce_seconds(engine) -> float:
 
 
 def evaluate(model, batches, device) -> tuple[int, int]:
-    """(correct, seen) over this rank's shard of the test set."""
+    """(correct, seen) over this rank's shard of the test set.
+
+    Shards are padded with PAD_LABEL so every rank runs as many forwards
+    (ZeRO-3 gathers parameters collectively); eval_counts skips the padding.
+    """
     import torch
+
+    from bench.worker.data import eval_counts
 
     model.eval()
     correct = seen = 0
     with torch.no_grad():
         for x, y in batches.epoch(0):
-            out = model(x)
-            correct += int((out.argmax(dim=1) == y).sum())
-            seen += int(y.numel())
+            c, n = eval_counts(model(x), y)
+            correct += int(c)
+            seen += int(n)
     model.train()
     return correct, seen

@@ -133,8 +133,9 @@ def run(run_dir: str, rank: int) -> dict:
         train_ds = datasets.load(cfg.dataset, cfg.data_dir, "train", download=False)
         test_ds = datasets.load(cfg.dataset, cfg.data_dir, "test", download=False) if cfg.eval else None
     spec = models.resolve_model(cfg.model, cfg.img_size, train_ds.num_classes)
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[cfg.precision]
     common = dict(rank=rank, world=world, micro_batch=cfg.micro_batch, img_size=spec.img_size, device=device,
-                  seed=cfg.seed, channels_last=cfg.channels_last)
+                  seed=cfg.seed, channels_last=cfg.channels_last, dtype=dtype)
     train_batches = wdata.make_batches(cfg.data_path, train_ds, train=True, fraction=cfg.dataset_fraction, **common)
     steps_per_epoch = max(train_batches.steps_per_epoch // cfg.grad_accum, 1)
     total_steps = cfg.steps if cfg.steps is not None else max(round(cfg.epochs * steps_per_epoch), 1)

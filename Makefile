@@ -1,0 +1,36 @@
+# Two commands do all set-up on a fresh machine:
+#   make bench   the embedded default: CPU, 2 local ranks, synthetic CIFAR, no GPU needed
+#   make test    system packages (as root), the venv, then the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+MPI_STAMP := $(VENV)/.installed-mpi
+
+.PHONY: bench test test-fast system docker-test clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+bench: $(STAMP)
+	$(VENV)/bin/bench --dataset synthetic --model vit-tiny-p4-32 --gpus 2 --steps 40
+
+system:
+	bash scripts/install-system.sh
+
+$(MPI_STAMP): $(STAMP) requirements-mpi.lock
+	$(PY) -m pip install -q -r requirements-mpi.lock
+	touch $@
+
+test: system $(STAMP) $(MPI_STAMP)
+	$(PY) -m pytest -q -ra tests
+
+# Pure unit tests only: seconds, no processes launched.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q tests/unit
+
+clean:
+	rm -rf $(VENV) results
