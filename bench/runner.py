@@ -84,6 +84,50 @@ def plan_resources(cfg: RunConfig, args) -> tuple[dict[str, list[int]], dict[str
     return {"localhost": list(range(n))}, None, "local", device
 
 
+def inspect_cluster(cfg: RunConfig, resources: dict[str, list[int]], launcher: str,
+                    quiet: bool) -> tuple[list[dict], dict]:
+    """Preflight every host, take each node's inventory, and judge the set.
+
+    Before anything launches: a host that does not answer or runs other
+    versions is named (RunFailed, exit 1); a heterogeneous set is shown in
+    one block; --strict refuses it, and a node that cannot run refuses always.
+    """
+    from bench.errors import RunFailed
+    from bench.probe import local_inventory
+    from bench.probe_cmd import probe_hosts, selected
+
+    if launcher == "local":
+        inv = local_inventory()
+        inv.update(host="localhost", slots=resources["localhost"])
+        nodes = [inv]
+    else:
+        from bench.preflight import check_or_raise
+        check_or_raise(list(resources), timeout=15.0)
+        nodes, unreachable = probe_hosts(resources, 30.0, False)
+        if unreachable:
+            raise RunFailed("; ".join(f"probe: {h}: {why}" for h, why in unreachable.items()))
+    return nodes, gate(cfg, [selected(n) for n in nodes], quiet)
+
+
+def gate(cfg: RunConfig, nodes: list[dict], quiet: bool = False) -> dict:
+    """The heterogeneity verdict of the selected GPUs, shown in one block; raises when refused."""
+    from bench.errors import RunFailed
+    from bench.hetero import verdict
+
+    v = verdict(nodes, cfg.precision, cfg.micro_batch)
+    shown = [f for f in v["findings"] if f["level"] in ("warn", "fail")]
+    if (shown and not quiet) or v["level"] == "fail":
+        print(f"bench: cluster verdict {v['level'].upper()} ({'uniform' if v['uniform'] else 'heterogeneous'}):",
+              file=sys.stderr)
+        for f in shown:
+            print(f"  [{f['level']}] {f['code']}: {f['message']}", file=sys.stderr)
+    if v["level"] == "fail":
+        raise RunFailed("cluster verdict FAIL: a node cannot run this job (see above); nothing launched")
+    if cfg.strict and (v["level"] != "ok" or not v["uniform"]):
+        raise RunFailed("--strict: the cluster is not uniform (see above); nothing launched")
+    return v
+
+
 def check_precision(cfg: RunConfig, device: str) -> None:
     if device == "cpu" and cfg.precision == "fp16":
         raise BadInput("--precision fp16: DeepSpeed's CPU accelerator has no fp16 training; use bf16 or fp32 on CPU")
@@ -94,6 +138,12 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
     """Plan, launch and record one run; returns its record (None for --dry-run)."""
     resources, slots_of, launcher, device = plan_resources(cfg, args)
     check_precision(cfg, device)
+    # A dry run reaches no host: it prints what would be launched.
+    inventory, verdict = ([], {}) if dry_run else inspect_cluster(cfg, resources, launcher, quiet)
+    if verdict and launcher != "local" and cfg.device == "auto":
+        # The compute nodes decide, not the (maybe GPU-less) node bench runs on.
+        device = "cuda" if verdict["gpus"] else "cpu"
+        check_precision(cfg, device)
     world = sum(len(s) for s in resources.values())
     if cfg.dataset != "synthetic":
         from bench import datasets
@@ -125,7 +175,7 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
     if device == "cpu" and not quiet:
         print(f"bench: no GPU: running on CPU with gloo, {world} rank(s)", file=sys.stderr)
     outcome: Outcome = execute(lp, run_dir, timeout=cfg.timeout, show_progress=not quiet)
-    rec = record(cfg, plan, run_id, run_dir, outcome, extra or {})
+    rec = record(cfg, plan, run_id, run_dir, outcome, {"inventory": inventory, "verdict": verdict, **(extra or {})})
     results.append(os.path.join(run_dir, "results.jsonl"), rec)
     if not quiet:
         from bench.tables import print_run

@@ -41,6 +41,8 @@ def test_two_ranks_synthetic_json(out_dir):
     with open(os.path.join(run_dir, "ds_config.json")) as f:
         assert json.load(f)["train_batch_size"] == 32
     assert {d["rank"] for d in rec["provenance"]["devices"]} == {0, 1}
+    # The inventory and the verdict travel in every record.
+    assert rec["inventory"][0]["host"] == "localhost" and rec["verdict"]["level"] == "ok"
     # The environment is recorded through an allowlist: NCCL_* yes, tokens never.
     assert rec["provenance"]["env"]["NCCL_DEBUG"] == "WARN"
     assert "sekrit-value" not in json.dumps(rec)
