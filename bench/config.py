@@ -23,6 +23,7 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 LAUNCHERS = ("local", "pdsh", "openmpi", "slurm")
 SCHEDULES = ("constant", "cosine")
 DATA_PATHS = ("device", "dataloader")
+ENGINES = ("deepspeed", "ddp")
 
 
 def opt(help: str, **kw: Any) -> Any:
@@ -56,6 +57,8 @@ class RunConfig:
     schedule: str = opt("learning-rate schedule after warm-up", default="constant", choices=SCHEDULES)
     seed: int = opt("random seed (data order, augmentation, init)", default=0)
     # --- DeepSpeed --------------------------------------------------------
+    engine: str = opt("training engine: DeepSpeed, or plain PyTorch DDP (the baseline DeepSpeed is judged against)",
+                      default="deepspeed", choices=ENGINES)
     zero_stage: int = opt("ZeRO stage 0-3", default=0)
     offload: bool = opt("offload optimizer state to CPU (ZeRO 2/3)", default=False)
     precision: str = opt("training precision", default="fp32", choices=PRECISIONS)
@@ -120,7 +123,7 @@ def _validate(c: RunConfig) -> None:
         raise bad("model", str(e.args[0])) from None
     if c.img_size is not None and c.img_size <= 0:
         raise bad("img_size", f"must be > 0, got {c.img_size}")
-    for name in ("dataset", "precision", "schedule", "data_path"):
+    for name in ("dataset", "precision", "schedule", "data_path", "engine"):
         choices = _field(name).metadata["choices"]
         if getattr(c, name) not in choices:
             raise bad(name, f"must be one of {', '.join(choices)}, got {getattr(c, name)!r}")
@@ -151,6 +154,8 @@ def _validate(c: RunConfig) -> None:
         raise bad("zero_stage", f"must be 0, 1, 2 or 3, got {c.zero_stage}")
     if c.offload and c.zero_stage < 2:
         raise bad("offload", f"optimizer offload needs ZeRO stage 2 or 3, got stage {c.zero_stage}")
+    if c.engine == "ddp":
+        _check_ddp(c, bad)
     if c.bucket_size is not None and c.bucket_size <= 0:
         raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
     if c.gpus is not None and c.gpus <= 0:
@@ -161,6 +166,19 @@ def _validate(c: RunConfig) -> None:
         raise bad("timeout", f"must be > 0, got {c.timeout}")
     if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
         raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
+
+
+def _check_ddp(c: RunConfig, bad) -> None:
+    # The DDP baseline is plain fp32 DDP + AdamW: anything DeepSpeed-only would
+    # make the comparison unfair or silently ignored, so it is refused.
+    if c.zero_stage != 0 or c.offload:
+        raise bad("engine", "ddp has no ZeRO: use --zero-stage 0 without --offload")
+    if c.precision != "fp32":
+        raise bad("engine", f"ddp runs fp32 only, got --precision {c.precision}")
+    if c.deepspeed_config is not None:
+        raise bad("engine", "ddp does not read --deepspeed-config")
+    if c.schedule != "constant" or c.warmup_steps:
+        raise bad("engine", "ddp runs a constant learning rate (no --warmup-steps, --schedule constant)")
 
 
 def _field(name: str) -> dataclasses.Field:

@@ -147,7 +147,11 @@ def run(run_dir: str, rank: int) -> dict:
         model = torch.compile(model)
     if "scheduler" in ds_config and ds_config["scheduler"]["type"] == "WarmupCosineLR":
         ds_config["scheduler"]["params"]["total_num_steps"] = max(total_steps, cfg.warmup_steps + 1)
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    if cfg.engine == "ddp":
+        from bench.worker.ddp import DDPEngine
+        engine = DDPEngine(model, ds_config, device)
+    else:
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
     if rank == 0:
         write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds_config)
 

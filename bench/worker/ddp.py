@@ -1,0 +1,73 @@
+"""Plain PyTorch DDP with the interface of a DeepSpeed engine: the baseline.
+
+`bench sweep ddp` runs the same model, data, loop and timers through this
+engine and through DeepSpeed, so the difference is the engine alone. It
+gives the loop what it uses of a DeepSpeed engine:
+
+    out = engine(x); engine.backward(loss); engine.step()
+    engine.module (the bare model, for evaluation); engine.train()
+
+and matches what DeepSpeed does for bench's generated config: the loss is
+divided by the accumulation steps in backward, gradients are all-reduced
+only at the accumulation boundary (`no_sync` before it), clipped to norm
+1.0 (ds_config's gradient_clipping) and stepped by torch's AdamW with the
+same hyper-parameters. torch.distributed is already initialised by
+deepspeed.init_distributed.
+
+Not measured: the all-reduce share. DDP overlaps its bucketed all-reduces
+with backward inside autograd hooks, so there is no exclusive all-reduce
+time to read (DeepSpeed's ZeRO-0 timer measures an all-reduce that runs
+after backward); the record's allreduce part is 0 and the report says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+
+class DDPEngine:
+    def __init__(self, model, ds_config: dict[str, Any], device) -> None:
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = model.to(device)
+        ids = [device.index] if device.type == "cuda" else None
+        self.ddp = DistributedDataParallel(model, device_ids=ids)
+        params = ds_config["optimizer"]["params"]
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=params["lr"], betas=tuple(params["betas"]),
+                                           eps=params["eps"], weight_decay=params["weight_decay"])
+        self.accum = int(ds_config["gradient_accumulation_steps"])
+        self.clip = float(ds_config.get("gradient_clipping", 0.0))
+        self.micro_steps = 0
+
+    @property
+    def module(self):
+        return self.ddp.module
+
+    def train(self) -> None:
+        self.ddp.train()
+
+    def _at_boundary(self) -> bool:
+        return (self.micro_steps + 1) % self.accum == 0
+
+    def __call__(self, x):
+        # DDP decides at forward time whether the next backward all-reduces.
+        ctx = contextlib.nullcontext() if self._at_boundary() else self.ddp.no_sync()
+        with ctx:
+            return self.ddp(x)
+
+    def backward(self, loss) -> None:
+        ctx = contextlib.nullcontext() if self._at_boundary() else self.ddp.no_sync()
+        with ctx:
+            (loss / self.accum).backward()
+
+    def step(self) -> None:
+        import torch
+
+        if self._at_boundary():
+            if self.clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.ddp.parameters(), self.clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.micro_steps += 1
