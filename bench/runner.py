@@ -196,7 +196,7 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
     if outcome.status == "ok" and summary is not None:
         body["figures"] = figures.from_summary(
             summary, micro_batch=cfg.micro_batch, grad_accum=cfg.grad_accum, planned_world=plan["world_size"],
-            flops_per_image=summary.get("flops_per_image"), peak_flops=None)
+            flops_per_image=summary.get("flops_per_image"), precision=cfg.precision)
         sanity = body["figures"]["sanity"]
         if not all(sanity.values()):
             body["warnings"] = [f"sanity: {k} is false" for k, v in sanity.items() if not v]
