@@ -26,6 +26,10 @@ SUBCOMMANDS: dict[str, str] = {
     "run": "bench.runner",
     "hosts": "bench.hosts_cmd",
     "probe": "bench.probe_cmd",
+    "comm": "bench.comm",
+    "validate": "bench.validate",
+    "sweep": "bench.sweep",
+    "report": "bench.report",
 }
 
 

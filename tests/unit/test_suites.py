@@ -1,0 +1,184 @@
+"""Suites are pure: (base config, options, pool) -> points. Planning only; nothing launches."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import hostfile, paper
+from bench.config import RunConfig
+from bench.errors import BadInput
+from bench.suites import Pool, SuiteOptions, plan, powers_of_two
+
+LOCAL2 = Pool(resources={"localhost": [0, 1]}, hostfile=False, device="cpu")
+BASE = RunConfig(model="vit-micro-p4-32", dataset="synthetic", micro_batch=16, steps=6, timing_warmup=2)
+
+
+def ids(points):
+    return [p.id for p in points]
+
+
+def hostpool(text: str, device: str = "cuda") -> Pool:
+    res = hostfile.resolve_resources(hostfile.parse_hostfile_text(text, "test"))
+    return Pool(resources=res, hostfile=True, device=device)
+
+
+def test_batch_defaults_to_study_sizes_at_1_and_n():
+    pts = plan("batch", BASE, SuiteOptions(), LOCAL2)
+    assert ids(pts) == [f"batch/mb={mb}/gpus={n}" for n in (1, 2) for mb in (16, 32, 64, 128, 256)]
+    p = pts[-1]
+    assert p.config.micro_batch == 256 and p.config.gpus == 2 and p.include is None
+    assert p.labels == {"micro_batch": 256, "gpus": 2}
+    # Everything else is the base config's.
+    assert p.config.replace(micro_batch=16, gpus=None) == BASE
+
+
+def test_batch_values_and_counts():
+    pts = plan("batch", BASE, SuiteOptions(values=("8", "16"), gpu_counts=(2,)), LOCAL2)
+    assert ids(pts) == ["batch/mb=8/gpus=2", "batch/mb=16/gpus=2"]
+
+
+@pytest.mark.parametrize("opts,needle", [
+    (SuiteOptions(values=("0",)), "--values"),
+    (SuiteOptions(values=("x",)), "--values"),
+    (SuiteOptions(gpu_counts=(4,)), "--gpu-counts: 4 asked but the pool has 2"),
+])
+def test_batch_bad_options(opts, needle):
+    with pytest.raises(BadInput, match=needle):
+        plan("batch", BASE, opts, LOCAL2)
+
+
+def test_accum_fixes_micro_batch():
+    pts = plan("accum", BASE, SuiteOptions(), LOCAL2)
+    assert ids(pts) == [f"accum/accum={a}/gpus=2" for a in (1, 2, 4, 8)]
+    assert {p.config.micro_batch for p in pts} == {16}
+    assert [p.config.grad_accum for p in pts] == [1, 2, 4, 8]
+
+
+def test_powers_of_two():
+    assert powers_of_two(1) == [1]
+    assert powers_of_two(2) == [1, 2]
+    assert powers_of_two(8) == [1, 2, 4, 8]
+    assert powers_of_two(6) == [1, 2, 4, 6]
+
+
+def test_strong_both_senses_labelled():
+    pool = Pool(resources={"localhost": list(range(4))}, hostfile=False)
+    pts = plan("strong", BASE, SuiteOptions(), pool)
+    assert ids(pts) == ["strong/fixed-global/gpus=1", "strong/fixed-global/gpus=2", "strong/fixed-global/gpus=4",
+                        "strong/study/gpus=1", "strong/study/gpus=2", "strong/study/gpus=4"]
+    fixed = [p for p in pts if p.labels["sense"] == "fixed-global"]
+    # Textbook: the global batch (16 x 4 = 64) is fixed, the micro batch shrinks.
+    assert [p.config.micro_batch for p in fixed] == [64, 32, 16]
+    assert {p.config.micro_batch * p.gpus for p in fixed} == {64}
+    study = [p for p in pts if p.labels["sense"] == "study"]
+    assert {p.config.micro_batch for p in study} == {16}
+    assert {p.config.dataset_fraction for p in pts} == {1.0}
+
+
+def test_strong_global_batch_must_split():
+    pool = Pool(resources={"localhost": list(range(3))}, hostfile=False)
+    with pytest.raises(BadInput, match="--global-batch: 64 does not split evenly over 3 GPUs"):
+        plan("strong", BASE, SuiteOptions(global_batch=64), pool)
+    pts = plan("strong", BASE, SuiteOptions(senses=("study",)), pool)
+    assert ids(pts) == ["strong/study/gpus=1", "strong/study/gpus=2", "strong/study/gpus=3"]
+    with pytest.raises(BadInput, match="--senses"):
+        plan("strong", BASE, SuiteOptions(senses=("nope",)), pool)
+
+
+def test_weak_share_grows_with_gpus():
+    pool = Pool(resources={"localhost": list(range(8))}, hostfile=False)
+    pts = plan("weak", BASE, SuiteOptions(), pool)
+    assert ids(pts) == ["weak/gpus=1", "weak/gpus=2", "weak/gpus=4", "weak/gpus=8"]
+    # The study's 10% per GPU.
+    assert [p.config.dataset_fraction for p in pts] == [0.1, 0.2, 0.4, 0.8]
+    assert paper.WEAK.share_per_gpu == 0.1
+    # 16 GPUs at 10% each would need 160% of the data: the share shrinks to fit.
+    big = Pool(resources={"localhost": list(range(16))}, hostfile=False)
+    assert plan("weak", BASE, SuiteOptions(), big)[-1].config.dataset_fraction == 1.0
+    with pytest.raises(BadInput, match="--base-fraction"):
+        plan("weak", BASE, SuiteOptions(base_fraction=0.3), pool)
+
+
+def test_hostfile_points_use_include_specs():
+    pool = hostpool("a slots=2\nb slots=2\nc slots=2\n")
+    pts = plan("strong", BASE, SuiteOptions(senses=("study",)), pool)
+    assert [(p.id, p.include) for p in pts] == [
+        ("strong/study/gpus=1", "a:0"), ("strong/study/gpus=2", "a:0,1"),
+        ("strong/study/gpus=4", "a:0,1@b:0,1"), ("strong/study/gpus=6", "a:0,1@b:0,1@c:0,1")]
+    # --gpus would clash with --include in `bench run`.
+    assert {p.config.gpus for p in pts} == {None}
+
+
+def test_placement_packed_vs_spread():
+    pool = hostpool("n1 slots=4\nn2 slots=4\nn3 slots=1\n")
+    pts = plan("placement", BASE, SuiteOptions(), pool)
+    assert [(p.id, p.include) for p in pts] == [
+        ("placement/packed/gpus=3", "n1:0,1,2"), ("placement/spread/gpus=3", "n1:0@n2:0@n3:0")]
+    pts = plan("placement", BASE, SuiteOptions(gpu_counts=(2,)), pool)
+    assert [p.include for p in pts] == ["n1:0,1", "n1:0@n2:0"]
+    assert [p.labels["placement"] for p in pts] == ["packed", "spread"]
+    with pytest.raises(BadInput, match="--gpu-counts: 4 GPUs one per node needs 4 hosts"):
+        plan("placement", BASE, SuiteOptions(gpu_counts=(4,)), pool)
+
+
+def test_placement_needs_two_hosts():
+    with pytest.raises(BadInput, match="placement: needs a --hostfile that selects >= 2 hosts"):
+        plan("placement", BASE, SuiteOptions(), LOCAL2)
+    with pytest.raises(BadInput, match=">= 2 hosts"):
+        plan("placement", BASE, SuiteOptions(), hostpool("only slots=8\n"))
+    with pytest.raises(BadInput, match="no host has >= 2 slots"):
+        plan("placement", BASE, SuiteOptions(), hostpool("a slots=1\nb slots=1\n"))
+
+
+def test_zero_cpu_precisions_and_variants():
+    pts = plan("zero", BASE, SuiteOptions(), LOCAL2)
+    assert len(pts) == 10
+    assert {p.config.precision for p in pts} == {"fp32", "bf16"}
+    off = [p for p in pts if p.config.offload]
+    assert {p.config.zero_stage for p in off} == {2}
+    assert "zero/stage=2+offload/bf16/gpus=2" in ids(pts)
+    gpu = Pool(resources={"localhost": [0, 1]}, hostfile=False, device="cuda")
+    assert {p.config.precision for p in plan("zero", BASE, SuiteOptions(), gpu)} == {"fp32", "fp16", "bf16"}
+    with pytest.raises(BadInput, match="--precisions: fp16 needs a GPU"):
+        plan("zero", BASE, SuiteOptions(precisions=("fp16",)), LOCAL2)
+    with pytest.raises(BadInput, match="unknown ZeRO variant '1\\+offload'"):
+        plan("zero", BASE, SuiteOptions(values=("1+offload",)), LOCAL2)
+
+
+def test_ddp_pairs_engines():
+    pts = plan("ddp", BASE, SuiteOptions(), LOCAL2)
+    assert [(p.id, p.config.engine) for p in pts] == [("ddp/engine=deepspeed/gpus=2", "deepspeed"),
+                                                      ("ddp/engine=ddp/gpus=2", "ddp")]
+    with pytest.raises(BadInput, match="ddp: compares fp32 ZeRO-0"):
+        plan("ddp", BASE.replace(precision="bf16"), SuiteOptions(), LOCAL2)
+
+
+def test_paper_is_the_study_recipe():
+    pool = hostpool("".join(f"v{i} slots=8\n" for i in range(4)))
+    pts = plan("paper", BASE, SuiteOptions(), pool)
+    c = pts[0].config
+    assert (c.model, c.lr, c.epochs, c.steps, c.precision, c.zero_stage) == ("vit-b16-224", 1e-4, 5.0, None,
+                                                                           "fp32", 0)
+    packed = [p for p in pts if p.labels["placement"] == "packed"]
+    # The study's counts (1..8 intra, 1..32 inter) that a 32-slot pool has.
+    assert sorted({p.gpus for p in packed}) == [1, 2, 3, 4, 5, 6, 7, 8, 16, 32]
+    assert {p.config.micro_batch for p in pts} == {16, 64}
+    spread = [p for p in pts if p.labels["placement"] == "spread"]
+    assert [p.id for p in spread if p.config.micro_batch == 64] == ["paper/spread/mb=64/gpus=2",
+                                                                     "paper/spread/mb=64/gpus=4"]
+    assert spread[1].include == "v0:0@v1:0@v2:0@v3:0"
+    # On this node: the counts it has.
+    assert ids(plan("paper", BASE, SuiteOptions(), LOCAL2)) == ["paper/mb=16/gpus=1", "paper/mb=16/gpus=2",
+                                                                "paper/mb=64/gpus=1", "paper/mb=64/gpus=2"]
+
+
+def test_ids_are_stable_and_unique():
+    a = plan("zero", BASE, SuiteOptions(), LOCAL2)
+    b = plan("zero", BASE, SuiteOptions(), LOCAL2)
+    assert ids(a) == ids(b) and len(set(ids(a))) == len(a)
+    assert [p.to_dict() for p in a] == [p.to_dict() for p in b]
+
+
+def test_unknown_suite():
+    with pytest.raises(BadInput, match="unknown suite 'nope'"):
+        plan("nope", BASE, SuiteOptions(), LOCAL2)
