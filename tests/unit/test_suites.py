@@ -182,3 +182,93 @@ def test_ids_are_stable_and_unique():
 def test_unknown_suite():
     with pytest.raises(BadInput, match="unknown suite 'nope'"):
         plan("nope", BASE, SuiteOptions(), LOCAL2)
+
+
+# --- the sweep loop: which points run, which are skipped, what is recorded ------------------------
+# A GPU out-of-memory cannot happen here, so `run_one` stands in for `bench run` and returns the
+# records it would (their shape is the one tests/multiproc/test_sweep.py gets from real runs).
+
+def _fake_runner(outcomes: dict[int, str], calls: list):
+    from bench import results
+
+    def run_one(cfg, args, *, quiet, out_dir):
+        calls.append(cfg.micro_batch)
+        status = outcomes.get(cfg.micro_batch, "ok")
+        body = {"run_id": f"r{len(calls)}", "run_dir": out_dir, "config": cfg.to_dict(), "duration_s": 1.0,
+                "plan": {"world_size": cfg.gpus}, "provenance": {}}
+        if status == "ok":
+            body["figures"] = {"images_per_s": 10.0 * cfg.micro_batch, "epoch_s": 1.0}
+        elif status != "interrupted":
+            body["error"] = {"where": "localhost:0", "reason": "CUDA out of memory" if status == "oom" else "died"}
+        return results.make_record("run", status, **body)
+    return run_one
+
+
+def _sweep(tmp_path, outcomes, calls, values=("16", "64", "256")):
+    import argparse
+
+    from bench import sweep
+
+    pts = plan("batch", BASE, SuiteOptions(values=values, gpu_counts=(2,)), LOCAL2)
+    d = str(tmp_path / "batch")
+    done = sweep.open_sweep(d, "batch", BASE, SuiteOptions(values=values), LOCAL2, pts)
+    rc = sweep.run_points(pts, argparse.Namespace(hostfile=None), d, done, run_one=_fake_runner(outcomes, calls),
+                          as_json=True)
+    return rc, d
+
+
+def test_oom_point_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
+    import json
+
+    from bench import results
+
+    calls: list = []
+    rc, d = _sweep(tmp_path, {64: "oom"}, calls)
+    assert rc == 0 and calls == [16, 64, 256]
+    summary = json.loads(capsys.readouterr().out)
+    assert [p["status"] for p in summary["points"]] == ["ok", "oom", "ok"]
+    recs = results.read(f"{d}/results.jsonl").records
+    assert [(r["kind"], r["point_id"], r["status"]) for r in recs] == [
+        ("point", "batch/mb=16/gpus=2", "ok"), ("point", "batch/mb=64/gpus=2", "oom"),
+        ("point", "batch/mb=256/gpus=2", "ok")]
+    assert recs[1]["error"]["reason"] == "CUDA out of memory" and recs[1]["labels"]["micro_batch"] == 64
+    # An OOM is a result: the same command again launches nothing.
+    calls.clear()
+    rc, _ = _sweep(tmp_path, {}, calls)
+    assert rc == 0 and calls == []
+
+
+def test_failed_point_exits_1_and_is_retried(tmp_path, capsys):
+    calls: list = []
+    rc, d = _sweep(tmp_path, {256: "failed"}, calls)
+    assert rc == 1 and calls == [16, 64, 256]
+    calls.clear()
+    rc, _ = _sweep(tmp_path, {}, calls)
+    assert rc == 0 and calls == [256]
+
+
+def test_interrupted_point_is_not_recorded(tmp_path, capsys):
+    from bench import results
+
+    calls: list = []
+    rc, d = _sweep(tmp_path, {64: "interrupted"}, calls)
+    assert rc == 130 and calls == [16, 64]
+    assert [r["point_id"] for r in results.read(f"{d}/results.jsonl").records] == ["batch/mb=16/gpus=2"]
+    calls.clear()
+    assert _sweep(tmp_path, {}, calls)[0] == 0 and calls == [64, 256]
+
+
+def test_resume_refuses_another_config_but_extends(tmp_path, capsys):
+    from bench import sweep
+
+    calls: list = []
+    _sweep(tmp_path, {}, calls, values=("16",))
+    other = BASE.replace(steps=7)
+    pts = plan("batch", other, SuiteOptions(values=("16",), gpu_counts=(2,)), LOCAL2)
+    with pytest.raises(BadInput, match="point batch/mb=16/gpus=2 was planned with steps=6, now 7"):
+        sweep.open_sweep(str(tmp_path / "batch"), "batch", other, SuiteOptions(), LOCAL2, pts)
+    with pytest.raises(BadInput, match="holds a 'batch' sweep, not 'accum'"):
+        sweep.open_sweep(str(tmp_path / "batch"), "accum", BASE, SuiteOptions(), LOCAL2, pts)
+    # More values: only the new point runs.
+    calls.clear()
+    assert _sweep(tmp_path, {}, calls, values=("16", "32"))[0] == 0 and calls == [32]
