@@ -37,6 +37,8 @@ class LaunchPlan:
     launcher: str = "local"
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
+    entry_script: str | None = None    # written by write_files; runs `module` (slurm drops --module)
+    module: str = "bench.worker"
 
     def shell(self) -> str:
         """The exact command, copy-pasteable (for --dry-run and logs)."""
@@ -92,7 +94,7 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
 
 def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: str,
           master_addr: str | None = None, master_port: int | None = None,
-          environ: dict[str, str] | None = None) -> LaunchPlan:
+          environ: dict[str, str] | None = None, module: str = "bench.worker") -> LaunchPlan:
     """The runner argv and environments for this run (nothing is started here)."""
     environ = dict(os.environ if environ is None else environ)
     run_dir = os.path.abspath(run_dir)
@@ -133,8 +135,66 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
             argv += ["--no_ssh_check", "--include", include_spec(resources)]
         else:
             raise BadInput(f"--launcher: unknown launcher {launcher!r}")
-    argv += ["--module", "bench.worker", "--run-dir", run_dir]
+    plan.module = module
+    if launcher == "slurm":
+        # DeepSpeed's slurm runner (0.19.8) runs `python -u SCRIPT` and drops
+        # --module, so the ranks get a script in the run dir (already on their
+        # PYTHONPATH: the runner puts its cwd there) that runs the module.
+        plan.entry_script = os.path.join(run_dir, "rank_entry.py")
+        argv += [plan.entry_script, "--run-dir", run_dir]
+    else:
+        # module: the rank entrypoint (bench.worker trains; bench comm has its own).
+        argv += ["--module", module, "--run-dir", run_dir]
     return plan
+
+
+def entry_script_text(module: str) -> str:
+    return ("# Written by bench: DeepSpeed's slurm runner cannot start a module.\n"
+            f"import runpy\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
+
+
+def tasks_per_node(spec: str) -> list[int]:
+    """Slurm's SLURM_TASKS_PER_NODE ("2(x3),1") as one count per node ([2, 2, 2, 1])."""
+    counts: list[int] = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise BadInput(f"SLURM_TASKS_PER_NODE: cannot read {spec!r}")
+        counts += [int(m[1])] * int(m[2] or 1)
+    return counts
+
+
+def slurm_hosts(environ: dict[str, str] | None = None) -> dict[str, int]:
+    """The current allocation as a hostfile would say it: {node: slots}.
+
+    One slot per task Slurm planned on each node (--ntasks-per-node, e.g. one
+    per GPU); the node list is expanded by `scontrol show hostnames`, Slurm's
+    own reader of its hostlist syntax. BadInput outside an allocation.
+    """
+    import subprocess
+
+    environ = dict(os.environ if environ is None else environ)
+    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST")
+    if not nodelist:
+        raise BadInput("--launcher slurm: not inside a Slurm allocation (no SLURM_JOB_NODELIST); "
+                       "run bench under sbatch or salloc, or give --hostfile")
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                             timeout=30, env=environ)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BadInput(f"--launcher slurm: scontrol show hostnames {nodelist}: {e}") from None
+    nodes = out.stdout.split()
+    if out.returncode != 0 or not nodes:
+        raise BadInput(f"--launcher slurm: scontrol show hostnames {nodelist}: {out.stderr.strip() or 'no hosts'}")
+    if environ.get("SLURM_NTASKS_PER_NODE", "").isdigit():
+        counts = [int(environ["SLURM_NTASKS_PER_NODE"])] * len(nodes)
+    elif environ.get("SLURM_TASKS_PER_NODE"):
+        counts = tasks_per_node(environ["SLURM_TASKS_PER_NODE"])
+    else:
+        counts = [1] * len(nodes)
+    if len(counts) != len(nodes):
+        raise BadInput(f"SLURM_TASKS_PER_NODE: {len(counts)} counts for {len(nodes)} nodes ({nodelist})")
+    return dict(zip(nodes, counts))
 
 
 def mpirun_args(environ: dict[str, str]) -> list[str]:
@@ -142,8 +202,12 @@ def mpirun_args(environ: dict[str, str]) -> list[str]:
     args = ["--bind-to", "none", "--oversubscribe"]
     iface = environ.get("NCCL_SOCKET_IFNAME") or environ.get("GLOO_SOCKET_IFNAME")
     if iface:
-        # DeepSpeed's runner otherwise adds `btl_tcp_if_include eth0`.
-        args += ["--mca", "btl_tcp_if_include", iface, "--mca", "oob_tcp_if_include", iface]
+        # DeepSpeed's runner otherwise adds `btl_tcp_if_include eth0`, which
+        # kills any MPI traffic on nodes without an eth0. Not oob_tcp_if_include:
+        # mpirun itself applies it on the launching node, which (a login node,
+        # or here the root namespace) may lack the ranks' interface; orted finds
+        # a working address by itself.
+        args += ["--mca", "btl_tcp_if_include", iface]
     return args
 
 
@@ -164,3 +228,6 @@ def write_files(plan: LaunchPlan, resources: dict[str, list[int]], slots_of: dic
         path = plan.env["DS_ENV_FILE"]
         with open(path, "w") as f:
             f.write("".join(f"{k}={v}\n" for k, v in plan.env_file.items()))
+    if plan.entry_script:
+        with open(plan.entry_script, "w") as f:
+            f.write(entry_script_text(plan.module))

@@ -1,0 +1,98 @@
+"""`bench run` across real hosts (netns + sshd, see netns.py) with pdsh and openmpi.
+
+Each host is a network namespace with its own hostname (node1..3) that
+shares this machine's filesystem (like NFS): the run dir and the venv are
+the same path everywhere. bench runs with the cluster's env: the ssh wrapper
+first on PATH and GLOO_SOCKET_IFNAME=vb0 (the hosts' interface).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from bench import results
+from tests.conftest import FAST, assert_bad_input, bench, one_json
+
+pytestmark = [pytest.mark.multihost, pytest.mark.slow]
+
+
+def _rank_pids(run_dir: str) -> list[int]:
+    pids = []
+    for path in glob.glob(os.path.join(run_dir, "ranks", "pid-*")):
+        with open(path) as f:
+            pids.append(int(f.read().split()[1]))
+    return pids
+
+
+def _still_running(pid: int, run_dir: str) -> bool:
+    """All namespaces share our PID namespace: a rank that outlived the run shows here."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.fsencode(run_dir) in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
+def test_three_hosts(cluster, out_dir, launcher):
+    proc = bench("--hostfile", str(cluster.hostfile), "--launcher", launcher, "--dataset", "synthetic",
+                 "--steps", "20", "--json", *FAST, "--out", out_dir, env=cluster.env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    rec = one_json(proc.stdout)
+    results.validate(rec)
+    assert rec["status"] == "ok" and rec["plan"]["launcher"] == launcher
+    assert rec["plan"]["resources"] == {h: [0] for h in cluster.hosts}
+    assert rec["figures"]["world_size"] == 3 and rec["figures"]["sanity"]["world_size_as_planned"]
+    assert rec["provenance"]["hosts"] == cluster.hostnames
+    # One rank per host, each on its own node.
+    assert {(d["rank"], d["host"]) for d in rec["provenance"]["devices"]} == set(enumerate(cluster.hostnames))
+    run_dir = rec["run_dir"]
+    for r in range(3):
+        assert os.path.isfile(os.path.join(run_dir, "logs", f"rank{r}.log")), r
+    # Every rank's environment came through the env file, not the remote login's.
+    with open(os.path.join(run_dir, ".deepspeed_env")) as f:
+        env_file = dict(line.rstrip("\n").split("=", 1) for line in f)
+    assert env_file["GLOO_SOCKET_IFNAME"] == "vb0"
+    pids = _rank_pids(run_dir)
+    assert len(pids) == 3
+    assert not [p for p in pids if _still_running(p, run_dir)]
+
+
+def test_openmpi_tells_mpirun_the_ranks_interface(cluster, out_dir):
+    proc = bench("--hostfile", str(cluster.hostfile), "--launcher", "openmpi", "--dry-run", "--dataset", "synthetic", "--out", out_dir,
+                 env=cluster.env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    argv = one_json(proc.stdout)["plan"]["command"]
+    launcher_args = argv[argv.index("--launcher_args") + 1].split()
+    # DeepSpeed's runner would add `btl_tcp_if_include eth0` otherwise, and the hosts have no eth0.
+    assert launcher_args[launcher_args.index("btl_tcp_if_include") + 1] == "vb0"
+    assert "oob_tcp_if_include" not in launcher_args  # mpirun's own namespace has no vb0
+
+
+def test_openmpi_cannot_pick_slots(cluster, tmp_path, out_dir):
+    hf = cluster.write_hostfile(2, name="hostfile-2")
+    proc = bench("--hostfile", str(hf), "--launcher", "openmpi", "--include", f"{cluster.hosts[0]}:1",
+                 "--dataset", "synthetic", "--out", out_dir, env=cluster.env, timeout=60)
+    assert_bad_input(proc, "--launcher openmpi", "slots [1]")
+    assert not glob.glob(os.path.join(out_dir, "*", "ranks", "*"))
+
+
+def test_host_without_sshd_is_named_and_nothing_starts(cluster, out_dir):
+    down = cluster.hosts[1]
+    cluster.stop_sshd(down)
+    try:
+        # The preflight deadline is 15 s; the subprocess timeout catches a hang.
+        proc = bench("--hostfile", str(cluster.hostfile), "--launcher", "pdsh", "--dataset", "synthetic",
+                     "--steps", "20", "--json", *FAST, "--out", out_dir, env=cluster.env, timeout=60)
+    finally:
+        cluster.start_sshd(down)
+    assert proc.returncode == 1, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert down in proc.stderr
+    assert not [h for h in cluster.hosts if h != down and f"preflight: {h}:" in proc.stderr]
+    assert "Traceback" not in proc.stderr
+    # Nothing launched: no rank wrote a PID file or a log anywhere under --out.
+    assert not glob.glob(os.path.join(out_dir, "*", "ranks", "*"))
+    assert not glob.glob(os.path.join(out_dir, "*", "logs", "rank*.log"))

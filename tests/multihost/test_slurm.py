@@ -1,0 +1,72 @@
+"""`bench --launcher slurm` inside a real Slurm 22.05 allocation over the namespace hosts.
+
+See slurm.py for the daemons and the settings that made them work. The
+allocation's node names are the hosts' hostnames (node1..3); nothing here
+resolves them, so torch's rendezvous is given node1's address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from tests.conftest import FAST, REPO, one_json
+
+from . import netns
+from .slurm import Slurm, build_slurm, slurm_possible
+
+pytestmark = [pytest.mark.multihost, pytest.mark.slow]
+
+INSTALL = Path(REPO) / "scripts" / "install-system.sh"
+
+
+@pytest.fixture(scope="module")
+def slurm(cluster: netns.Cluster) -> Iterator[Slurm]:
+    if slurm_possible() is not None:
+        subprocess.run(["sh", str(INSTALL)], check=True)  # CI's fresh Debian; we are root
+    missing = slurm_possible()
+    assert missing is None, missing
+    with build_slurm(cluster) as s:
+        yield s
+
+
+def test_srun_reaches_every_node(slurm):
+    proc = slurm.run_in_allocation(["srun", "-N", "3", "hostname"], timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == slurm.nodes
+
+
+def test_allocation_as_hosts(slurm):
+    code = "import json; from bench.launch import slurm_hosts; print(json.dumps(slurm_hosts()))"
+    proc = slurm.run_in_allocation(["--ntasks-per-node=1", sys.executable, "-c", code], cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {n: 1 for n in slurm.nodes}
+
+
+def test_bench_in_allocation(slurm, out_dir, tmp_path):
+    hf = tmp_path / "hostfile"
+    # The sbatch recipe of README.md's "Clusters": the allocation's nodes, one slot per task.
+    script = (f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/ slots=1/" > {hf} && '
+              f'exec "$0" -m bench --hostfile {hf} --launcher slurm --master-addr {slurm.addrs[0]} '
+              f'--dataset synthetic --steps 20 --json {" ".join(FAST)} --out {out_dir}')
+    proc = slurm.run_in_allocation(["sh", "-c", script, sys.executable], cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    rec = one_json(proc.stdout)
+    results.validate(rec)
+    assert rec["status"] == "ok" and rec["plan"]["launcher"] == "slurm"
+    assert rec["figures"]["world_size"] == 3 and rec["figures"]["sanity"]["world_size_as_planned"]
+    assert rec["provenance"]["hosts"] == slurm.nodes
+    assert {(d["rank"], d["host"]) for d in rec["provenance"]["devices"]} == set(enumerate(slurm.nodes))
+    assert rec["provenance"]["env"]["SLURM_NNODES"] == "3"
+    # srun started the ranks: the launcher's log holds its command line.
+    with open(os.path.join(rec["run_dir"], "logs", "launcher.log")) as f:
+        assert "cmd = srun -n 3 --nodelist node1,node2,node3" in f.read()
+    # Allocation over: no job, no step left behind.
+    assert slurm.run(["squeue", "-h", "-t", "PD,R"], timeout=15).stdout.strip() == ""
