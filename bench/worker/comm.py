@@ -1,0 +1,213 @@
+"""Rank entrypoint of `bench comm`: timed collectives with a correctness count.
+
+Started by DeepSpeed's launcher (any of local, pdsh, openmpi, slurm) as
+
+    python -u -m bench.worker.comm --run-dir results/<run-id>
+
+It reads comm.json (op, sizes, iterations, groups) and plan.json, uses plain
+torch.distributed (NCCL on GPUs, gloo on CPU; DeepSpeed is not needed to move
+bytes), and rank 0 writes summary.json with every rank's per-iteration times
+and wrong-value counts. The launcher side (bench/comm.py) turns those into
+rows with bench.metrics; nothing here computes a bandwidth.
+
+Each rank's buffer holds v(r, i) = (r + 1) + (i mod 128): small integers, so
+every sum is exact in float32 and the expected result of each collective is
+known exactly. After the timed iterations the result is compared with it and
+the mismatches counted (nccl-tests' #wrong).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+from bench.results import write_json_atomic
+from bench.worker.main import _redirect_output, env_rank, map_launcher_env
+
+_PERIOD = 128
+
+
+def pattern(torch, rank: int, count: int, start: int = 0, device=None):
+    """v(rank, i) for i in [start, start + count): (rank + 1) + (i mod 128), float32."""
+    idx = torch.arange(start, start + count, dtype=torch.int64, device=device)
+    return (idx % _PERIOD + (rank + 1)).to(torch.float32)
+
+
+def expected(torch, op: str, members: list[int], me: int, count: int, device=None):
+    """The exact result this rank must hold after `op` over `members` (global ranks)."""
+    n = len(members)
+    base = sum(r + 1 for r in members)
+    if op == "all_reduce":
+        return pattern(torch, -1, count, device=device) * n + base
+    if op == "all_gather":
+        return torch.cat([pattern(torch, r, count, device=device) for r in members])
+    if op == "reduce_scatter":
+        pos = members.index(me)
+        return pattern(torch, -1, count, start=pos * count, device=device) * n + base
+    if op == "broadcast":
+        return pattern(torch, members[0], count, device=device)
+    raise ValueError(f"unknown op {op!r}")
+
+
+def _buffers(torch, op: str, rank: int, n: int, count: int, device):
+    """(pristine input, working input, output) for one size; output None for in-place ops."""
+    if op == "reduce_scatter":
+        src = pattern(torch, rank, n * count, device=device)
+        return src, src.clone(), torch.empty(count, dtype=torch.float32, device=device)
+    src = pattern(torch, rank, count, device=device)
+    if op == "all_gather":
+        return src, src.clone(), torch.empty(n * count, dtype=torch.float32, device=device)
+    return src, src.clone(), None
+
+
+def _run_op(dist, op: str, work, out, group, root: int) -> None:
+    if op == "all_reduce":
+        dist.all_reduce(work, group=group)
+    elif op == "broadcast":
+        dist.broadcast(work, src=root, group=group)
+    elif op == "all_gather":
+        dist.all_gather_into_tensor(out, work, group=group)
+    elif op == "reduce_scatter":
+        dist.reduce_scatter_tensor(out, work, group=group)
+    else:
+        raise ValueError(f"unknown op {op!r}")
+
+
+def measure_group(torch, dist, spec: dict, members: list[int], group, rank: int, device, sync,
+                  progress) -> list[dict]:
+    """This rank's times and wrong count for every size, over one group it belongs to."""
+    op, n = spec["op"], len(members)
+    out_rows = []
+    for size in spec["sizes"]:
+        count = max(size // 4, 1)
+        src, work, out = _buffers(torch, op, rank, n, count, device)
+        if spec.get("corrupt_rank") == rank:
+            # The hidden test hook: this rank sends one wrong value, as a bad
+            # link or bad memory would; the check below must count it.
+            src[0] += 1
+        for _ in range(spec["warmup"]):
+            work.copy_(src)
+            _run_op(dist, op, work, out, group, members[0])
+        sync()
+        dist.barrier(group=group)
+        times = []
+        for _ in range(spec["iters"]):
+            work.copy_(src)  # in-place ops overwrite their input: restore it, untimed
+            sync()
+            t0 = time.perf_counter()
+            _run_op(dist, op, work, out, group, members[0])
+            sync()
+            times.append(time.perf_counter() - t0)
+        result = out if out is not None else work
+        want = expected(torch, op, members, rank, count, device=device)
+        wrong = int((result != want).sum().item())
+        out_rows.append({"size": size, "count": count, "times_s": times, "wrong": wrong})
+        progress(size)
+    return out_rows
+
+
+def run(run_dir: str) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    with open(os.path.join(run_dir, "comm.json")) as f:
+        spec = json.load(f)
+    with open(os.path.join(run_dir, "plan.json")) as f:
+        plan = json.load(f)
+    map_launcher_env(plan)
+    backend = "nccl" if plan["device"] == "cuda" else "gloo"
+    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=plan["collective_timeout_s"]))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if plan["device"] == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+        torch.cuda.set_device(local)
+        device, sync, name = torch.device("cuda", local), torch.cuda.synchronize, torch.cuda.get_device_name(local)
+    else:
+        device, sync, name = torch.device("cpu"), (lambda: None), "cpu"
+
+    groups = spec.get("groups") or [list(range(world))]
+    # Every rank must create every group, in the same order, members or not.
+    handles = [dist.new_group(g) if len(g) < world else None for g in groups]
+    progress_path = os.path.join(run_dir, "progress.json")
+    done = [0]
+    total = len(groups) * len(spec["sizes"])
+
+    def progress(size: int) -> None:
+        done[0] += 1
+        if rank == 0:
+            write_json_atomic(progress_path, {"step": done[0], "total": total, "loss": 0.0, "size": size,
+                                              "time": time.time()})
+
+    mine = []
+    for gi, (members, handle) in enumerate(zip(groups, handles)):
+        if rank in members:
+            rows = measure_group(torch, dist, spec, members, handle, rank, device, sync, progress)
+            mine.append({"group": gi, "rows": rows})
+        else:
+            done[0] += len(spec["sizes"])
+        # Groups run one after another, so a pair is never measured while another shares its links.
+        dist.barrier()
+    rec = {"rank": rank, "host": socket.gethostname(), "device": name, "status": "ok", "groups": mine}
+    write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, rec)
+    if rank == 0:
+        write_json_atomic(os.path.join(run_dir, "summary.json"), {
+            "world_size": world, "backend": backend, "groups": groups, "ranks": gathered,
+            "versions": _versions(torch)})
+    dist.barrier()
+    dist.destroy_process_group()
+    return rec
+
+
+def _versions(torch) -> dict:
+    from importlib import metadata
+
+    def v(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    nccl = None
+    if torch.cuda.is_available():
+        try:
+            nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # noqa: BLE001 - NCCL may be absent from a CPU build
+            nccl = None
+    return {"torch": torch.__version__, "deepspeed": v("deepspeed"), "timm": v("timm"),
+            "cuda": torch.version.cuda, "nccl": nccl, "python": sys.version.split()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.worker.comm")
+    p.add_argument("--run-dir", required=True)
+    args, _ = p.parse_known_args(argv)  # DeepSpeed's launcher may append --local_rank=N
+    rank = env_rank()
+    _redirect_output(args.run_dir, rank)
+    os.makedirs(os.path.join(args.run_dir, "ranks"), exist_ok=True)
+    with open(os.path.join(args.run_dir, "ranks", f"pid-{rank}"), "w") as f:
+        f.write(f"{socket.gethostname()} {os.getpid()}\n")
+    host = socket.gethostname()
+    try:
+        rec = run(args.run_dir)
+    except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then exit non-zero
+        traceback.print_exc()
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        write_json_atomic(os.path.join(args.run_dir, "ranks", f"rank{rank}.json"), {
+            "rank": rank, "host": host, "status": "failed", "error": f"{type(e).__name__}: {first}"})
+        print(f"[{host}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
+        return 1
+    wrong = sum(r["wrong"] for g in rec["groups"] for r in g["rows"])
+    print(f"[{host}:{rank}] is {'OK' if wrong == 0 else 'broken'}: {wrong} wrong value(s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""bench comm's pure parts: sizes, rows (figures from bench.metrics), and the exact expected results."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import comm
+from bench.errors import BadInput
+
+
+def test_sizes_range_is_powers_of_two_like_nccl_tests():
+    assert comm.parse_sizes("1K:8K") == [1024, 2048, 4096, 8192]
+    assert comm.parse_sizes("64K,4K,4K") == [4096, 65536]
+    assert comm.parse_sizes("1G:1G") == [1 << 30]
+    assert comm.parse_size("512") == 512 and comm.parse_size("16MB") == 16 << 20
+
+
+@pytest.mark.parametrize("text", ["0K", "4X", "", "8K:1K", "K"])
+def test_bad_sizes_name_the_option(text):
+    with pytest.raises(BadInput, match="^--sizes: "):
+        comm.parse_sizes(text)
+
+
+def test_row_figures_are_nccl_tests_definitions_by_hand():
+    # 4 ranks all_reduce of 1 MiB, median 2 ms: algbw = S / t, busbw = algbw * 2(n-1)/n.
+    r = comm.row("all_reduce", 4, 1 << 20, [0.003, 0.002, 0.001], 0, "all")
+    assert r["time_s"] == {"min": 0.001, "median": 0.002, "max": 0.003}
+    assert r["algbw"] == pytest.approx((1 << 20) / 0.002)
+    assert r["busbw"] == pytest.approx((1 << 20) / 0.002 * 2 * 3 / 4)
+    # all_gather: S is the gathered output, n x the per-rank buffer; factor (n-1)/n.
+    g = comm.row("all_gather", 4, 1000, [0.001], 0, "all")
+    assert g["bytes"] == 4000 and g["busbw"] == pytest.approx(4000 / 0.001 * 3 / 4)
+    b = comm.row("broadcast", 4, 1000, [0.001], 0, "all")
+    assert b["busbw"] == pytest.approx(b["algbw"])
+
+
+def test_printed_row_comes_from_the_json_row():
+    r = comm.row("all_reduce", 2, 4096, [0.0005], 3, "10.0.0.1+10.0.0.2")
+    cells = comm.row_cells(r)
+    assert len(cells) == len(comm.COLUMNS)
+    assert cells[0] == r["group"] and cells[1] == "4K" and cells[-1] == "3"
+    assert cells[4] == "500.0" and float(cells[7]) == pytest.approx(r["busbw"] / 1e9, rel=1e-2)
+
+
+def test_rows_from_summary_take_the_slowest_rank_per_iteration_and_add_wrong_counts():
+    summary = {"groups": [[0, 1]], "ranks": [
+        {"rank": 0, "groups": [{"group": 0, "rows": [{"size": 1024, "times_s": [0.1, 0.3], "wrong": 0}]}]},
+        {"rank": 1, "groups": [{"group": 0, "rows": [{"size": 1024, "times_s": [0.2, 0.1], "wrong": 2}]}]},
+    ]}
+    (r,) = comm.rows_from_summary(summary, "all_reduce", ["pair"])
+    assert r["iters"] == 2 and r["time_s"]["min"] == 0.2 and r["time_s"]["max"] == 0.3
+    assert r["wrong"] == 2 and r["group"] == "pair"
+
+
+@pytest.mark.parametrize("members", [[0, 1], [0, 1, 2], [1, 3]])
+def test_expected_results_match_the_collectives_computed_by_hand(members):
+    torch = pytest.importorskip("torch")
+    from bench.worker.comm import expected, pattern
+
+    n, count = len(members), 300  # not a multiple of the pattern's period
+    inputs = {r: pattern(torch, r, count) for r in members}
+    total = sum(inputs.values())
+    for me in members:
+        assert torch.equal(expected(torch, "all_reduce", members, me, count), total)
+        assert torch.equal(expected(torch, "all_gather", members, me, count), torch.cat([inputs[r] for r in members]))
+        assert torch.equal(expected(torch, "broadcast", members, me, count), inputs[members[0]])
+        big = sum(pattern(torch, r, n * count) for r in members)
+        pos = members.index(me)
+        assert torch.equal(expected(torch, "reduce_scatter", members, me, count), big[pos * count:(pos + 1) * count])
+    # Values differ by rank and index, so a swapped chunk or a wrong rank is a mismatch.
+    assert not torch.equal(pattern(torch, 0, count), pattern(torch, 1, count))
+    assert not torch.equal(pattern(torch, 0, count), pattern(torch, 0, count, start=1))
