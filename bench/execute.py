@@ -9,6 +9,7 @@ any rank still alive, by PID.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -48,8 +49,15 @@ def tail(path: str, n: int = 15) -> list[str]:
         return []
 
 
-def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "local") -> None:
     """SIGTERM the launcher's process group, SIGKILL what is left after `grace` s."""
+    if launcher == "pdsh":
+        # DeepSpeed's pdsh runner answers SIGTERM by running `pkill -f "<python>
+        # -u -m deepspeed.launcher.launch"` on every host: every DeepSpeed job
+        # there by that python dies (and where hosts share a PID namespace, the
+        # whole machine's). SIGKILL leaves it no handler; kill_ranks stops ours by PID.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
@@ -107,11 +115,12 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool
                         bar.update(prog)
                 elif time.time() - last_change > timeout:
                     hung = True
-                    stop_group(proc)
+                    stop_group(proc, launcher=lp.launcher)
                     break
         except KeyboardInterrupt:
-            stop_group(proc)
+            stop_group(proc, launcher=lp.launcher)
             kill_ranks(run_dir)
+            kill_remote_ranks(lp, run_dir)
             bar.close()
             return Outcome("interrupted", proc.returncode, time.time() - t0,
                            error={"where": "bench", "reason": "interrupted by the user (SIGINT)"})
@@ -120,6 +129,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool
     rc = proc.wait()
     duration = time.time() - t0
     kill_ranks(run_dir)
+    if rc != 0 or hung:
+        kill_remote_ranks(lp, run_dir)
     summary = _read_json(os.path.join(run_dir, "summary.json"))
     rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
                   if r]
@@ -162,7 +173,8 @@ def _is_our_rank(pid: int, run_dir: str) -> bool:
             argv = f.read().split(b"\0")
     except OSError:
         return False
-    return b"bench.worker" in argv and os.fsencode(run_dir) in argv
+    # The run dir names this run alone; the entry point differs per launcher.
+    return os.fsencode(run_dir) in argv
 
 
 def kill_ranks(run_dir: str) -> list[int]:
@@ -181,3 +193,46 @@ def kill_ranks(run_dir: str) -> list[int]:
         except (ProcessLookupError, PermissionError):
             pass
     return killed
+
+
+# Runs on each host: kill the recorded PIDs whose host is this one and whose
+# command line still names this run (a PID may have been reused).
+_REMOTE_KILL = """\
+import os, signal, socket, sys
+run_dir, me = os.fsencode(sys.argv[1]), socket.gethostname()
+for item in sys.argv[2:]:
+    host, pid = item.rsplit(" ", 1)
+    if host != me:
+        continue
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            if run_dir not in f.read().split(b"\\0"):
+                continue
+        os.kill(int(pid), signal.SIGKILL)
+        print("killed", pid)
+    except (OSError, ValueError):
+        pass
+"""
+
+
+def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> None:
+    """Stop pdsh-started ranks on their hosts by the PIDs they recorded.
+
+    mpirun and srun stop their own ranks when they are stopped; pdsh's ssh
+    sessions have no tty, so remote ranks outlive them (and DeepSpeed's own
+    remote stop is `pkill -f`, which stop_group keeps from running).
+    """
+    if lp.launcher != "pdsh":
+        return
+    from bench.remote import run_on_hosts
+
+    entries = []
+    for path in glob.glob(os.path.join(run_dir, "ranks", "pid-*")):
+        with contextlib.suppress(OSError):
+            entries.append(open(path).read().strip())
+    plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
+    hosts = list(plan.get("resources", {}))
+    if not entries or not hosts:
+        return
+    with contextlib.suppress(ValueError):  # a host name that must not reach ssh: the preflight said so
+        run_on_hosts(hosts, [sys.executable, "-c", _REMOTE_KILL, run_dir, *entries], timeout=15, env=lp.env)

@@ -96,3 +96,39 @@ def test_host_without_sshd_is_named_and_nothing_starts(cluster, out_dir):
     # Nothing launched: no rank wrote a PID file or a log anywhere under --out.
     assert not glob.glob(os.path.join(out_dir, "*", "ranks", "*"))
     assert not glob.glob(os.path.join(out_dir, "*", "logs", "rank*.log"))
+
+
+def test_ctrl_c_stops_every_remote_rank_by_pid(cluster, out_dir):
+    """pdsh's ssh sessions have no tty: killing them leaves remote ranks running, and
+    DeepSpeed's own stop (`pkill -f` on every host) must not run. bench stops them by PID.
+    --steps 5000 would run for many minutes: only a stop ends them in time."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", "--hostfile", str(cluster.hostfile), "--launcher", "pdsh",
+         "--dataset", "synthetic", "--steps", "5000", "--json", *FAST, "--out", out_dir],
+        env=cluster.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait until every rank runs (its PID file is its first act).
+        deadline = time.monotonic() + 300
+        while len(glob.glob(os.path.join(out_dir, "*", "ranks", "pid-*"))) < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the ranks did not start"
+            time.sleep(0.5)
+        run_dir = os.path.dirname(os.path.dirname(glob.glob(os.path.join(out_dir, "*", "ranks", "pid-*"))[0]))
+        pids = _rank_pids(run_dir)
+        assert len(pids) == 3 and all(_still_running(p, run_dir) for p in pids)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert one_json(out)["status"] == "interrupted"
+    assert not [p for p in pids if _still_running(p, run_dir)]
