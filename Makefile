@@ -32,5 +32,12 @@ test: system $(STAMP) $(MPI_STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
+# Builds the real docker/Dockerfile on an offline stand-in base and runs bench,
+# bench probe and a 2-rank CPU run in it, plain and through docker-compose.
+# Minutes and root (starts its own dockerd when none answers): not in `make test`;
+# tests/unit/test_images.py checks the same files statically there.
+docker-test:
+	bash docker/test-build.sh
+
 clean:
 	rm -rf $(VENV) results
