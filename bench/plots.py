@@ -97,7 +97,10 @@ def scaling(path: str, g: ra.Group, ref: dict[str, Any] | None) -> str:
         axes[1].set(title="speedup S = T1/TN", xlabel="GPUs (ranks)", ylabel="x")
         axes[2].axhline(100, color="k", linestyle=":", label="ideal")
         axes[2].set(title="efficiency E = S/N", xlabel="GPUs (ranks)", ylabel="%")
+    from matplotlib.ticker import MaxNLocator
+
     for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{g.sweep} ({g.suite})")
@@ -156,8 +159,11 @@ def batch_curves(path: str, g: ra.Group) -> str:
     oom = [r for r in g.rows if r["status"] == "oom"]
     for r in oom:
         a1.axvline(r["micro_batch"], color="r", alpha=0.3)
+    mbs_all = sorted({r["micro_batch"] for r in g.rows if r["micro_batch"]})
     for ax in (a1, a2):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(mbs_all, [str(m) for m in mbs_all])
+        ax.minorticks_off()
         ax.set_xlabel("micro batch per GPU")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

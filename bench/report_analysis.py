@@ -13,6 +13,7 @@ grows with N so steps per epoch stay fixed (weak).
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -43,7 +44,11 @@ def dedupe(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r.get("kind") == "point":
             latest[(r.get("sweep") or r.get("suite") or "", r.get("point_id", ""))] = r
     point_runs = {r.get("run_id") for r in latest.values()}
-    runs = [r for r in records if r.get("kind") == "run" and r.get("run_id") not in point_runs]
+    # A sweep's runs/ folder also holds runs that never became points (interrupted,
+    # or killed with bench): they are not results of the sweep.
+    sweep_runs = {os.path.dirname(str(r.get("run_dir"))) for r in latest.values() if r.get("run_dir")}
+    runs = [r for r in records if r.get("kind") == "run" and r.get("run_id") not in point_runs
+            and os.path.dirname(str(r.get("run_dir"))) not in sweep_runs]
     seen: set[str] = set()
     unique_runs = []
     for r in runs:

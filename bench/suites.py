@@ -121,6 +121,10 @@ def _point(suite: str, pid: str, cfg: RunConfig, pool: Pool, res: dict[str, list
            labels: dict[str, Any]) -> Point:
     n = sum(len(s) for s in res.values())
     if pool.hostfile:
+        if cfg.launcher is None and len(pool.resources) > 1:
+            # `bench run` launches a one-host selection locally, on this machine; a
+            # point of a cluster sweep must run on the node it names.
+            cfg = cfg.replace(launcher="pdsh")
         return Point(id=pid, suite=suite, config=cfg.replace(gpus=None), resources=res,
                      include=include_spec(res), labels={**labels, "gpus": n})
     return Point(id=pid, suite=suite, config=cfg.replace(gpus=n), resources=res, labels={**labels, "gpus": n})

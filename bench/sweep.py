@@ -196,7 +196,8 @@ def run_points(points: list[suites.Point], args, sweep_dir: str, done: dict[str,
     skipped = [p for p in points if done.get(p.id, {}).get("status") in DONE_STATUSES]
     todo = [p for p in points if p not in skipped]
     past = [r["duration_s"] for r in done.values() if isinstance(r.get("duration_s"), (int, float))]
-    view = SweepProgress(name, len(points), len(skipped), past, quiet=as_json)
+    # Progress goes to stderr even with --json: stdout holds only the JSON document.
+    view = SweepProgress(name, len(points), len(skipped), past, quiet=False)
     launched: list[str] = []
     latest = dict(done)
     status = "ok"
@@ -221,10 +222,9 @@ def run_points(points: list[suites.Point], args, sweep_dir: str, done: dict[str,
     summary = {"sweep": name, "suite": points[0].suite if points else None, "dir": sweep_dir, "status": status,
                "planned": len(points), "launched": launched, "skipped": [p.id for p in skipped],
                "points": [_brief(p, latest.get(p.id)) for p in points]}
+    view.summary(summary)
     if as_json:
         print(json.dumps(summary))
-    else:
-        view.summary(summary)
     return {"ok": 0, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_FAILED)
 
 
@@ -232,4 +232,5 @@ def _brief(p: suites.Point, rec: dict[str, Any] | None) -> dict[str, Any]:
     fig = (rec or {}).get("figures") or {}
     return {"id": p.id, "status": rec["status"] if rec else "pending", "gpus": p.gpus,
             "images_per_s": fig.get("images_per_s"), "epoch_s": fig.get("epoch_s"),
-            "duration_s": (rec or {}).get("duration_s"), "run_dir": (rec or {}).get("run_dir")}
+            "duration_s": (rec or {}).get("duration_s"), "run_dir": (rec or {}).get("run_dir"),
+            "reason": ((rec or {}).get("error") or {}).get("reason")}

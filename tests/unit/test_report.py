@@ -20,7 +20,7 @@ def point(suite: str, pid: str, gpus: int, epoch_s: float, *, sweep: str | None 
     cfg = RunConfig(micro_batch=micro_batch, engine=engine).to_dict()
     images = micro_batch * gpus * 100
     body = {"sweep": sweep or suite, "suite": suite, "point_id": pid, "labels": {"gpus": gpus, **(labels or {})},
-            "run_id": f"run-{pid}", "run_dir": "/nonexistent/on/this/machine", "config": cfg,
+            "run_id": f"run-{pid}", "run_dir": f"/nonexistent/{suite}/runs/run-{pid}", "config": cfg,
             "plan": {"world_size": gpus, "nodes": 1, "resources": {"n": list(range(gpus))}, "launcher": "local",
                      "device": "cuda", "command": ["x"]},
             "provenance": {"bench_version": "0", "git_revision": None, "hosts": ["n"], "devices": [],
@@ -104,9 +104,10 @@ def test_latest_record_wins_and_failures_are_shown(tmp_path):
     path = write(tmp_path / "r.jsonl", recs)
     doc = json.loads(bench("report", path, "--json").stdout)
     (g,) = doc["groups"]
+    # One row per point, the latest record, in the sweep's order within a GPU count.
     assert [(r["id"], r["status"]) for r in g["rows"]] == [("batch/mb=64/gpus=1", "ok"),
-                                                            ("batch/mb=256/gpus=2", "oom"),
-                                                            ("batch/mb=64/gpus=2", "ok")]
+                                                            ("batch/mb=64/gpus=2", "ok"),
+                                                            ("batch/mb=256/gpus=2", "oom")]
     s64 = next(s for s in g["scaling"] if s["series"] == "batch mb=64")
     assert s64["points"][1]["speedup"] == 100.0 / 61.0
     out = bench("report", path).stdout
@@ -131,11 +132,18 @@ def test_runs_shown_once_beside_their_points(tmp_path):
     run = {**rec, "kind": "run"}
     for k in ("point_id", "sweep", "suite", "labels"):
         run.pop(k)
+    # A run the sweep interrupted, in the sweep's runs/ folder, is no result of it.
+    orphan = {**run, "run_id": "run-orphan", "status": "interrupted"}
     write(tmp_path / "results.jsonl", [rec])
     write(tmp_path / "runs" / "x" / "results.jsonl", [run])
+    write(tmp_path / "runs" / "y" / "results.jsonl", [orphan])
+    # A run of its own elsewhere is shown, as a run.
+    alone = {**run, "run_id": "run-alone", "run_dir": "/elsewhere/run-alone"}
+    write(tmp_path / "other" / "results.jsonl", [alone])
     doc = json.loads(bench("report", str(tmp_path), "--json").stdout)
-    assert len(doc["sources"]) == 2
-    assert [len(g["rows"]) for g in doc["groups"]] == [1]
+    assert len(doc["sources"]) == 4
+    assert [(g["sweep"], [r["id"] for r in g["rows"]]) for g in doc["groups"]] == [
+        ("strong", ["strong/study/gpus=1"]), ("runs", ["run-alone"])]
 
 
 def test_torn_line_is_named_and_skipped(tmp_path):

@@ -107,6 +107,11 @@ def test_hostfile_points_use_include_specs():
         ("strong/study/gpus=4", "a:0,1@b:0,1"), ("strong/study/gpus=6", "a:0,1@b:0,1@c:0,1")]
     # --gpus would clash with --include in `bench run`.
     assert {p.config.gpus for p in pts} == {None}
+    # One-host points of a cluster run on that host, not locally on this machine.
+    assert {p.config.launcher for p in pts} == {"pdsh"}
+    opts = SuiteOptions(senses=("study",))
+    assert {p.config.launcher for p in plan("strong", BASE.replace(launcher="openmpi"), opts, pool)} == {"openmpi"}
+    assert {p.config.launcher for p in plan("strong", BASE, opts, hostpool("a slots=2\n"))} == {None}
 
 
 def test_placement_packed_vs_spread():
