@@ -65,6 +65,15 @@ def main(args) -> int:
     return 0
 
 
+def print_paths(paths: list[str], compare_paper: bool = False) -> None:
+    """The tables of these records on stdout (`bench sweep` ends with its own)."""
+    from rich.console import Console
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    for g in ra.group(ra.load(paths).records):
+        print_group(console, g, compare_paper)
+
+
 # --- rendering (every number comes from the analysis) ------------------------
 
 def _f(x: Any, fmt: str, scale: float = 1.0, unit: str = "") -> str:

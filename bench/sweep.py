@@ -92,7 +92,10 @@ def options_from_args(args) -> suites.SuiteOptions:
 
 
 def comparable(config: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in config.items() if k not in _NOT_COMPARED}
+    # A field added to RunConfig since the sweep was planned: the older bench ran
+    # without the option, i.e. with what is now its default.
+    full = {**RunConfig().to_dict(), **config}
+    return {k: v for k, v in full.items() if k not in _NOT_COMPARED}
 
 
 def latest_by_point(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -177,7 +180,11 @@ def main(args) -> int:
         return 0
     done = open_sweep(sweep_dir, args.suite, cfg, opts, pool, points)
     from bench.runner import run
-    return run_points(points, args, sweep_dir, done, run_one=run, as_json=args.json)
+    rc = run_points(points, args, sweep_dir, done, run_one=run, as_json=args.json)
+    if not args.json and os.path.exists(os.path.join(sweep_dir, "results.jsonl")):
+        from bench.report import print_paths
+        print_paths([os.path.join(sweep_dir, "results.jsonl")])
+    return rc
 
 
 def _peek_done(sweep_dir: str) -> dict[str, dict[str, Any]]:

@@ -277,3 +277,17 @@ def test_resume_refuses_another_config_but_extends(tmp_path, capsys):
     # More values: only the new point runs.
     calls.clear()
     assert _sweep(tmp_path, {}, calls, values=("16", "32"))[0] == 0 and calls == [32]
+
+
+def test_resume_a_sweep_planned_before_a_config_field_existed(tmp_path, capsys):
+    import json
+
+    calls: list = []
+    _sweep(tmp_path, {}, calls, values=("16",))
+    path = tmp_path / "batch" / "sweep.json"
+    doc = json.loads(path.read_text())
+    for p in doc["points"]:
+        del p["config"]["engine"]  # as an older bench wrote it
+    path.write_text(json.dumps(doc))
+    calls.clear()
+    assert _sweep(tmp_path, {}, calls, values=("16",))[0] == 0 and calls == []
