@@ -39,7 +39,7 @@ def _still_running(pid: int, run_dir: str) -> bool:
 @pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
 def test_three_hosts(cluster, out_dir, launcher):
     proc = bench("--hostfile", str(cluster.hostfile), "--launcher", launcher, "--dataset", "synthetic",
-                 "--steps", "20", "--json", *FAST, "--out", out_dir, env=cluster.env, timeout=300)
+                 "--steps", "20", "--json", *FAST, "--out", out_dir, env=cluster.env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)

@@ -56,7 +56,7 @@ def test_bench_in_allocation(slurm, out_dir, tmp_path):
     script = (f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/ slots=1/" > {hf} && '
               f'exec "$0" -m bench --hostfile {hf} --launcher slurm --master-addr {slurm.addrs[0]} '
               f'--dataset synthetic --steps 20 --json {" ".join(FAST)} --out {out_dir}')
-    proc = slurm.run_in_allocation(["sh", "-c", script, sys.executable], cwd=REPO, timeout=300)
+    proc = slurm.run_in_allocation(["sh", "-c", script, sys.executable], cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
