@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import memcg
 from bench.launch import LaunchPlan
 
 
@@ -100,7 +101,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool
     t0 = time.time()
     bar = _Progress(show_progress)
     hung = False
-    with open(log_path, "ab") as log:
+    oom_before, vm_oom_before = memcg.oom_kills(), memcg.system_oom_kills()
+    with open(log_path, "ab") as log, _sigterm_interrupts() as got:
         proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=run_dir)
         last_change, last_seen = time.time(), None
@@ -118,39 +120,80 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool
                     stop_group(proc, launcher=lp.launcher)
                     break
         except KeyboardInterrupt:
-            stop_group(proc, launcher=lp.launcher)
-            kill_ranks(run_dir)
-            kill_remote_ranks(lp, run_dir)
+            # A second Ctrl-C must not cut the stop short and leave ranks behind.
+            with _shielded():
+                stop_group(proc, launcher=lp.launcher)
+                kill_ranks(run_dir)
+                cleanup = kill_remote_ranks(lp, run_dir)
             bar.close()
             return Outcome("interrupted", proc.returncode, time.time() - t0,
-                           error={"where": "bench", "reason": "interrupted by the user (SIGINT)"})
+                           error={"where": "bench", "reason": f"interrupted ({got[0]})", **cleanup})
         finally:
             bar.close()
     rc = proc.wait()
     duration = time.time() - t0
-    kill_ranks(run_dir)
-    if rc != 0 or hung:
-        kill_remote_ranks(lp, run_dir)
+    with _shielded():
+        kill_ranks(run_dir)
+        cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or hung else {}
     summary = _read_json(os.path.join(run_dir, "summary.json"))
     rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
                   if r]
     if rc == 0 and summary is not None and not hung:
         return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
-    status, error = diagnose(run_dir, rc, hung, timeout, rank_files)
+    oom_after = memcg.oom_kills()
+    oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"
+                  if oom_before is not None and oom_after is not None and oom_after > oom_before else "")
+    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed)
+    vm_oom_after = memcg.system_oom_kills()
+    if not oom_killed and vm_oom_before is not None and vm_oom_after is not None and vm_oom_after > vm_oom_before:
+        error["hint"] = (f"the kernel OOM-killed {vm_oom_after - vm_oom_before} process(es) on this machine "
+                         "during the run (/proc/vmstat oom_kill); a rank that stopped without a report may be one")
     return Outcome(status, rc, duration, error=error, rank_files=rank_files)
 
 
-def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float,
-             rank_files: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    """Name the failing rank (its host, reason, last log lines)."""
+def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_files: list[dict[str, Any]],
+             cleanup: dict[str, Any] | None = None, oom_killed: str = "") -> tuple[str, dict[str, Any]]:
+    """Name the failing rank (its host, reason, last log lines).
+
+    The first cause wins over its echoes: a rank's own error, then a host that
+    stopped answering, then a rank that stopped without a report (SIGKILLed,
+    OOM-killed, or hung and stopped here), and only then the ranks that failed
+    because a peer went away (gloo/NCCL connection errors and timeouts).
+    """
+    cleanup = cleanup or {}
     broken = [r for r in rank_files if r.get("status") in ("failed", "oom")]
+    reported = {r.get("rank") for r in rank_files}
+    silent = [(rank, host) for rank, host, _ in _recorded_ranks(run_dir) if rank not in reported]
+    extra = {k: v for k, v in (("failed_ranks", [r["rank"] for r in broken]),
+                               ("silent_ranks", [r for r, _ in silent])) if v}
+    extra.update(cleanup)
+
+    def rank_error(rank: int, host: str | None, reason: str) -> dict[str, Any]:
+        return {"where": f"{host}:{rank}", "rank": rank, "host": host, "reason": reason,
+                "log_tail": tail(os.path.join(run_dir, "logs", f"rank{rank}.log")), **extra}
+
+    if oom_killed and silent:
+        rank, host = silent[0]
+        return "oom", rank_error(rank, host, f"rank {rank} on {host} was killed by the kernel's OOM killer "
+                                 f"({oom_killed}); no report from it")
+    causes = [r for r in broken if not _is_echo(r.get("error", ""))]
+    if any(r["status"] == "oom" for r in broken):
+        first = next(r for r in broken if r["status"] == "oom")
+        return "oom", rank_error(first["rank"], first.get("host"), first.get("error", ""))
+    if causes:
+        first = causes[0]
+        return "failed", rank_error(first["rank"], first.get("host"), first.get("error", ""))
+    for host, why in cleanup.get("unreachable", {}).items():
+        return "failed", {"where": host, "host": host, "reason": f"host {host} stopped answering ({why}); its ranks "
+                          "could not be stopped and end by their collective timeout", **extra}
+    if silent:
+        rank, host = silent[0]
+        how = (f"hung: no progress for {timeout:.0f} s, stopped by bench" if hung
+               else "killed by a signal, or its host went away")
+        return "failed", rank_error(rank, host, f"rank {rank} on {host} stopped without a report ({how})")
     if broken:
         first = broken[0]
-        status = "oom" if any(r["status"] == "oom" for r in broken) else "failed"
-        log = os.path.join(run_dir, "logs", f"rank{first['rank']}.log")
-        return status, {"where": f"{first.get('host')}:{first['rank']}", "rank": first["rank"],
-                                  "host": first.get("host"), "reason": first.get("error", ""),
-                                  "log_tail": tail(log), "failed_ranks": [r["rank"] for r in broken]}
+        return "failed", rank_error(first["rank"], first.get("host"), first.get("error", ""))
     if hung:
         reason = f"no progress for {timeout:.0f} s: ranks hung and were stopped"
     else:
@@ -166,73 +209,71 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float,
                                 "log_tail": tail(os.path.join(run_dir, "logs", "launcher.log"))}
 
 
-def _is_our_rank(pid: int, run_dir: str) -> bool:
-    """A PID may have been reused: kill it only if it still runs this run's worker."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-    except OSError:
-        return False
-    # The run dir names this run alone; the entry point differs per launcher.
-    return os.fsencode(run_dir) in argv
+# What a rank says when a peer, not itself, went wrong.
+_ECHOES = ("Connection closed by peer", "Connection reset", "Connection refused", "Broken pipe", "Timed out",
+           "timed out", "Timeout", "connectFullMesh", "NCCL communicator was aborted", "DistBackendError")
+
+
+def _is_echo(error: str) -> bool:
+    return any(e in error for e in _ECHOES)
+
+
+def _recorded_ranks(run_dir: str) -> list[tuple[int, str, int]]:
+    from bench.cleanup import rank_pids
+    return rank_pids(run_dir)
 
 
 def kill_ranks(run_dir: str) -> list[int]:
-    """Stop local ranks that outlived their launcher, by the PIDs they recorded."""
-    killed = []
-    for path in glob.glob(os.path.join(run_dir, "ranks", "pid-*")):
-        try:
-            host, pid = open(path).read().split()
-        except (OSError, ValueError):
-            continue
-        if host != os.uname().nodename or not _is_our_rank(int(pid), run_dir):
-            continue
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-            killed.append(int(pid))
-        except (ProcessLookupError, PermissionError):
-            pass
-    return killed
+    """Stop this machine's ranks that outlived their launcher, by the PIDs they recorded."""
+    from bench.cleanup import kill_here
+    return kill_here(run_dir)
 
 
-# Runs on each host: kill the recorded PIDs whose host is this one and whose
-# command line still names this run (a PID may have been reused).
-_REMOTE_KILL = """\
-import os, signal, socket, sys
-run_dir, me = os.fsencode(sys.argv[1]), socket.gethostname()
-for item in sys.argv[2:]:
-    host, pid = item.rsplit(" ", 1)
-    if host != me:
-        continue
-    try:
-        with open("/proc/%s/cmdline" % pid, "rb") as f:
-            if run_dir not in f.read().split(b"\\0"):
-                continue
-        os.kill(int(pid), signal.SIGKILL)
-        print("killed", pid)
-    except (OSError, ValueError):
-        pass
-"""
+def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
+    """Stop the ranks on every other host of the plan by their recorded PIDs (bench.cleanup over ssh).
 
-
-def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> None:
-    """Stop pdsh-started ranks on their hosts by the PIDs they recorded.
-
-    mpirun and srun stop their own ranks when they are stopped; pdsh's ssh
-    sessions have no tty, so remote ranks outlive them (and DeepSpeed's own
-    remote stop is `pkill -f`, which stop_group keeps from running).
+    pdsh's ssh sessions have no tty, so remote ranks outlive them; mpirun and
+    srun stop their own, but a rank that ignores them (SIGSTOPped, blocked in
+    the kernel) is stopped here too. DeepSpeed's own remote stop is `pkill -f`,
+    which stop_group keeps from running. Returns cleanup.summary(): PIDs killed
+    per host, and hosts that could not be reached.
     """
-    if lp.launcher != "pdsh":
-        return
-    from bench.remote import run_on_hosts
+    if lp.launcher == "local":
+        return {}
+    from bench.cleanup import stop_ranks, summary
+    return summary(stop_ranks(run_dir, env=lp.env))
 
-    entries = []
-    for path in glob.glob(os.path.join(run_dir, "ranks", "pid-*")):
-        with contextlib.suppress(OSError):
-            entries.append(open(path).read().strip())
-    plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
-    hosts = list(plan.get("resources", {}))
-    if not entries or not hosts:
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (kill, `timeout`, a scheduler) stops the run like Ctrl-C; yields [signal name]."""
+    got = ["SIGINT"]
+
+    def handler(signum, frame):
+        got[0] = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield got
         return
-    with contextlib.suppress(ValueError):  # a host name that must not reach ssh: the preflight said so
-        run_on_hosts(hosts, [sys.executable, "-c", _REMOTE_KILL, run_dir, *entries], timeout=15, env=lp.env)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _shielded():
+    """Ignore SIGINT and SIGTERM while the ranks are being stopped."""
+    try:
+        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
