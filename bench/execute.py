@@ -66,9 +66,20 @@ def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "loca
             return
         try:
             proc.wait(timeout=wait)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    # The runner is gone, but not always its group (DeepSpeed's launch.py still
+    # stopping its ranks): bench returns only once nothing it started is left.
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class _Progress:
