@@ -88,6 +88,10 @@ def scaling(path: str, g: ra.Group, ref: dict[str, Any] | None) -> str:
             kw = dict(linestyle="--", marker="s", alpha=0.7, label=f"study {st['name']}")
             axes[1].plot([p["gpus"] for p in pts], [p["speedup"] for p in pts], **kw)
             axes[2].plot([p["gpus"] for p in pts], [p["efficiency"] * 100 for p in pts], **kw)
+    if ref and weak:
+        stated = sorted((int(n), e) for n, e in ref["weak_efficiency"].items())
+        axes[1].plot([n for n, _ in stated], [e * 100 for _, e in stated], "s", color="C1", markersize=8,
+                     label="study (Vector, stated)")
     axes[0].set(title="throughput", xlabel="GPUs (ranks)", ylabel="images/s")
     if weak:
         axes[1].axhline(100, color="k", linestyle=":", label="ideal")

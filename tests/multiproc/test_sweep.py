@@ -104,10 +104,10 @@ def test_batch_interrupted_then_resumed(tmp_path):
 
 def test_accum(tmp_path):
     out = str(tmp_path)
-    proc, s = sweep(out, "accum", "--values", "1,2")
+    proc, s = sweep(out, "accum", "--values", "2")
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
-    recs = check_complete(out, "accum", s, ["accum/accum=1/gpus=2", "accum/accum=2/gpus=2"])
-    assert [r["figures"]["global_batch"] for r in recs] == [32, 64]
+    (rec,) = check_complete(out, "accum", s, ["accum/accum=2/gpus=2"])
+    assert rec["figures"]["global_batch"] == 64 and rec["config"]["micro_batch"] == 16
 
 
 def test_strong_both_senses_and_report_plots(tmp_path):
@@ -147,13 +147,14 @@ def test_weak_share_grows(tmp_path):
 
 def test_zero(tmp_path):
     out = str(tmp_path)
-    proc, s = sweep(out, "zero", "--values", "1,3", "--precisions", "bf16")
+    # One point: tests/multiproc/test_run.py runs every stage; this checks the suite's plumbing.
+    proc, s = sweep(out, "zero", "--values", "2+offload", "--precisions", "bf16")
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
-    recs = check_complete(out, "zero", s, ["zero/stage=1/bf16/gpus=2", "zero/stage=3/bf16/gpus=2"])
-    for r, stage in zip(recs, (1, 3)):
-        with open(os.path.join(r["run_dir"], "ds_config.json")) as f:
-            ds = json.load(f)
-        assert ds["zero_optimization"]["stage"] == stage and ds["bf16"] == {"enabled": True}
+    (rec,) = check_complete(out, "zero", s, ["zero/stage=2+offload/bf16/gpus=2"])
+    with open(os.path.join(rec["run_dir"], "ds_config.json")) as f:
+        ds = json.load(f)
+    assert ds["zero_optimization"]["stage"] == 2 and ds["bf16"] == {"enabled": True}
+    assert ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
 
 
 def test_ddp_baseline(tmp_path):

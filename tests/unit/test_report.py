@@ -18,7 +18,7 @@ def point(suite: str, pid: str, gpus: int, epoch_s: float, *, sweep: str | None 
           labels: dict | None = None, engine: str = "deepspeed", micro_batch: int = 64, parts=None,
           comm: float = 0.05, train_acc: float = 0.5, test_acc: float | None = 0.4) -> dict:
     cfg = RunConfig(micro_batch=micro_batch, engine=engine).to_dict()
-    images = micro_batch * gpus * 100
+    images = 50000  # one CIFAR epoch
     body = {"sweep": sweep or suite, "suite": suite, "point_id": pid, "labels": {"gpus": gpus, **(labels or {})},
             "run_id": f"run-{pid}", "run_dir": f"/nonexistent/{suite}/runs/run-{pid}", "config": cfg,
             "plan": {"world_size": gpus, "nodes": 1, "resources": {"n": list(range(gpus))}, "launcher": "local",
