@@ -97,6 +97,22 @@ def _is_oom(e: BaseException) -> bool:
             or "can't allocate memory" in text or isinstance(e, MemoryError))
 
 
+def _skip_shm_comm_build() -> None:
+    """Do not JIT-build DeepSpeed's CPU shared-memory all-reduce op.
+
+    DeepSpeed's TorchBackend compiles it at init_distributed (~30 s, and a
+    shared build directory that concurrent runs rebuild in turn), yet only
+    inference_all_reduce uses it: training all-reduces go through
+    torch.distributed, so bench measures the same thing without it.
+    """
+    import importlib
+
+    # Not `import deepspeed.comm.torch as m`: the package's `torch` attribute is
+    # the torch library itself, which that form would bind instead.
+    ds_torch = importlib.import_module("deepspeed.comm.torch")
+    ds_torch.build_shm_op = lambda: None
+
+
 def run(run_dir: str, rank: int) -> dict:
     import torch
     import deepspeed
@@ -114,6 +130,7 @@ def run(run_dir: str, rank: int) -> dict:
     device_kind = plan["device"]
     map_launcher_env(plan)
     torch.manual_seed(cfg.seed)
+    _skip_shm_comm_build()
     deepspeed.init_distributed(dist_backend="nccl" if device_kind == "cuda" else "gloo",
                                timeout=datetime.timedelta(seconds=plan["collective_timeout_s"]))
     world = torch.distributed.get_world_size()
