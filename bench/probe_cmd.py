@@ -29,6 +29,9 @@ DEFAULT_TIMEOUT_S = 60.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_host_arguments(parser, num_gpus=False)
     parser.add_argument("--local", action="store_true", help="probe this node only (what each remote host runs)")
+    parser.add_argument("--launcher", choices=("ssh", "openmpi", "slurm"), default="ssh",
+                        help="reach the hosts over ssh (default), one mpirun rank per host (mpi4py), "
+                        "or one srun task per node inside a Slurm allocation")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
     parser.add_argument("--with-torch", action="store_true",
                         help="import torch for its CUDA, NCCL and arch list even where no GPU was found")
@@ -87,6 +90,18 @@ def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: boo
     return nodes, unreachable
 
 
+def probe_any(launcher: str, resources: dict[str, list[int]], timeout: float,
+              with_torch: bool = False) -> tuple[list[dict], dict[str, str]]:
+    """Inventories over ssh, MPI or srun: the way the job itself will reach the nodes."""
+    if launcher == "openmpi":
+        from bench.probe_launch import probe_via_mpi
+        return probe_via_mpi(resources, timeout)
+    if launcher == "slurm":
+        from bench.probe_launch import probe_via_srun
+        return probe_via_srun(resources, timeout)
+    return probe_hosts(resources, timeout, with_torch)
+
+
 def selected(inv: dict) -> dict:
     """The inventory limited to the GPUs its slots select: what a run would use."""
     slots = inv.get("slots")
@@ -100,11 +115,15 @@ def main(args: argparse.Namespace) -> int:
     from bench.probe import local_inventory
 
     _check(args)
-    resources = resources_from_args(args)
+    if args.launcher == "slurm" and not args.hostfile:
+        from bench.launch import slurm_hosts
+        resources = resources_from_args(args, local_hosts=slurm_hosts())  # the allocation is the hostfile
+    else:
+        resources = resources_from_args(args)
     if resources is None:
         nodes, unreachable = [local_inventory(with_torch=True if args.with_torch else None)], {}
     else:
-        nodes, unreachable = probe_hosts(resources, args.timeout, args.with_torch)
+        nodes, unreachable = probe_any(args.launcher, resources, args.timeout, args.with_torch)
     v = verdict([selected(n) for n in nodes], args.precision, args.micro_batch, args.mem_per_sample_gb)
     for host, why in unreachable.items():
         # A verdict over the hosts that answered must not read OK for the cluster.

@@ -61,8 +61,9 @@ def plan_resources(cfg: RunConfig, args) -> tuple[dict[str, list[int]], dict[str
     """(resources, hostfile slots, launcher, device) for this run."""
     gpus_here = local_gpu_count() if cfg.device != "cpu" else 0
     device = cfg.device if cfg.device != "auto" else ("cuda" if gpus_here else "cpu")
-    if getattr(args, "hostfile", None):
-        slots_of = hostfile.parse_hostfile(args.hostfile)
+    if getattr(args, "hostfile", None) or cfg.launcher == "slurm":
+        # Inside a Slurm allocation the allocation is the hostfile.
+        slots_of = hostfile.parse_hostfile(args.hostfile) if args.hostfile else launch.slurm_hosts()
         resources = hostfile.resolve_resources(slots_of, args.include or "", args.exclude or "",
                                                args.num_nodes, cfg.gpus or -1)
         launcher = cfg.launcher or ("pdsh" if len(resources) > 1 else "local")
@@ -94,7 +95,7 @@ def inspect_cluster(cfg: RunConfig, resources: dict[str, list[int]], launcher: s
     """
     from bench.errors import RunFailed
     from bench.probe import local_inventory
-    from bench.probe_cmd import probe_hosts, selected
+    from bench.probe_cmd import probe_any, selected
 
     if launcher == "local":
         inv = local_inventory()
@@ -102,8 +103,10 @@ def inspect_cluster(cfg: RunConfig, resources: dict[str, list[int]], launcher: s
         nodes = [inv]
     else:
         from bench.preflight import check_or_raise
-        check_or_raise(list(resources), timeout=15.0)
-        nodes, unreachable = probe_hosts(resources, 30.0, False)
+        if launcher != "slurm":
+            # Slurm nodes are reached through srun; many clusters allow no ssh to them.
+            check_or_raise(list(resources), timeout=15.0)
+        nodes, unreachable = probe_any({"pdsh": "ssh"}.get(launcher, launcher), resources, 60.0)
         if unreachable:
             raise RunFailed("; ".join(f"probe: {h}: {why}" for h, why in unreachable.items()))
     return nodes, gate(cfg, [selected(n) for n in nodes], quiet)
