@@ -134,7 +134,6 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool
             # A second Ctrl-C must not cut the stop short and leave ranks behind.
             with _shielded():
                 stop_group(proc, launcher=lp.launcher)
-                kill_ranks(run_dir)
                 cleanup = kill_remote_ranks(lp, run_dir)
             bar.close()
             return Outcome("interrupted", proc.returncode, time.time() - t0,
@@ -144,8 +143,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool
     rc = proc.wait()
     duration = time.time() - t0
     with _shielded():
-        kill_ranks(run_dir)
         cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or hung else {}
+        kill_ranks(run_dir)
     summary = _read_json(os.path.join(run_dir, "summary.json"))
     rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
                   if r]
@@ -174,9 +173,9 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
     cleanup = cleanup or {}
     broken = [r for r in rank_files if r.get("status") in ("failed", "oom")]
     reported = {r.get("rank") for r in rank_files}
-    silent = [(rank, host) for rank, host, _ in _recorded_ranks(run_dir) if rank not in reported]
+    silent = [(rank, host, pid) for rank, host, pid in _recorded_ranks(run_dir) if rank not in reported]
     extra = {k: v for k, v in (("failed_ranks", [r["rank"] for r in broken]),
-                               ("silent_ranks", [r for r, _ in silent])) if v}
+                               ("silent_ranks", [r for r, _, _ in silent])) if v}
     extra.update(cleanup)
 
     def rank_error(rank: int, host: str | None, reason: str) -> dict[str, Any]:
@@ -184,7 +183,7 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
                 "log_tail": tail(os.path.join(run_dir, "logs", f"rank{rank}.log")), **extra}
 
     if oom_killed and silent:
-        rank, host = silent[0]
+        rank, host, _ = silent[0]
         return "oom", rank_error(rank, host, f"rank {rank} on {host} was killed by the kernel's OOM killer "
                                  f"({oom_killed}); no report from it")
     causes = [r for r in broken if not _is_echo(r.get("error", ""))]
@@ -198,10 +197,13 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
         return "failed", {"where": host, "host": host, "reason": f"host {host} stopped answering ({why}); its ranks "
                           "could not be stopped and end by their collective timeout", **extra}
     if silent:
-        rank, host = silent[0]
-        how = (f"hung: no progress for {timeout:.0f} s, stopped by bench" if hung
-               else "killed by a signal, or its host went away")
-        return "failed", rank_error(rank, host, f"rank {rank} on {host} stopped without a report ({how})")
+        rank, host, pid = silent[0]
+        if any(pid in pids for pids in cleanup.get("killed", {}).values()):
+            how = (f"alive but silent: no progress for {timeout:.0f} s (hung), stopped by bench" if hung
+                   else "alive after its launcher ended, stopped by bench")
+        else:
+            how = "died without a report: killed by a signal (SIGKILL, the OOM killer), or its host went away"
+        return "failed", rank_error(rank, host, f"rank {rank} on {host}: {how}")
     if broken:
         first = broken[0]
         return "failed", rank_error(first["rank"], first.get("host"), first.get("error", ""))
@@ -241,7 +243,7 @@ def kill_ranks(run_dir: str) -> list[int]:
 
 
 def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
-    """Stop the ranks on every other host of the plan by their recorded PIDs (bench.cleanup over ssh).
+    """Stop the ranks here and on every other host of the plan by their recorded PIDs (bench.cleanup over ssh).
 
     pdsh's ssh sessions have no tty, so remote ranks outlive them; mpirun and
     srun stop their own, but a rank that ignores them (SIGSTOPped, blocked in
@@ -249,10 +251,8 @@ def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
     which stop_group keeps from running. Returns cleanup.summary(): PIDs killed
     per host, and hosts that could not be reached.
     """
-    if lp.launcher == "local":
-        return {}
     from bench.cleanup import stop_ranks, summary
-    return summary(stop_ranks(run_dir, env=lp.env))
+    return summary(stop_ranks(run_dir, remote=lp.launcher != "local", env=lp.env))
 
 
 @contextlib.contextmanager

@@ -86,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
             "rank": rank, "host": socket.gethostname(), "status": status,
             "error": f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"})
         print(f"[{socket.gethostname()}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
-        return 3 if status == "oom" else 1
+        sys.stderr.flush()
+        # Exit now, skipping interpreter shutdown: the destructors of a process
+        # group whose peer died can block it for ever (seen with gloo), and the
+        # launcher, and so the whole job, waits on this process.
+        os._exit(3 if status == "oom" else 1)
     print(f"[{socket.gethostname()}:{rank}] is OK: {rec['images_per_s']:.1f} img/s", flush=True)
     return 0
 
