@@ -24,6 +24,7 @@ LAUNCHERS = ("local", "pdsh", "openmpi", "slurm")
 SCHEDULES = ("constant", "cosine")
 DATA_PATHS = ("device", "dataloader")
 ENGINES = ("deepspeed", "ddp")
+ADAMW_IMPLS = ("fused", "foreach", "forloop")
 
 
 def opt(help: str, **kw: Any) -> Any:
@@ -69,6 +70,8 @@ class RunConfig:
     compile: bool = opt("torch.compile the model", default=False)
     channels_last: bool = opt("channels-last memory format for the input", default=False)
     activation_checkpointing: bool = opt("recompute block activations in backward", default=False)
+    adamw: str = opt("torch AdamW implementation: fused (one kernel per step, CUDA and CPU), foreach, forloop",
+                     default="fused", choices=ADAMW_IMPLS)
     # --- where and how ----------------------------------------------------
     gpus: int | None = opt("ranks per node (default: every GPU; 2 on a CPU-only node)", default=None)
     launcher: str | None = opt("pdsh (default with several hosts), openmpi, slurm; local for one node",
@@ -123,7 +126,7 @@ def _validate(c: RunConfig) -> None:
         raise bad("model", str(e.args[0])) from None
     if c.img_size is not None and c.img_size <= 0:
         raise bad("img_size", f"must be > 0, got {c.img_size}")
-    for name in ("dataset", "precision", "schedule", "data_path", "engine"):
+    for name in ("dataset", "precision", "schedule", "data_path", "engine", "adamw"):
         choices = _field(name).metadata["choices"]
         if getattr(c, name) not in choices:
             raise bad(name, f"must be one of {', '.join(choices)}, got {getattr(c, name)!r}")
