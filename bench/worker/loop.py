@@ -59,8 +59,10 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
     engine.train()
     for step in range(total_steps):
         t_data = t_fwd = t_bwd = t_red = t_opt = 0.0
-        loss_sum = 0.0
-        correct = seen = 0
+        # Loss and hits stay on the device until the step ends: one fetch per
+        # step, not two per micro batch (each fetch is a device sync).
+        loss_dev = correct_dev = None
+        seen = 0
         sync()
         t_step = time.perf_counter()
         for _ in range(accum):
@@ -84,9 +86,11 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
             t_opt += t4 - t3
             t_red += _ds_allreduce_seconds(engine)
             with torch.no_grad():
-                loss_sum += float(loss.detach())
-                correct += int((out.argmax(dim=1) == y).sum())
-                seen += int(y.numel())
+                hits = (out.argmax(dim=1) == y).sum()
+                loss_dev = loss.detach() if loss_dev is None else loss_dev + loss.detach()
+                correct_dev = hits if correct_dev is None else correct_dev + hits
+                seen += y.numel()
+        loss_sum, correct = torch.stack([loss_dev.double(), correct_dev.double()]).tolist()
         step_time = time.perf_counter() - t_step
         for name, value in (("data", t_data), ("forward", t_fwd), ("backward", t_bwd), ("allreduce", t_red),
                             ("optimizer", t_opt), ("step", step_time), ("loss", loss_sum / accum),
