@@ -63,16 +63,19 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float,
     """One srun task per node of the allocation, each printing its own inventory."""
     env = dict(os.environ if environ is None else environ)
     hosts = list(resources)
-    argv = ["srun", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)), "--ntasks-per-node", "1",
+    # --label: srun prefixes every piece it forwards with "N: ". It also cuts
+    # long lines into 1 KiB pieces (a newline after each), so each task's one
+    # JSON line is put back together from its labelled pieces.
+    argv = ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)), "--ntasks-per-node", "1",
             "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1",
             sys.executable, "-m", "bench", "probe", "--local", "--json"]
     rc, out, err = _run(argv, timeout, env)
     if rc != 0:
         return [], {h: f"srun: {_why(rc, err)}" for h in hosts}
     by_name: dict[str, dict] = {}
-    for line in out.splitlines():
+    for text in _per_task(out).values():
         try:
-            inv = json.loads(line)["nodes"][0]
+            inv = json.loads(text)["nodes"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             continue
         by_name[inv.get("hostname", "")] = inv
@@ -84,6 +87,15 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float,
             continue
         nodes.append({**inv, "host": host, "slots": resources[host]})
     return nodes, unreachable
+
+
+def _per_task(out: str) -> dict[str, str]:
+    tasks: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        label, sep, text = line.partition(": ")
+        if sep and label.strip().isdigit():
+            tasks.setdefault(label.strip(), []).append(text)
+    return {k: "".join(v) for k, v in tasks.items()}
 
 
 def _attach(inventories: list[dict], resources: dict[str, list[int]]) -> list[dict]:

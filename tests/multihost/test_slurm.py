@@ -50,13 +50,21 @@ def test_allocation_as_hosts(slurm):
     assert json.loads(proc.stdout) == {n: 1 for n in slurm.nodes}
 
 
-def test_bench_in_allocation(slurm, out_dir, tmp_path):
-    hf = tmp_path / "hostfile"
-    # The sbatch recipe of README.md's "Clusters": the allocation's nodes, one slot per task.
-    script = (f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/$/ slots=1/" > {hf} && '
-              f'exec "$0" -m bench --hostfile {hf} --launcher slurm --master-addr {slurm.addrs[0]} '
-              f'--dataset synthetic --steps 20 --json {" ".join(FAST)} --out {out_dir}')
-    proc = slurm.run_in_allocation(["sh", "-c", script, sys.executable], cwd=REPO, timeout=600)
+def test_probe_through_srun(slurm):
+    proc = slurm.run_in_allocation([sys.executable, "-m", "bench", "probe", "--launcher", "slurm", "--json"],
+                                   cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = one_json(proc.stdout)
+    assert [n["host"] for n in doc["nodes"]] == slurm.nodes and doc["unreachable"] == {}
+    assert [n["hostname"] for n in doc["nodes"]] == slurm.nodes
+
+
+def test_bench_in_allocation(slurm, out_dir):
+    # The sbatch recipe of README.md's "Clusters": no hostfile, the allocation is the hostfile.
+    # (--master-addr only because node names do not resolve on these test hosts.)
+    argv = [sys.executable, "-m", "bench", "--launcher", "slurm", "--master-addr", slurm.addrs[0],
+            "--dataset", "synthetic", "--steps", "20", "--json", *FAST, "--out", out_dir]
+    proc = slurm.run_in_allocation(argv, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
