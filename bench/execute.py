@@ -3,8 +3,9 @@
 The runner process gets its own session, so bench can stop it and
 everything it forked (pdsh, ssh, local ranks) by process group, never by
 `pkill -f`. Ranks record their PIDs in ranks/rank<R>.json-style files; a
-hung run (no progress for `timeout` seconds) or Ctrl-C ends the group, then
-any rank still alive, by PID.
+hung run (no progress for `timeout` seconds, and at least the ranks'
+collective timeout + 15 s) or Ctrl-C ends the group, then any rank still
+alive, on every host, by PID (bench.cleanup).
 """
 
 from __future__ import annotations
@@ -105,7 +106,16 @@ class _Progress:
             self.bar.stop()
 
 
+# How long past the ranks' collective timeout the watchdog waits: ranks blocked
+# on a hung peer then report their own timeout first, and the one still silent
+# is the culprit (with the watchdog first, every rank is silent alike).
+_REPORT_GRACE_S = 15.0
+
+
 def execute(lp: LaunchPlan, run_dir: str, *, timeout: float, show_progress: bool = True) -> Outcome:
+    plan_timeout = (_read_json(os.path.join(run_dir, "plan.json")) or {}).get("collective_timeout_s")
+    if isinstance(plan_timeout, (int, float)):
+        timeout = max(timeout, plan_timeout + _REPORT_GRACE_S)
     log_path = os.path.join(run_dir, "logs", "launcher.log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     progress_path = os.path.join(run_dir, "progress.json")
