@@ -1,0 +1,120 @@
+"""A batch that does not fit in memory is recorded as `oom`, and a sweep moves on.
+
+bench runs inside a cgroup v1 memory cgroup of its own with a hard limit
+(a wrapper writes its PID to cgroup.procs, then execs bench; every process
+bench starts inherits the cgroup), the way a container or a Slurm job
+bounds it. On CPU, Linux overcommits: the rank's allocation succeeds and the
+kernel's OOM killer SIGKILLs it when the pages are touched, so the rank
+writes no report. bench reads the cgroup's `oom_kill` counter before and
+after the run (bench/memcg.py) and records `oom` only when that counter
+rose and a rank stopped without a report; a rank that catches
+MemoryError / "can't allocate memory" itself reports `oom` directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from tests.conftest import REPO, one_json
+from tests.isolation import private_torch_extensions
+
+pytestmark = pytest.mark.slow
+
+MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
+# Enough for the launcher, DeepSpeed's runner and launch.py and one rank of
+# vit-micro at batch 16 (about 1.5 GiB together), far from batch 4096's ~8 GiB
+# of activations.
+LIMIT = 3 << 30
+BIG, SMALL = 4096, 16
+
+# Joins the cgroup, then becomes the command: nothing runs outside the limit.
+_WRAPPER = "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); os.execv(sys.argv[2], sys.argv[2:])"
+
+
+def _own_memcg() -> Path | None:
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "memory" in controllers.split(","):
+                return MEMCG_ROOT / path.lstrip("/")
+    except OSError:
+        pass
+    return None
+
+
+@contextlib.contextmanager
+def memory_cgroup(limit: int) -> Iterator[Path]:
+    """A child of our own memory cgroup with a hard limit; its processes are killed at the end."""
+    parent = _own_memcg()
+    if os.geteuid() != 0 or parent is None or not (parent / "cgroup.procs").exists():
+        pytest.skip("needs root and a cgroup v1 memory controller (/sys/fs/cgroup/memory)")
+    cg = parent / f"vitbench-oom-{os.getpid()}-{time.monotonic_ns()}"
+    cg.mkdir()
+    try:
+        (cg / "memory.limit_in_bytes").write_text(str(limit))
+        with contextlib.suppress(OSError):  # no swap accounting: then there is no swap to escape to either
+            (cg / "memory.memsw.limit_in_bytes").write_text(str(limit))
+        yield cg
+    finally:
+        for _ in range(50):
+            pids = [int(p) for p in (cg / "cgroup.procs").read_text().split()]
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+        cg.rmdir()
+
+
+def _oom_kills(cg: Path) -> int:
+    for line in (cg / "memory.oom_control").read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    return -1
+
+
+def test_batch_that_does_not_fit_is_oom_and_the_sweep_moves_on(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONUNBUFFERED="1",
+               TORCH_EXTENSIONS_DIR=private_torch_extensions(str(tmp_path / "ext")))
+    argv = [sys.executable, "-m", "bench", "sweep", "batch", "--gpus", "1", "--dataset", "synthetic",
+            "--model", "vit-micro-p4-32", "--synthetic-size", str(BIG), "--values", f"{BIG},{SMALL}",
+            "--steps", "3", "--timing-warmup", "1", "--no-eval", "--timeout", "300", "--out", str(out), "--json"]
+    with memory_cgroup(LIMIT) as cg:
+        proc = subprocess.run([sys.executable, "-c", _WRAPPER, str(cg / "cgroup.procs"), *argv], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=1800)
+        kills = _oom_kills(cg)
+    # Exit 0: every point is ok or oom (an OOM is a result, not a failure of the sweep).
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = one_json(proc.stdout)
+    assert [p["status"] for p in summary["points"]] == ["oom", "ok"], summary
+    recs = results.read(str(out / "batch" / "results.jsonl")).records
+    for r in recs:
+        results.validate(r)
+    big, small = recs
+    assert big["status"] == "oom" and big["config"]["micro_batch"] == BIG
+    assert small["status"] == "ok" and small["config"]["micro_batch"] == SMALL
+    err = big["error"]
+    assert err["rank"] == 0 and err["host"]
+    if kills > 0:
+        # The kernel killed the rank: bench says so from its cgroup's counter.
+        assert "OOM killer" in err["reason"] and "memory cgroup" in err["reason"], err
+    else:
+        # The rank caught the failed allocation itself.
+        assert "memory" in err["reason"].lower(), err
+    # The point's own run dir holds the run record, status oom as well.
+    run_rec = results.read(os.path.join(big["run_dir"], "results.jsonl")).records
+    assert [r["status"] for r in run_rec] == ["oom"]
+    print(f"oom path: {'kernel OOM killer' if kills > 0 else 'allocation error in the rank'}: {err['reason']}")
