@@ -105,15 +105,19 @@ for d in ("/opt/wheels", "/opt/pypi/files", "/opt/pypi-more/files"):
             if not os.path.exists(dst):
                 os.symlink(os.path.join(d, f), dst)
                 found += 1
+missing = [f"{n}=={v}" for n, v in pins.items()
+           if not any(norm(f.split("-")[0]) == n and f.split("-")[1] == v for f in os.listdir(out))]
 print(f"[test-build] wheel cache: {found} files of {len(pins)} pins", file=sys.stderr)
+open(os.path.join(out, "..", "missing.txt"), "w").write("".join(m + "\n" for m in missing))
 PY
 pip=(python3 -m pip)
 [ -x .venv/bin/pip ] && pip=(.venv/bin/pip)
 # --no-deps: the locks are complete. wheel: pip's build requirement for an
 # sdist without pyproject.toml (deepspeed), pinned here as the locks pin the rest.
 timed "wheelhouse" "${pip[@]}" download -q --no-deps -d "$wheels" \
-    -r requirements.lock -r requirements-mpi.lock "wheel==0.46.3" 2>&1 | grep -v "is ignored" >&2 || true
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    -r "$work/missing.txt" "wheel==0.46.3" 2>&1 | grep -v "is ignored" >&2 || true
+# A fixed port: WHEELS_URL is part of the pip layer's cache key.
+port=${VITBENCH_WHEELS_PORT:-38123}
 python3 -m http.server --bind 127.0.0.1 --directory "$wheels" "$port" >"$work/http.log" 2>&1 &
 server_pid=$!
 
