@@ -102,17 +102,6 @@ def rows_from_summary(summary: dict, op: str, group_names: list[str]) -> list[di
     return out
 
 
-def force_multi(argv: list[str], resources: dict[str, list[int]], launcher: str) -> None:
-    """Make DeepSpeed's runner use pdsh/mpirun/srun for a single remote host.
-
-    deepspeed/launcher/runner.py (0.19.8) launches locally whenever one host
-    is selected, whatever --launcher says, unless --force_multi is given: a
-    one-host hostfile would quietly run on the launching machine instead.
-    """
-    if launcher != "local" and len(resources) == 1 and "--force_multi" not in argv:
-        argv.insert(argv.index("--module"), "--force_multi")
-
-
 def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: str = "all_reduce",
             sizes: list[int], iters: int = 20, warmup: int = 5, out_root: str = "results",
             groups: list[list[int]] | None = None, group_names: list[str] | None = None,
@@ -139,7 +128,6 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     run_dir = os.path.abspath(os.path.join(out_root, run_id))
     lp = launch.build(resources, launcher, run_dir, device, master_addr, master_port, environ=environ,
                       module="bench.worker.comm")
-    force_multi(lp.argv, resources, launcher)
     plan = {"world_size": world, "nodes": len(resources), "resources": resources, "launcher": launcher,
             "device": device, "master_addr": lp.master_addr, "master_port": lp.master_port,
             "collective_timeout_s": max(30, int(timeout)), "command": lp.argv}

@@ -120,6 +120,11 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
         env["DS_ENV_FILE"] = os.path.join(run_dir, ".deepspeed_env")
         argv += ["--hostfile", plan.hostfile, "--launcher", launcher, "--master_addr", addr,
                  "--master_port", str(port)]
+        if len(resources) == 1:
+            # DeepSpeed's runner (0.19.8) launches locally whenever one host is
+            # selected, whatever --launcher says: one remote host would quietly
+            # run on this machine instead.
+            argv += ["--force_multi"]
         if launcher == "pdsh":
             argv += ["--include", include_spec(resources), "--no_ssh_check"]
             activate = os.path.join(os.path.dirname(sys.executable), "activate")

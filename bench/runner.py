@@ -137,12 +137,20 @@ def check_precision(cfg: RunConfig, device: str) -> None:
 
 
 def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out_dir: str | None = None,
-        extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """Plan, launch and record one run; returns its record (None for --dry-run)."""
+        extra: dict[str, Any] | None = None,
+        inspected: tuple[list[dict], dict] | None = None) -> dict[str, Any] | None:
+    """Plan, launch and record one run; returns its record (None for --dry-run).
+
+    inspected: (inventory, verdict) already taken by the caller (bench validate
+    probes once for all its runs), so this run does not reach the hosts again.
+    """
     resources, slots_of, launcher, device = plan_resources(cfg, args)
     check_precision(cfg, device)
     # A dry run reaches no host: it prints what would be launched.
-    inventory, verdict = ([], {}) if dry_run else inspect_cluster(cfg, resources, launcher, quiet)
+    if inspected is not None:
+        inventory, verdict = inspected
+    else:
+        inventory, verdict = ([], {}) if dry_run else inspect_cluster(cfg, resources, launcher, quiet)
     if verdict and launcher != "local" and cfg.device == "auto":
         # The compute nodes decide, not the (maybe GPU-less) node bench runs on.
         device = "cuda" if verdict["gpus"] else "cpu"

@@ -131,6 +131,8 @@ def add_arguments(p) -> None:
     p.add_argument("--junit", metavar="FILE", default=None, help="write one JUnit test case per check per node")
     p.add_argument("--out", default="results", help="results root; writes OUT/validate-<id>/ (default results)")
     p.add_argument("--fail-fast", action="store_true", help="stop after the first check with a FAIL (the rest SKIP)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="after a host fails preflight, still check the others (default: stop there, in seconds)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
 
 
@@ -152,12 +154,21 @@ def main(args: Namespace) -> int:
     t0 = time.time()
     from bench import validate_checks as stages
 
+    stop_why = None
     for stage in (stages.preflight, stages.inventory, stages.throughput, stages.bandwidth, stages.training,
                   stages.stragglers, stages.scaling):
-        if args.fail_fast and v.failed():
-            stages.skip_rest(v, stage)
+        if stop_why is None and args.fail_fast and v.failed():
+            stop_why = "--fail-fast: not run after a FAIL"
+        if stop_why:
+            stages.skip_rest(v, stage, stop_why)
             continue
         stage(v)
+        if stage is stages.preflight and v.failed() and not args.keep_going:
+            # The cluster as given cannot pass; say so in seconds, with the way on.
+            lost = [h for h in v.resources if h not in v.good]
+            stop_why = (f"not run: {', '.join(lost)} failed preflight; fix it, or rerun with --exclude "
+                        f"{'@'.join(lost)} (or --keep-going to check the rest now)")
+            print(f"bench validate: {stop_why}", file=sys.stderr)
     rec = record(v, run_id, time.time() - t0)
     results.append(os.path.join(vdir, "results.jsonl"), rec)
     if args.junit:
@@ -213,37 +224,15 @@ def render(rec: dict[str, Any]) -> None:
 def run_one(v: Validation, hosts: dict[str, list[int]], steps: int) -> dict[str, Any]:
     """A short training run on these hosts/slots, recorded as `bench run` records it.
 
-    bench.runner's own steps minus its preflight and probe (done once here,
-    not once per node), plus --force_multi for a single remote host (see
-    bench.comm.force_multi). Failures come back as a failed dict, never raised.
+    bench.runner.run without its preflight and probe (done once here, not
+    once per node). Failures come back as a failed dict, never raised.
     """
-    from bench import dsconfig, launch
-    from bench.comm import force_multi
-    from bench.execute import execute
-    from bench.runner import check_precision, plan_resources, record
+    from bench import runner
 
     cfg = v.run_config(list(hosts), steps)
+    inventory = [v.inventory[h] for h in hosts if h in v.inventory]
     try:
-        resources, slots_of, launcher, device = plan_resources(cfg, v.run_args(hosts))
-        check_precision(cfg, device)
-        world = sum(len(s) for s in resources.values())
-        run_id = results.new_run_id(cfg.out)
-        run_dir = os.path.abspath(os.path.join(cfg.out, run_id))
-        ds = dsconfig.build(cfg, world, steps)
-        dsconfig.batch_sizes(ds, world)
-        lp = launch.build(resources, launcher, run_dir, device, cfg.master_addr, cfg.master_port)
-        force_multi(lp.argv, resources, launcher)
-        plan = {"world_size": world, "nodes": len(resources), "resources": resources, "launcher": launcher,
-                "device": device, "master_addr": lp.master_addr, "master_port": lp.master_port,
-                "collective_timeout_s": max(30, int(cfg.timeout)), "command": lp.argv}
-        for name, data in (("config.json", cfg.to_dict()), ("plan.json", plan), ("ds_config.json", ds)):
-            results.write_json_atomic(os.path.join(run_dir, name), data)
-        launch.write_files(lp, resources, slots_of)
-        outcome = execute(lp, run_dir, timeout=cfg.timeout, show_progress=False)
+        return runner.run(cfg, v.run_args(hosts), quiet=True,
+                          inspected=(inventory, v.figures.get("verdict") or {}))
     except (RunFailed, BadInput) as e:
         return {"status": "failed", "error": {"where": "bench run", "reason": str(e).splitlines()[0]}}
-    inventory = [v.inventory[h] for h in hosts if h in v.inventory]
-    rec = record(cfg, plan, run_id, run_dir, outcome, {"inventory": inventory,
-                                                       "verdict": v.figures.get("verdict") or {}})
-    results.append(os.path.join(run_dir, "results.jsonl"), rec)
-    return rec

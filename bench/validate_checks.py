@@ -307,10 +307,9 @@ def scaling(v: Validation) -> None:
              if short else ""))
 
 
-def skip_rest(v: Validation, stage) -> None:
-    """--fail-fast: this check is not run; every node it would cover gets a SKIP row."""
+def skip_rest(v: Validation, stage, why: str = "--fail-fast: not run after a FAIL") -> None:
+    """This check is not run; every node it would cover gets a SKIP row saying why."""
     name = stage.__name__
-    why = "--fail-fast: not run after a FAIL"
     if name == "inventory":
         for h in v.resources:
             v.add("inventory", h, "SKIP", reason=why)

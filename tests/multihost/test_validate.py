@@ -10,6 +10,7 @@ contention can hide it.
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -100,7 +101,9 @@ def test_host_without_sshd_is_named_at_once(cluster, tmp_path):
     gone = cluster.hosts[2]
     cluster.stop_sshd(gone)
     try:
-        proc, rec, junit = _validate(cluster, tmp_path, "--fail-fast")
+        t0 = time.monotonic()
+        proc, rec, junit = _validate(cluster, tmp_path)  # the defaults, as a sysadmin types it
+        elapsed = time.monotonic() - t0
     finally:
         cluster.start_sshd(gone)
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -110,7 +113,9 @@ def test_host_without_sshd_is_named_at_once(cluster, tmp_path):
     assert row["status"] == "FAIL" and "unreachable" in row["reason"] and "refused" in row["reason"]
     for host in cluster.hosts[:2]:
         assert _status(rec, "preflight", host)["status"] == "PASS"
-    # --fail-fast: nothing after the failed check ran, and every node still has its rows.
+    assert elapsed < 60, elapsed
+    # Nothing after the failed preflight ran, every node still has its rows, and the way on is named.
+    assert f"--exclude {gone}" in proc.stderr
     _every_node_listed(rec, cluster.hosts)
     assert {c["status"] for c in rec["checks"] if c["check"] not in ("preflight",)} == {"SKIP"}
     _junit_matches(junit, rec)
