@@ -1,0 +1,140 @@
+"""What the benchmarks share: thread and rank environment, interleaved A/B rounds, the machine line.
+
+Import it before torch: it pins the thread count, which torch reads once.
+
+Interleaving. Other work shares these cores, so a figure measured for one
+arm and then for the other mixes the arms' difference with the change of
+load. `interleave` runs one block of every arm per round, in forward order
+on even rounds and reversed on odd ones (A B, B A, ...), which cancels a
+linear drift; the ratio reported is the median of the per-round ratios,
+each taken between blocks a few seconds apart.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+
+def pin_threads(threads: int = 1) -> None:
+    """One compute thread per process (2 cores, shared): set before torch is imported."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _has_gpu() else "cuda")
+    # DeepSpeed JIT-builds its shm op at init (~30 s once). A cache of their own:
+    # builds from other checkouts or containers sharing bench's cache rewrite
+    # it, and a benchmark would wait on their lock or rebuild mid-measurement.
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR",
+                          os.path.join(os.path.expanduser("~"), ".cache", "vitbench", "torch_extensions-benchmarks"))
+
+
+def _has_gpu() -> bool:
+    return os.path.exists("/dev/nvidiactl") and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != ""
+
+
+def single_rank_env() -> None:
+    """torch.distributed variables for a world of one (DeepSpeed needs a process group)."""
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("LOCAL_RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def interleave(arms: dict[str, Callable[[], float]], rounds: int, *, warmup_rounds: int = 1,
+               log: Callable[[str], None] = print) -> dict[str, list[float]]:
+    """Run every arm once per round, alternating the order; each call returns images/s of one block.
+
+    The first `warmup_rounds` rounds are run and printed but not kept.
+    """
+    names = list(arms)
+    kept: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(warmup_rounds + rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        row = {}
+        for n in order:
+            row[n] = arms[n]()
+            if r >= warmup_rounds:
+                kept[n].append(row[n])
+        tag = "warm-up" if r < warmup_rounds else f"round {r - warmup_rounds + 1}"
+        log(f"  {tag:>8}: " + "  ".join(f"{n} {row[n]:8.2f}" for n in names) + f"  (load {load():.1f})")
+    return kept
+
+
+def paired_ratio(num: list[float], den: list[float]) -> float:
+    """Median of per-round ratios num[i] / den[i]."""
+    return statistics.median(a / b for a, b in zip(num, den))
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def machine() -> str:
+    """One line: when, where, what; the load average tells a reader how busy the cores were."""
+    try:
+        import torch
+        versions = f"torch {torch.__version__}"
+        import deepspeed
+        versions += f", deepspeed {deepspeed.__version__}"
+    except ImportError:
+        versions = "torch not imported"
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    gpu = ""
+    try:
+        import torch
+        if torch.cuda.is_available():
+            gpu = f", GPU {torch.cuda.get_device_name(0)}"
+    except ImportError:
+        pass
+    return (f"{datetime.datetime.now().astimezone().isoformat(timespec='minutes')} {platform.node()}: "
+            f"{os.cpu_count()} cores ({model}){gpu}, load avg {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
+            f"python {platform.python_version()}, {versions}")
+
+
+class Timer:
+    """Wall clock and this process's CPU time of a block, synchronising the device at both ends.
+
+    On a CPU run with one thread, CPU time is the work the block did whatever
+    else the cores were doing; wall clock is what a user waits, and moves with
+    the load of other work.
+    """
+
+    def __init__(self, sync: Callable[[], None] = lambda: None) -> None:
+        self.sync = sync
+        self.seconds = self.cpu_seconds = 0.0
+
+    def __enter__(self) -> "Timer":
+        self.sync()
+        self._t, self._c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sync()
+        self.seconds = time.perf_counter() - self._t
+        self.cpu_seconds = time.process_time() - self._c
