@@ -57,7 +57,8 @@ def run_table(rec: dict[str, Any]) -> Table:
     t.add_row("test accuracy", _pct(fig["test_acc"]), "whole test set" if fig["test_acc"] is not None else "off")
     if fig.get("tflops") is not None:
         t.add_row("TFLOP/s", f"{fig['tflops']:.3f}", "analytic ViT FLOPs x images/s")
-        t.add_row("MFU", _pct(fig.get("mfu")), "per-GPU peak from the GPU table" if fig.get("mfu") else "no peak (CPU)")
+        t.add_row("MFU", _pct(fig.get("mfu")),
+                  "over the GPU table's peak" if fig.get("mfu") is not None else fig.get("mfu_reason") or "no peak")
     return t
 
 

@@ -35,8 +35,10 @@ class DDPEngine:
         ids = [device.index] if device.type == "cuda" else None
         self.ddp = DistributedDataParallel(model, device_ids=ids)
         params = ds_config["optimizer"]["params"]
+        # The same AdamW implementation (--adamw: fused/foreach) DeepSpeed's torch_adam path gets.
+        impl = {k: params[k] for k in ("fused", "foreach") if k in params}
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=params["lr"], betas=tuple(params["betas"]),
-                                           eps=params["eps"], weight_decay=params["weight_decay"])
+                                           eps=params["eps"], weight_decay=params["weight_decay"], **impl)
         self.accum = int(ds_config["gradient_accumulation_steps"])
         self.clip = float(ds_config.get("gradient_clipping", 0.0))
         self.micro_steps = 0
