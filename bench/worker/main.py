@@ -135,8 +135,13 @@ def run(run_dir: str, rank: int) -> dict:
     map_launcher_env(plan)
     torch.manual_seed(cfg.seed)
     _skip_shm_comm_build()
-    deepspeed.init_distributed(dist_backend="nccl" if device_kind == "cuda" else "gloo",
-                               timeout=datetime.timedelta(seconds=plan["collective_timeout_s"]))
+    collective_timeout = datetime.timedelta(seconds=plan["collective_timeout_s"])
+    # DeepSpeed's data-parallel group comes from new_group(), which takes torch's
+    # module default (30 min), not the world group's timeout: without this a
+    # rank blocked on a hung or cut-off peer waits half an hour.
+    torch.distributed.distributed_c10d.default_pg_timeout = collective_timeout
+    torch.distributed.distributed_c10d.default_pg_nccl_timeout = collective_timeout
+    deepspeed.init_distributed(dist_backend="nccl" if device_kind == "cuda" else "gloo", timeout=collective_timeout)
     world = torch.distributed.get_world_size()
     rank = torch.distributed.get_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
