@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.container import check_text as check_container_exec
 from bench.errors import BadInput
 from bench.models import PRESETS, resolve_model
 
@@ -76,6 +77,9 @@ class RunConfig:
     gpus: int | None = opt("ranks per node (default: every GPU; 2 on a CPU-only node)", default=None)
     launcher: str | None = opt("pdsh (default with several hosts), openmpi, slurm; local for one node",
                                default=None, choices=LAUNCHERS)
+    container_exec: str | None = opt(
+        "how remote ranks enter the image: \"apptainer exec [--nv] IMAGE\" (default: the Apptainer/Singularity "
+        "image bench runs in, detected; none: no prefix)", default=None)
     master_addr: str | None = opt("rendezvous address (default: the first host)", default=None)
     master_port: int | None = opt("rendezvous port (default: a free one)", default=None)
     device: str = opt("cuda or cpu (default: cuda when a GPU is visible)", default="auto",
@@ -167,6 +171,7 @@ def _validate(c: RunConfig) -> None:
         raise bad("master_port", f"must be a TCP port, got {c.master_port}")
     if not c.timeout > 0:
         raise bad("timeout", f"must be > 0, got {c.timeout}")
+    check_container_exec(c.container_exec)
     if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
         raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
 

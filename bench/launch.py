@@ -9,6 +9,8 @@ with values no remote shell can expand, and a free rendezvous port.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shlex
@@ -16,6 +18,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 
+from bench import container
 from bench.errors import BadInput
 
 # Forwarded to every rank when set here (DeepSpeed forwards only PYTHON*, UCX*,
@@ -39,6 +42,7 @@ class LaunchPlan:
     master_port: int = 29500
     entry_script: str | None = None    # written by write_files; runs `module` (slurm drops --module)
     module: str = "bench.worker"
+    container: list[str] | None = None  # what enters the image on each node (bench.container), before its python
 
     def shell(self) -> str:
         """The exact command, copy-pasteable (for --dry-run and logs)."""
@@ -94,14 +98,26 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
 
 def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: str,
           master_addr: str | None = None, master_port: int | None = None,
-          environ: dict[str, str] | None = None, module: str = "bench.worker") -> LaunchPlan:
-    """The runner argv and environments for this run (nothing is started here)."""
+          environ: dict[str, str] | None = None, module: str = "bench.worker",
+          container_exec: str | None = None) -> LaunchPlan:
+    """The runner argv and environments for this run (nothing is started here).
+
+    container_exec: RunConfig.container_exec; with a multi-node launcher,
+    remote ranks start inside that image, or the one bench runs in
+    (bench.container). One node needs no prefix: bench is already there.
+    """
     environ = dict(os.environ if environ is None else environ)
     run_dir = os.path.abspath(run_dir)
     port = master_port or free_port()
     hosts = list(resources)
     addr = master_addr or ("127.0.0.1" if launcher == "local" else hosts[0])
+    ce = None if launcher == "local" else container.resolve(container_exec, environ)
     rank_env = rank_environment(device, environ)
+    if ce is not None and ce.in_container:
+        # This PATH is the image's, not the nodes': exported there it could only
+        # hide the host's apptainer. Inside, the image sets its own (Apptainer
+        # never passes the host's PATH in).
+        del rank_env["PATH"]
     for k, v in rank_env.items():
         check_env_value(k, v, "environment")
 
@@ -141,7 +157,9 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
         else:
             raise BadInput(f"--launcher: unknown launcher {launcher!r}")
     plan.module = module
-    if launcher == "slurm":
+    if ce is not None:
+        _enter_container(plan, ce, resources, run_dir, device)
+    elif launcher == "slurm":
         # DeepSpeed's slurm runner (0.19.8) runs `python -u SCRIPT` and drops
         # --module, so the ranks get a script in the run dir (already on their
         # PYTHONPATH: the runner puts its cwd there) that runs the module.
@@ -151,6 +169,89 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
         # module: the rank entrypoint (bench.worker trains; bench comm has its own).
         argv += ["--module", module, "--run-dir", run_dir]
     return plan
+
+
+def _enter_container(plan: LaunchPlan, ce: container.ContainerExec, resources: dict[str, list[int]],
+                     run_dir: str, device: str) -> None:
+    """Start every rank through ce's prefix (the MPI hybrid model): `<prefix> python -u -m MODULE`."""
+    plan.container = ce.prefix(os.path.dirname(run_dir))  # the results root: logs, figures, summary
+    image_python = [*plan.container, ce.python]
+    if plan.launcher == "openmpi":
+        if ce.in_container:
+            from bench.remote import is_local
+            here = [h for h in resources if is_local(h)]
+            if here:
+                raise BadInput(f"--launcher openmpi: {here[0]} is this node, where mpirun would start ranks itself, "
+                               f"inside this container, which has no {ce.argv[0]}; launch from a node outside the "
+                               "hostfile, or use --launcher pdsh")
+        # --no_python: DeepSpeed's OpenMPIRunner then runs the "script" (the
+        # container binary) as is, `mpirun ... apptainer exec ... python -u -m
+        # MODULE`; --module must go, or it would put `-m` before apptainer.
+        plan.argv += ["--no_python", *image_python, "-u", "-m", plan.module, "--run-dir", run_dir]
+    elif plan.launcher == "pdsh":
+        plan.env["PDSH_RCMD_TYPE"] = "ssh"
+        plan.argv = pdsh_container_argv(resources, run_dir, plan.master_addr, plan.master_port, image_python,
+                                        plan.module, runner_exports(plan.env, plan.env_file, run_dir, device))
+    else:
+        counts = {h: len(s) for h, s in resources.items()}
+        if len(set(counts.values())) > 1:
+            raise BadInput(f"--launcher slurm: srun needs the same number of ranks on every host, got {counts}")
+        plan.env["PYTHONPATH"] = os.pathsep.join(p for p in (run_dir, plan.env.get("PYTHONPATH")) if p)
+        plan.argv = srun_container_argv(resources, run_dir, image_python, plan.module)
+
+
+def runner_exports(env: dict[str, str], env_file: dict[str, str], run_dir: str, device: str) -> dict[str, str]:
+    """What DeepSpeed's runner (0.19.8, runner.main) exports to remote ranks, in its order.
+
+    PYTHON*, MLFLOW*, MV2*, UCX* (and NCCL* with the CUDA accelerator) from
+    its environment, PYTHONPATH led by its working directory (the run dir),
+    then every line of the env file.
+    """
+    env = dict(env, PYTHONPATH=os.pathsep.join(p for p in (run_dir, env.get("PYTHONPATH")) if p))
+    prefixes = ("MLFLOW", "PYTHON", "MV2", "UCX") + (("NCCL",) if device == "cuda" else ())
+    exports = {k: v.strip() for k, v in env.items() if k.startswith(prefixes)}
+    exports.update(env_file)
+    return exports
+
+
+def pdsh_container_argv(resources: dict[str, list[int]], run_dir: str, master_addr: str, master_port: int,
+                        image_python: list[str], module: str, exports: dict[str, str]) -> list[str]:
+    """pdsh starting DeepSpeed's per-node launcher inside the image on every host.
+
+    DeepSpeed's runner is bypassed here, not its launcher: PDSHRunner (0.19.8)
+    always runs `<its own sys.executable> -u -m deepspeed.launcher.launch` on
+    the hosts, a path that exists only inside the image, and its one hook,
+    --venv_script, prepends `source SCRIPT;`, which cannot enter a container.
+    This is PDSHRunner.get_cmd's command with image_python in place of that
+    interpreter: fan-out 1024, the hosts in resource order, --world_info (the
+    resources as base64 JSON, as encode_world_info makes it), --node_rank=%n
+    (pdsh's index of the host), the rendezvous, the exports, `cd` to the run
+    dir. Two differences: values are shell-quoted (DeepSpeed's double quotes
+    let a remote shell expand $(...)), and no `pkill -f` stop command goes
+    with it (bench stops ranks by PID).
+    """
+    world_info = base64.urlsafe_b64encode(json.dumps(resources).encode("utf-8")).decode("utf-8")
+    node_launch = [*image_python, "-u", "-m", "deepspeed.launcher.launch", f"--world_info={world_info}",
+                   "--node_rank=%n", f"--master_addr={master_addr}", f"--master_port={master_port}", "--module",
+                   "--enable_each_rank_log=None", module, "--run-dir", run_dir]
+    remote = ("".join(f"export {k}={shlex.quote(v)}; " for k, v in exports.items())
+              + f"cd {shlex.quote(run_dir)}; " + shlex.join(node_launch))
+    return ["pdsh", "-S", "-f", "1024", "-w", ",".join(resources), remote]
+
+
+def srun_container_argv(resources: dict[str, list[int]], run_dir: str, image_python: list[str],
+                        module: str) -> list[str]:
+    """srun starting every rank inside the image.
+
+    DeepSpeed's SlurmRunner (0.19.8) puts its own sys.executable before the
+    script whatever --no_python says, so it cannot run a container binary.
+    This is its command for an --include'd set (-n, --nodelist, --nodes),
+    with `--export=ALL` alone: the env file's variables are in srun's own
+    environment instead, where a comma in a value cannot split the list.
+    """
+    total = sum(len(s) for s in resources.values())
+    return ["srun", "-n", str(total), "--nodelist", ",".join(resources), "--nodes", str(len(resources)),
+            "--export=ALL", *image_python, "-u", "-m", module, "--run-dir", run_dir]
 
 
 def entry_script_text(module: str) -> str:

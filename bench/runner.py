@@ -167,10 +167,11 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
     nominal_steps = cfg.steps or 50
     ds = dsconfig.build(cfg, world, nominal_steps)
     dsconfig.batch_sizes(ds, world)
-    lp = launch.build(resources, launcher, run_dir, device, cfg.master_addr, cfg.master_port)
+    lp = launch.build(resources, launcher, run_dir, device, cfg.master_addr, cfg.master_port,
+                      container_exec=cfg.container_exec)
     plan = {"world_size": world, "nodes": len(resources), "resources": resources, "launcher": launcher,
             "device": device, "master_addr": lp.master_addr, "master_port": lp.master_port,
-            "collective_timeout_s": max(30, int(cfg.timeout)), "command": lp.argv}
+            "collective_timeout_s": max(30, int(cfg.timeout)), "command": lp.argv, "container": lp.container}
     if dry_run:
         print(json.dumps({"config": cfg.to_dict(), "plan": plan, "deepspeed_config": ds,
                           "env_file": lp.env_file, "command": lp.shell()}, indent=2))

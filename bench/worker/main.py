@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.join(run_dir, "ranks"), exist_ok=True)
     with open(os.path.join(run_dir, "ranks", f"pid-{rank}"), "w") as f:
         f.write(f"{socket.gethostname()} {os.getpid()}\n")
-    print(f"[{socket.gethostname()}:{rank}] worker pid {os.getpid()} starting", flush=True)
+    image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    print(f"[{socket.gethostname()}:{rank}] worker pid {os.getpid()} starting"
+          + (f" in container {image}" if image else ""), flush=True)
     try:
         rec = run(run_dir, rank)
     except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then re-raise

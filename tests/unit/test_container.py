@@ -1,0 +1,250 @@
+"""bench.container and the container launches in bench.launch: detection, --container-exec, exact argv.
+
+The argv assertions are whole-list equality (ReFrame's launcher tests): a
+reordered or missing word is a different command on a cluster. The last two
+tests hand the argv to DeepSpeed's own runner code (parser, OpenMPIRunner,
+PDSHRunner), so a DeepSpeed upgrade that changes either shows here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import sys
+
+import pytest
+
+from bench import container, launch
+from bench.config import RunConfig
+from bench.errors import BadInput
+from tests.conftest import assert_bad_input, bench
+
+HOSTS = {"10.0.0.1": [0, 1], "10.0.0.2": [0, 1]}
+ENV = {"PATH": "/usr/bin:/bin", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/root"}
+SIF = "/shared/vit.sif"
+IN_IMAGE = dict(ENV, APPTAINER_CONTAINER=SIF, SINGULARITY_CONTAINER=SIF, APPTAINER_NAME="vit.sif")
+
+
+# --- detection ----------------------------------------------------------------------------------------------
+def test_detects_apptainer_from_its_environment(tmp_path):
+    ce = container.detect(IN_IMAGE, root=str(tmp_path))
+    assert ce == container.ContainerExec(argv=("apptainer", "exec", SIF), python=sys.executable,
+                                         source="APPTAINER_CONTAINER", in_container=True)
+    assert ce.prefix("/shared/results") == ["apptainer", "exec", "-B", "/shared/results", SIF]
+
+
+def test_nv_when_the_driver_was_bound_in(tmp_path):
+    libs = tmp_path / ".singularity.d" / "libs"
+    libs.mkdir(parents=True)
+    (libs / "libcuda.so.1").write_bytes(b"")
+    assert container.detect(IN_IMAGE, root=str(tmp_path)).argv == ("apptainer", "exec", "--nv", SIF)
+
+
+def test_nvidia_smi_bound_in_means_nv_too(tmp_path):
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "usr" / "bin" / "nvidia-smi").write_bytes(b"")
+    assert "--nv" in container.detect(IN_IMAGE, root=str(tmp_path)).argv
+
+
+def test_no_nv_from_cuda_image_env_alone(tmp_path):
+    # The CUDA base image sets NVIDIA_VISIBLE_DEVICES=all in its ENV, --nv or not.
+    env = dict(IN_IMAGE, NVIDIA_VISIBLE_DEVICES="all")
+    assert container.detect(env, root=str(tmp_path)).argv == ("apptainer", "exec", SIF)
+
+
+def test_singularity_when_only_singularity_says_so(tmp_path):
+    env = dict(ENV, SINGULARITY_CONTAINER=SIF)
+    ce = container.detect(env, root=str(tmp_path))
+    assert ce.argv == ("singularity", "exec", SIF) and ce.source == "SINGULARITY_CONTAINER"
+
+
+def test_no_container_no_prefix(tmp_path):
+    assert container.detect(ENV, root=str(tmp_path)) is None
+    assert container.resolve(None, ENV, root=str(tmp_path)) is None
+
+
+def test_relative_image_is_made_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ce = container.detect(dict(ENV, APPTAINER_CONTAINER="vit.sif"), root=str(tmp_path))
+    assert ce.image == str(tmp_path / "vit.sif")
+
+
+def test_image_path_a_shell_would_split_is_refused(tmp_path):
+    with pytest.raises(BadInput, match="APPTAINER_CONTAINER: .*--container-exec"):
+        container.detect(dict(ENV, APPTAINER_CONTAINER="/my images/vit.sif"), root=str(tmp_path))
+
+
+# --- --container-exec ---------------------------------------------------------------------------------------
+def test_explicit_prefix_from_a_host_install_uses_the_images_python():
+    ce = container.resolve("apptainer exec --nv /nodes/vit.sif", ENV)
+    assert ce == container.ContainerExec(argv=("apptainer", "exec", "--nv", "/nodes/vit.sif"), python="python",
+                                         source="--container-exec", in_container=False)
+
+
+def test_explicit_prefix_inside_the_image_overrides_detection(tmp_path):
+    ce = container.resolve("/usr/bin/singularity exec /nodes/vit.sif", IN_IMAGE, root=str(tmp_path))
+    assert ce.argv == ("/usr/bin/singularity", "exec", "/nodes/vit.sif")
+    assert ce.python == sys.executable and ce.in_container
+
+
+def test_none_turns_detection_off(tmp_path):
+    assert container.resolve("none", IN_IMAGE, root=str(tmp_path)) is None
+
+
+def test_long_bind_becomes_short_for_deepspeeds_parser():
+    assert container.parse("apptainer exec --bind /a --bind=/b:/c x.sif") == (
+        "apptainer", "exec", "-B", "/a", "-B", "/b:/c", "x.sif")
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("docker exec vitbench", "docker cannot start a rank per node"),
+    ("podman run vitbench", "podman cannot"),
+    ("bash -c 'apptainer exec x.sif'", "first word must be apptainer or singularity"),
+    ("apptainer run x.sif", 'expected "apptainer exec [OPTIONS] IMAGE"'),
+    ("apptainer exec", 'expected "apptainer exec'),
+    ("apptainer exec x.sif --nv", "last word must be the image"),
+    ("apptainer exec $(touch /tmp/p) x.sif", "'$(touch' has characters"),
+    ("apptainer exec x.sif;reboot", "has characters"),
+    ("apptainer exec 'x.sif", "cannot split"),
+    ("", "empty"),
+    ("apptainer exec --no x.sif", "abbreviates several"),
+])
+def test_bad_container_exec_names_the_option(text, needle):
+    with pytest.raises(BadInput, match=r"^--container-exec: ") as e:
+        RunConfig(container_exec=text)
+    assert needle in str(e.value)
+
+
+def test_bad_container_exec_on_the_command_line_is_one_line_exit_2(tmp_path):
+    proc = bench("--container-exec", "docker exec node1", "--dataset", "synthetic", "--dry-run",
+                 "--out", str(tmp_path))
+    assert_bad_input(proc, "--container-exec", "docker")
+
+
+# --- launch argv with a prefix --------------------------------------------------------------------------------
+def _explicit(launcher: str, run_dir: str, env: dict[str, str] = ENV, hosts=HOSTS) -> launch.LaunchPlan:
+    return launch.build(hosts, launcher, run_dir, "cpu", master_addr="10.0.0.1", master_port=29501, environ=env,
+                        container_exec=f"apptainer exec --nv {SIF}")
+
+
+def test_openmpi_runs_the_container_binary_as_the_script(tmp_path):
+    run_dir = str(tmp_path / "run1")
+    lp = _explicit("openmpi", run_dir)
+    assert lp.argv == [
+        sys.executable, "-u", "-m", "deepspeed.launcher.runner",
+        "--hostfile", f"{run_dir}/hostfile", "--launcher", "openmpi",
+        "--master_addr", "10.0.0.1", "--master_port", "29501",
+        "--launcher_args", "--bind-to none --oversubscribe --mca btl_tcp_if_include ib0",
+        "--no_python", "apptainer", "exec", "-B", str(tmp_path), "--nv", SIF,
+        "python", "-u", "-m", "bench.worker", "--run-dir", run_dir,
+    ]  # fmt: skip
+    assert lp.container == ["apptainer", "exec", "-B", str(tmp_path), "--nv", SIF]
+    assert lp.entry_script is None
+
+
+def test_pdsh_runs_deepspeeds_node_launcher_inside_the_image(tmp_path):
+    run_dir = str(tmp_path / "run1")
+    lp = _explicit("pdsh", run_dir)
+    world_info = base64.urlsafe_b64encode(json.dumps(HOSTS).encode()).decode()
+    assert lp.argv == [
+        "pdsh", "-S", "-f", "1024", "-w", "10.0.0.1,10.0.0.2",
+        f"export PYTHONPATH={run_dir}; export OMP_NUM_THREADS=1; "
+        "export TORCH_EXTENSIONS_DIR=/root/.cache/vitbench/torch_extensions; "
+        f"export PATH={sys.prefix}/bin:/usr/bin:/bin; export DS_ACCELERATOR=cpu; export GLOO_SOCKET_IFNAME=ib0; "
+        f"cd {run_dir}; apptainer exec -B {tmp_path} --nv {SIF} python -u -m deepspeed.launcher.launch "
+        f"--world_info={world_info} --node_rank=%n --master_addr=10.0.0.1 --master_port=29501 --module "
+        f"--enable_each_rank_log=None bench.worker --run-dir {run_dir}",
+    ]  # fmt: skip
+    assert lp.env["PDSH_RCMD_TYPE"] == "ssh"
+
+
+def test_slurm_starts_each_task_inside_the_image(tmp_path):
+    run_dir = str(tmp_path / "run1")
+    lp = _explicit("slurm", run_dir)
+    assert lp.argv == [
+        "srun", "-n", "4", "--nodelist", "10.0.0.1,10.0.0.2", "--nodes", "2", "--export=ALL",
+        "apptainer", "exec", "-B", str(tmp_path), "--nv", SIF, "python", "-u", "-m", "bench.worker",
+        "--run-dir", run_dir,
+    ]  # fmt: skip
+    assert lp.entry_script is None  # -m works here: no DeepSpeed runner drops it
+    assert lp.env["PYTHONPATH"] == run_dir and lp.env["GLOO_SOCKET_IFNAME"] == "ib0"
+
+
+def test_slurm_in_the_image_wants_equal_ranks_per_host(tmp_path):
+    with pytest.raises(BadInput, match="--launcher slurm: srun needs the same number of ranks"):
+        _explicit("slurm", str(tmp_path / "r"), hosts={"n1": [0, 1], "n2": [0]})
+
+
+def test_detected_image_inside_the_container(tmp_path):
+    run_dir = str(tmp_path / "run1")
+    lp = launch.build(HOSTS, "openmpi", run_dir, "cpu", master_port=29501, environ=IN_IMAGE)
+    assert lp.argv[lp.argv.index("--no_python"):] == [
+        "--no_python", "apptainer", "exec", "-B", str(tmp_path), SIF, sys.executable, "-u", "-m", "bench.worker",
+        "--run-dir", run_dir]
+    # Its PATH is the image's: the nodes' own PATH must find apptainer.
+    assert "PATH" not in lp.env_file and lp.env_file["GLOO_SOCKET_IFNAME"] == "ib0"
+
+
+def test_from_a_host_install_the_path_still_travels(tmp_path):
+    lp = _explicit("openmpi", str(tmp_path / "run1"))
+    assert lp.env_file["PATH"] == f"{sys.prefix}/bin:/usr/bin:/bin"
+
+
+def test_one_node_needs_no_prefix(tmp_path):
+    lp = launch.build({"localhost": [0, 1]}, "local", str(tmp_path / "r"), "cpu", environ=IN_IMAGE,
+                      container_exec=f"apptainer exec {SIF}")
+    assert lp.container is None and "apptainer" not in lp.argv and lp.argv[-3:-2] == ["bench.worker"]
+
+
+def test_openmpi_inside_the_image_refuses_this_node(tmp_path):
+    with pytest.raises(BadInput, match="--launcher openmpi: localhost is this node.*--launcher pdsh"):
+        launch.build({"localhost": [0], "10.0.0.2": [0]}, "openmpi", str(tmp_path / "r"), "cpu", environ=IN_IMAGE)
+
+
+# --- DeepSpeed's own runner code reads these commands as intended ------------------------------------------
+def test_deepspeeds_openmpi_runner_puts_the_prefix_first(tmp_path):
+    from deepspeed.launcher.multinode_runner import OpenMPIRunner
+    from deepspeed.launcher.runner import encode_world_info, parse_args
+
+    run_dir = str(tmp_path / "run1")
+    lp = _explicit("openmpi", run_dir)
+    args = parse_args(lp.argv[4:])
+    assert (args.no_python, args.module, args.user_script) == (True, False, "apptainer")
+    cmd = OpenMPIRunner(args, encode_world_info(HOSTS), {h: len(s) for h, s in HOSTS.items()}).get_cmd({}, HOSTS)
+    tail = ["apptainer", "exec", "-B", str(tmp_path), "--nv", SIF, "python", "-u", "-m", "bench.worker",
+            "--run-dir", run_dir]
+    assert cmd[:3] == ["mpirun", "-n", "4"] and cmd[-len(tail):] == tail
+    assert cmd[-len(tail) - 2:-len(tail)] == ["-x", "UCX_TLS=tcp"]  # nothing of DeepSpeed's between
+
+
+def test_pdsh_command_is_deepspeeds_own_but_for_the_prefix(tmp_path, monkeypatch):
+    """PDSHRunner.get_cmd on the plain plan's runner argv, with the same exports, gives the same remote
+    words once its interpreter is swapped for the image's and its venv `source` dropped."""
+    from deepspeed.launcher.multinode_runner import PDSHRunner
+    from deepspeed.launcher.runner import encode_world_info, parse_args
+
+    run_dir = tmp_path / "run1"
+    run_dir.mkdir()
+    monkeypatch.chdir(run_dir)  # DeepSpeed's `cd` is its own working directory: execute() starts it in the run dir
+    plain = launch.build(HOSTS, "pdsh", str(run_dir), "cpu", master_addr="10.0.0.1", master_port=29501,
+                         environ=ENV)
+    ours = _explicit("pdsh", str(run_dir))
+    runner = PDSHRunner(parse_args(plain.argv[4:]), encode_world_info(HOSTS))
+    for k, v in launch.runner_exports(plain.env, plain.env_file, str(run_dir), "cpu").items():
+        runner.add_export(k, v)
+    cmd, _, _ = runner.get_cmd({}, HOSTS)
+    theirs = shlex.split(" ".join(cmd[6:]))
+    theirs = theirs[2:] if theirs[0] == "source" else theirs  # `source <--venv_script>;`
+    at = theirs.index(sys.executable)
+    theirs[at:at + 1] = ours.container + ["python"]
+    assert ours.argv[:6] == cmd[:6] == ["pdsh", "-S", "-f", "1024", "-w", "10.0.0.1,10.0.0.2"]
+    assert shlex.split(ours.argv[6]) == theirs
+
+
+def test_remote_python_for_other_remote_commands():
+    assert container.remote_python(None, ENV) == [sys.executable]
+    inside = container.remote_python(None, IN_IMAGE)  # --nv or not: this machine's /.singularity.d decides
+    assert inside[:2] == ["apptainer", "exec"] and inside[-2:] == [SIF, sys.executable]
+    assert container.remote_python(f"singularity exec {SIF}", ENV) == ["singularity", "exec", SIF, "python"]
+    assert container.remote_python("none", IN_IMAGE) == [sys.executable]
