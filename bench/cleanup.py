@@ -117,7 +117,8 @@ def stop_ranks(run_dir: str, remote: bool = True, timeout: float = REMOTE_TIMEOU
     if not remote or not others or all(h == here for _, h, _ in rank_pids(run_dir)):
         return done
     try:
-        answers = run_on_hosts(others, [sys.executable, "-m", "bench.cleanup", run_dir], timeout=timeout, env=env)
+        answers = run_on_hosts(others, [*_remote_python(run_dir), "-m", "bench.cleanup", run_dir],
+                               timeout=timeout, env=env)
     except ValueError as e:  # a host name that must not reach ssh (validated long before)
         return [*done, HostCleanup(",".join(others), error=str(e))]
     for host, r in answers.items():
@@ -156,3 +157,15 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _remote_python(run_dir: str) -> list[str]:
+    """The run's own remote interpreter: through its container prefix when it had one."""
+    from bench.container import remote_python
+
+    try:
+        with open(os.path.join(run_dir, "config.json")) as f:
+            container_exec = json.load(f).get("container_exec")
+    except (OSError, ValueError):
+        container_exec = None
+    return remote_python(container_exec)

@@ -117,6 +117,7 @@ def preflight(
     timeout: float = 15.0,
     env: dict[str, str] | None = None,
     python: str | None = None,
+    container_exec: str | None = None,
 ) -> list[HostCheck]:
     """Check every host in parallel; one HostCheck per host, in host order.
 
@@ -125,10 +126,13 @@ def preflight(
     A host that does not answer is named after at most ``timeout`` seconds.
     Raises ValueError for a host name that must not reach ssh.
     """
-    python = python or sys.executable
+    from bench.container import remote_python
+
+    # Inside a container (or with --container-exec) the hosts run the image's python.
+    argv = [python] if python else remote_python(container_exec)
     here = probe_here()
-    results = run_on_hosts(hosts, [python, "-c", PROBE_CODE], timeout=timeout, env=env)
-    return [_judge(results[h], python, here) for h in dict.fromkeys(hosts)]
+    results = run_on_hosts(hosts, [*argv, "-c", PROBE_CODE], timeout=timeout, env=env)
+    return [_judge(results[h], argv[-1] if len(argv) == 1 else " ".join(argv), here) for h in dict.fromkeys(hosts)]
 
 
 def check_or_raise(
@@ -136,9 +140,10 @@ def check_or_raise(
     timeout: float = 15.0,
     env: dict[str, str] | None = None,
     python: str | None = None,
+    container_exec: str | None = None,
 ) -> list[HostCheck]:
     """preflight(), raising RunFailed with one line per failing host."""
-    checks = preflight(hosts, timeout=timeout, env=env, python=python)
+    checks = preflight(hosts, timeout=timeout, env=env, python=python, container_exec=container_exec)
     failing = [c for c in checks if not c.ok]
     if failing:
         raise RunFailed("\n".join(c.message() for c in failing))

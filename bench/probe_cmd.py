@@ -64,11 +64,14 @@ def _why(result) -> str:
     return f"exited {result.rc}" + (f": {lines[-1]}" if lines else "")
 
 
-def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: bool) -> tuple[list[dict], dict[str, str]]:
+def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: bool,
+                container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
     """Inventories of the hosts that answered (host = the hostfile's name), and why the others did not."""
+    from bench.container import remote_python
     from bench.remote import run_on_hosts
 
-    argv = [sys.executable, "-m", "bench", "probe", "--local", "--json"] + (["--with-torch"] if with_torch else [])
+    argv = [*remote_python(container_exec), "-m", "bench", "probe", "--local", "--json"] + (
+        ["--with-torch"] if with_torch else [])
     try:
         results = run_on_hosts(list(resources), argv, timeout=timeout)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
@@ -91,15 +94,15 @@ def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: boo
 
 
 def probe_any(launcher: str, resources: dict[str, list[int]], timeout: float,
-              with_torch: bool = False) -> tuple[list[dict], dict[str, str]]:
+              with_torch: bool = False, container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
     """Inventories over ssh, MPI or srun: the way the job itself will reach the nodes."""
     if launcher == "openmpi":
         from bench.probe_launch import probe_via_mpi
-        return probe_via_mpi(resources, timeout)
+        return probe_via_mpi(resources, timeout, container_exec=container_exec)
     if launcher == "slurm":
         from bench.probe_launch import probe_via_srun
-        return probe_via_srun(resources, timeout)
-    return probe_hosts(resources, timeout, with_torch)
+        return probe_via_srun(resources, timeout, container_exec=container_exec)
+    return probe_hosts(resources, timeout, with_torch, container_exec)
 
 
 def selected(inv: dict) -> dict:

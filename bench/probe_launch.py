@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
+from bench.container import remote_python
 from bench.launch import mpirun_args
 
 
@@ -36,8 +36,8 @@ def _why(rc: int | None, err: str) -> str:
     return (f"exited {rc}" if rc is not None else "timed out") + (f": {lines[-1]}" if lines else "")
 
 
-def probe_via_mpi(resources: dict[str, list[int]], timeout: float,
-                  environ: dict[str, str] | None = None) -> tuple[list[dict], dict[str, str]]:
+def probe_via_mpi(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
+                  container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
     """One rank per host (hostfile order); bench.probe_mpi gathers the inventories at rank 0."""
     env = dict(os.environ if environ is None else environ)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -47,7 +47,7 @@ def probe_via_mpi(resources: dict[str, list[int]], timeout: float,
         hf.write("".join(f"{h} slots=1\n" for h in hosts))
         hf.flush()
         argv = ["mpirun", "-n", str(len(hosts)), "--hostfile", hf.name, *mpirun_args(env),
-                sys.executable, "-m", "bench.probe_mpi"]
+                *remote_python(container_exec, env), "-m", "bench.probe_mpi"]
         rc, out, err = _run(argv, timeout, env)
     if rc != 0:
         return [], {h: f"mpirun: {_why(rc, err)}" for h in hosts}
@@ -58,8 +58,8 @@ def probe_via_mpi(resources: dict[str, list[int]], timeout: float,
     return _attach(inventories, resources), {}
 
 
-def probe_via_srun(resources: dict[str, list[int]], timeout: float,
-                   environ: dict[str, str] | None = None) -> tuple[list[dict], dict[str, str]]:
+def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
+                   container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
     """One srun task per node of the allocation, each printing its own inventory."""
     env = dict(os.environ if environ is None else environ)
     hosts = list(resources)
@@ -68,7 +68,7 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float,
     # JSON line is put back together from its labelled pieces.
     argv = ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)), "--ntasks-per-node", "1",
             "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1",
-            sys.executable, "-m", "bench", "probe", "--local", "--json"]
+            *remote_python(container_exec, env), "-m", "bench", "probe", "--local", "--json"]
     rc, out, err = _run(argv, timeout, env)
     if rc != 0:
         return [], {h: f"srun: {_why(rc, err)}" for h in hosts}

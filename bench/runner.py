@@ -105,8 +105,9 @@ def inspect_cluster(cfg: RunConfig, resources: dict[str, list[int]], launcher: s
         from bench.preflight import check_or_raise
         if launcher != "slurm":
             # Slurm nodes are reached through srun; many clusters allow no ssh to them.
-            check_or_raise(list(resources), timeout=15.0)
-        nodes, unreachable = probe_any({"pdsh": "ssh"}.get(launcher, launcher), resources, 60.0)
+            check_or_raise(list(resources), timeout=15.0, container_exec=cfg.container_exec)
+        nodes, unreachable = probe_any({"pdsh": "ssh"}.get(launcher, launcher), resources, 60.0,
+                                       container_exec=cfg.container_exec)
         if unreachable:
             raise RunFailed("; ".join(f"probe: {h}: {why}" for h, why in unreachable.items()))
     return nodes, gate(cfg, [selected(n) for n in nodes], quiet)
