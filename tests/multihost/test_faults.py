@@ -1,0 +1,276 @@
+"""Faults during a real 3-host `bench run --launcher pdsh` (netns hosts, see netns.py).
+
+Each test starts one long run (rank r on node<r+1>), waits until the ranks
+train (progress.json), breaks something, and then checks that
+
+- the whole job ends within BOUND_S of the fault (below),
+- no rank bench started is left on any host: the PIDs the ranks recorded
+  (ranks/pid-<R> = "hostname pid") are gone, and no process inside any
+  host's network namespace still runs this run's worker or launcher,
+- the record says `failed` (or `interrupted`) and names the host and why,
+- an earlier run's results.jsonl in the same --out is byte-for-byte intact.
+
+The bound: --timeout T (30 s here) sets both the ranks' collective timeout
+(plan.json collective_timeout_s = max(30, T)) and bench's watchdog (no new
+progress.json for T s stops the launcher's process group). After either,
+bench stops what is left by PID (bench.cleanup over ssh, at most 20 s per
+host in parallel), so a job ends within T + 10 s (stop_group's grace) + 20 s
+(cleanup) + one step. BOUND_S = 2 T + 60 s leaves room for a loaded machine.
+A host whose link is cut cannot be reached to be stopped: its rank ends by
+its own collective timeout, and the test waits for that too.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from tests.conftest import FAST, REPO, bench
+from tests.isolation import private_torch_extensions
+
+pytestmark = [pytest.mark.multihost, pytest.mark.slow]
+
+TIMEOUT_S = 30
+BOUND_S = 2 * TIMEOUT_S + 60
+START_LIMIT_S = 900  # first progress: imports and a JIT build on a busy machine
+SECRET = "fake-token-in-env-5e6f"
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def ext_dir(tmp_path_factory) -> str:
+    # One private JIT cache for the module: only the first run may have to build it.
+    return private_torch_extensions(str(tmp_path_factory.mktemp("ext")))
+
+
+def _seed_earlier(out: Path) -> tuple[Path, bytes]:
+    path = out / "20200101-000000-earlier" / "results.jsonl"
+    for i in range(2):
+        results.append(str(path), results.make_record("run", "ok", run_id=f"earlier-{i}"))
+    return path, path.read_bytes()
+
+
+class Run:
+    """A long `bench run` across the cluster, started in the background."""
+
+    def __init__(self, cluster, out: Path, ext_dir: str):
+        env = dict(cluster.env, PYTHONUNBUFFERED="1", TORCH_EXTENSIONS_DIR=ext_dir, VITBENCH_FAKE_TOKEN=SECRET)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench", "--hostfile", str(cluster.hostfile), "--launcher", "pdsh",
+             "--dataset", "synthetic", *FAST, "--steps", "100000", "--no-eval", "--timeout", str(TIMEOUT_S),
+             "--out", str(out), "--json"],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.out = out
+        self.run_dir = ""
+        self.stdout = self.stderr = ""
+
+    def wait_training(self) -> dict[int, tuple[str, int]]:
+        """Block until rank 0 reports progress; {rank: (hostname, pid)} of all 3 ranks."""
+        deadline = time.monotonic() + START_LIMIT_S
+        while time.monotonic() < deadline:
+            found = glob.glob(str(self.out / "2*-*" / "progress.json"))
+            if found:
+                self.run_dir = os.path.dirname(found[0])
+                pids = _recorded(self.run_dir)
+                assert sorted(pids) == [0, 1, 2], pids
+                return pids
+            if self.proc.poll() is not None:
+                self.finish(0)
+                pytest.fail(f"bench exited {self.proc.returncode} before training: {self.stderr[-3000:]}")
+            time.sleep(0.5)
+        self.kill()
+        pytest.fail(f"no progress after {START_LIMIT_S} s")
+
+    def finish(self, bound: float) -> float:
+        """Wait for bench to exit within bound seconds; returns the seconds it took."""
+        t0 = time.monotonic()
+        try:
+            self.stdout, self.stderr = self.proc.communicate(timeout=bound or None)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"bench still running {bound:.0f} s after the fault")
+        return time.monotonic() - t0
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # bench's own stop path, so the test leaves nothing
+            try:
+                self.proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate()
+
+    def record(self) -> dict:
+        rec = json.loads(self.stdout)
+        results.validate(rec)
+        assert results.read(os.path.join(self.run_dir, "results.jsonl")).records == [rec]
+        return rec
+
+
+def _recorded(run_dir: str) -> dict[int, tuple[str, int]]:
+    out = {}
+    for path in glob.glob(os.path.join(run_dir, "ranks", "pid-*")):
+        host, pid = Path(path).read_text().split()
+        out[int(os.path.basename(path)[4:])] = (host, int(pid))
+    return out
+
+
+def _ours_in_namespace(cluster, host: str, run_dir: str) -> list[str]:
+    """Processes inside host's network namespace whose argv names this run (ranks, launch.py)."""
+    pids = subprocess.run(["ip", "netns", "pids", cluster.ns_of(host)], capture_output=True, text=True).stdout.split()
+    left = []
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if os.fsencode(run_dir) in argv:
+            shown = argv.replace(b"\0", b" ")[:160].decode(errors="replace")
+            left.append(f"{host} pid {pid}: {shown}")
+    return left
+
+
+def _left_behind(cluster, run_dir: str, pids: dict[int, tuple[str, int]]) -> list[str]:
+    from bench.cleanup import is_our_rank
+
+    left = [f"rank {r} ({h}) pid {p}" for r, (h, p) in pids.items() if is_our_rank(p, run_dir)]
+    for host in cluster.hosts:
+        left += _ours_in_namespace(cluster, host, run_dir)
+    return left
+
+
+def _wait_nothing_left(cluster, run_dir: str, pids, limit_s: float) -> list[str]:
+    deadline = time.monotonic() + limit_s
+    while True:
+        left = _left_behind(cluster, run_dir, pids)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(1.0)
+
+
+def _common_checks(run: Run, earlier: Path, earlier_bytes: bytes) -> None:
+    assert "Traceback" not in run.stderr
+    assert earlier.read_bytes() == earlier_bytes
+    for p in Path(run.run_dir).rglob("*"):
+        if p.is_file():
+            assert SECRET.encode() not in p.read_bytes(), p
+
+
+def _host_of_rank(cluster, rank: int) -> str:
+    return cluster.hosts[rank]
+
+
+def test_rank_killed_mid_run(cluster, tmp_path, ext_dir):
+    out = tmp_path / "out"
+    earlier, earlier_bytes = _seed_earlier(out)
+    run = Run(cluster, out, ext_dir)
+    pids = run.wait_training()
+    victim_host, victim_pid = pids[1]
+    os.kill(victim_pid, signal.SIGKILL)
+    TIMINGS["rank SIGKILLed"] = run.finish(BOUND_S)
+    assert run.proc.returncode == 1, run.stderr[-3000:]
+    rec = run.record()
+    assert rec["status"] == "failed"
+    err = rec["error"]
+    assert err["rank"] == 1 and err["host"] == victim_host == cluster.hostnames[1], err
+    assert "without a report" in err["reason"]
+    assert _wait_nothing_left(cluster, run.run_dir, pids, 30) == []
+    _common_checks(run, earlier, earlier_bytes)
+
+
+def test_rank_hangs_sigstop(cluster, tmp_path, ext_dir):
+    out = tmp_path / "out"
+    earlier, earlier_bytes = _seed_earlier(out)
+    run = Run(cluster, out, ext_dir)
+    pids = run.wait_training()
+    victim_host, victim_pid = pids[1]
+    os.kill(victim_pid, signal.SIGSTOP)
+    try:
+        TIMINGS["rank SIGSTOPped (hang)"] = run.finish(BOUND_S)
+    finally:
+        # Only if bench failed to stop it: never leave a stopped process behind.
+        from bench.cleanup import is_our_rank
+        if is_our_rank(victim_pid, run.run_dir):
+            os.kill(victim_pid, signal.SIGKILL)
+    assert run.proc.returncode == 1, run.stderr[-3000:]
+    rec = run.record()
+    err = rec["error"]
+    assert rec["status"] == "failed" and err["rank"] == 1 and err["host"] == victim_host, err
+    # bench stopped the hung rank itself, over ssh on its host, by PID.
+    assert victim_pid in err.get("killed", {}).get(_host_of_rank(cluster, 1), []), err
+    assert _wait_nothing_left(cluster, run.run_dir, pids, 30) == []
+    _common_checks(run, earlier, earlier_bytes)
+
+
+def test_link_cut_mid_run(cluster, tmp_path, ext_dir):
+    out = tmp_path / "out"
+    earlier, earlier_bytes = _seed_earlier(out)
+    run = Run(cluster, out, ext_dir)
+    pids = run.wait_training()
+    cut = _host_of_rank(cluster, 1)
+    cluster.link_down(cut)
+    try:
+        TIMINGS["link cut"] = run.finish(BOUND_S)
+        assert run.proc.returncode == 1, run.stderr[-3000:]
+        rec = run.record()
+        err = rec["error"]
+        assert rec["status"] == "failed", err
+        # The cut host is named: by its address (unreachable) or its rank's hostname.
+        assert err["host"] in (cut, cluster.hostnames[1]), err
+        assert cut in err.get("unreachable", {}), err
+        # Unreachable, its rank cannot be stopped by bench: it ends by its collective timeout.
+        t0 = time.monotonic()
+        assert _wait_nothing_left(cluster, run.run_dir, pids, TIMEOUT_S + 60) == []
+        TIMINGS["link cut: isolated rank gone after bench"] = time.monotonic() - t0
+    finally:
+        cluster.link_up(cut)
+    _common_checks(run, earlier, earlier_bytes)
+
+
+def test_sigint_stops_remote_ranks(cluster, tmp_path, ext_dir):
+    out = tmp_path / "out"
+    earlier, earlier_bytes = _seed_earlier(out)
+    run = Run(cluster, out, ext_dir)
+    pids = run.wait_training()
+    run.proc.send_signal(signal.SIGINT)
+    TIMINGS["Ctrl-C (SIGINT to bench)"] = run.finish(BOUND_S)
+    assert run.proc.returncode == 130, run.stderr[-3000:]
+    rec = run.record()
+    assert rec["status"] == "interrupted" and "SIGINT" in rec["error"]["reason"]
+    assert _wait_nothing_left(cluster, run.run_dir, pids, 10) == []
+    _common_checks(run, earlier, earlier_bytes)
+
+
+def test_host_without_sshd_is_named_by_preflight(cluster, tmp_path):
+    out = tmp_path / "out"
+    earlier, earlier_bytes = _seed_earlier(out)
+    down = cluster.hosts[2]
+    cluster.stop_sshd(down)
+    try:
+        t0 = time.monotonic()
+        proc = bench("--hostfile", str(cluster.hostfile), "--launcher", "pdsh", "--dataset", "synthetic", *FAST,
+                     "--steps", "20", "--out", str(out), "--json", env=cluster.env, timeout=BOUND_S)
+        TIMINGS["host without sshd (preflight)"] = time.monotonic() - t0
+    finally:
+        cluster.start_sshd(down)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert f"preflight: {down}: unreachable" in proc.stderr and "Traceback" not in proc.stderr
+    # Nothing launched: no rank anywhere, and only the earlier run under --out.
+    assert not glob.glob(str(out / "*" / "ranks" / "*"))
+    for host in cluster.hosts:
+        assert _ours_in_namespace(cluster, host, str(out)) == []
+    assert earlier.read_bytes() == earlier_bytes
+
+
+def teardown_module(module) -> None:
+    if TIMINGS:
+        print("\nfault -> seconds to a clean exit: " + json.dumps({k: round(v, 1) for k, v in TIMINGS.items()}))
