@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +124,11 @@ def option_name(name: str) -> str:
 def _validate(c: RunConfig) -> None:
     def bad(name: str, why: str) -> BadInput:
         return BadInput(f"{option_name(name)}: {why}")
+
+    for f in dataclasses.fields(c):
+        value = getattr(c, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise bad(f.name, f"must be a finite number, got {value}")
 
     try:
         resolve_model(c.model, c.img_size, 10)

@@ -28,6 +28,7 @@ FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_"
 # DeepSpeed's runner double-quotes values outside this set, which still lets a
 # remote shell expand $(...): refuse them instead.
 _SAFE_VALUE = re.compile(r"^[\w@%+=:,./-]*$")
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -53,6 +54,10 @@ class LaunchPlan:
 _SHOWN_ENV = ("DS_ENV_FILE", "OMP_NUM_THREADS", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR",
               "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "GLOO_SOCKET_IFNAME",
               "NCCL_SOCKET_IFNAME")
+
+
+def _secret(name: str) -> bool:
+    return any(w in name for w in _SECRET_WORDS)
 
 
 def free_port() -> int:
@@ -91,7 +96,9 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
     for k, v in environ.items():
-        if k.startswith(FORWARD_PREFIXES) and k not in env:
+        # DeepSpeed's launcher logs every forwarded NCCL_* value: a secret set
+        # under such a name would land in the run's logs, so it stays here.
+        if k.startswith(FORWARD_PREFIXES) and k not in env and not _secret(k):
             env[k] = v
     return env
 
@@ -122,7 +129,9 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
         check_env_value(k, v, "environment")
 
     argv = [sys.executable, "-u", "-m", "deepspeed.launcher.runner"]
-    env = dict(environ)
+    # The runner's own environment, which local ranks inherit: without the
+    # secret-named variables DeepSpeed would log (see rank_environment).
+    env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and _secret(k))}
     env.update(rank_env)
     plan = LaunchPlan(argv=argv, env=env, launcher=launcher, master_addr=addr, master_port=port)
     if launcher == "local":

@@ -147,6 +147,23 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
     """
     resources, slots_of, launcher, device = plan_resources(cfg, args)
     check_precision(cfg, device)
+    world = sum(len(s) for s in resources.values())
+    if cfg.dataset != "synthetic":
+        from bench import datasets
+        if cfg.download:
+            datasets.fetch(cfg.dataset, cfg.data_dir)
+        datasets.check_data_dir(cfg.dataset, cfg.data_dir)
+    nominal_steps = cfg.steps or 50
+    ds = dsconfig.build(cfg, world, nominal_steps)
+    dsconfig.batch_sizes(ds, world)
+    root = out_dir or cfg.out
+
+    def build_launch(run_dir: str) -> launch.LaunchPlan:
+        return launch.build(resources, launcher, run_dir, device, cfg.master_addr, cfg.master_port,
+                            container_exec=cfg.container_exec)
+
+    # Every refusal of the input comes before any host is reached or any run dir reserved.
+    build_launch(os.path.join(root, "PENDING"))
     # A dry run reaches no host: it prints what would be launched.
     if inspected is not None:
         inventory, verdict = inspected
@@ -156,20 +173,9 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
         # The compute nodes decide, not the (maybe GPU-less) node bench runs on.
         device = "cuda" if verdict["gpus"] else "cpu"
         check_precision(cfg, device)
-    world = sum(len(s) for s in resources.values())
-    if cfg.dataset != "synthetic":
-        from bench import datasets
-        if cfg.download:
-            datasets.fetch(cfg.dataset, cfg.data_dir)
-        datasets.check_data_dir(cfg.dataset, cfg.data_dir)
-    root = out_dir or cfg.out
     run_id = "DRY-RUN" if dry_run else results.new_run_id(root)
     run_dir = os.path.abspath(os.path.join(root, run_id))
-    nominal_steps = cfg.steps or 50
-    ds = dsconfig.build(cfg, world, nominal_steps)
-    dsconfig.batch_sizes(ds, world)
-    lp = launch.build(resources, launcher, run_dir, device, cfg.master_addr, cfg.master_port,
-                      container_exec=cfg.container_exec)
+    lp = build_launch(run_dir)
     plan = {"world_size": world, "nodes": len(resources), "resources": resources, "launcher": launcher,
             "device": device, "master_addr": lp.master_addr, "master_port": lp.master_port,
             "collective_timeout_s": max(30, int(cfg.timeout)), "command": lp.argv, "container": lp.container}

@@ -35,7 +35,6 @@ import pytest
 
 from bench import results
 from tests.conftest import FAST, REPO, bench
-from tests.isolation import private_torch_extensions
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -44,12 +43,6 @@ BOUND_S = 2 * TIMEOUT_S + 60
 START_LIMIT_S = 900  # first progress: imports and a JIT build on a busy machine
 SECRET = "fake-token-in-env-5e6f"
 TIMINGS: dict[str, float] = {}
-
-
-@pytest.fixture(scope="module")
-def ext_dir(tmp_path_factory) -> str:
-    # One private JIT cache for the module: only the first run may have to build it.
-    return private_torch_extensions(str(tmp_path_factory.mktemp("ext")))
 
 
 def _seed_earlier(out: Path) -> tuple[Path, bytes]:
@@ -62,8 +55,8 @@ def _seed_earlier(out: Path) -> tuple[Path, bytes]:
 class Run:
     """A long `bench run` across the cluster, started in the background."""
 
-    def __init__(self, cluster, out: Path, ext_dir: str):
-        env = dict(cluster.env, PYTHONUNBUFFERED="1", TORCH_EXTENSIONS_DIR=ext_dir, VITBENCH_FAKE_TOKEN=SECRET)
+    def __init__(self, cluster, out: Path):
+        env = dict(cluster.env, PYTHONUNBUFFERED="1", VITBENCH_FAKE_TOKEN=SECRET)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench", "--hostfile", str(cluster.hostfile), "--launcher", "pdsh",
              "--dataset", "synthetic", *FAST, "--steps", "100000", "--no-eval", "--timeout", str(TIMEOUT_S),
@@ -169,10 +162,10 @@ def _host_of_rank(cluster, rank: int) -> str:
     return cluster.hosts[rank]
 
 
-def test_rank_killed_mid_run(cluster, tmp_path, ext_dir):
+def test_rank_killed_mid_run(cluster, tmp_path):
     out = tmp_path / "out"
     earlier, earlier_bytes = _seed_earlier(out)
-    run = Run(cluster, out, ext_dir)
+    run = Run(cluster, out)
     pids = run.wait_training()
     victim_host, victim_pid = pids[1]
     os.kill(victim_pid, signal.SIGKILL)
@@ -187,10 +180,10 @@ def test_rank_killed_mid_run(cluster, tmp_path, ext_dir):
     _common_checks(run, earlier, earlier_bytes)
 
 
-def test_rank_hangs_sigstop(cluster, tmp_path, ext_dir):
+def test_rank_hangs_sigstop(cluster, tmp_path):
     out = tmp_path / "out"
     earlier, earlier_bytes = _seed_earlier(out)
-    run = Run(cluster, out, ext_dir)
+    run = Run(cluster, out)
     pids = run.wait_training()
     victim_host, victim_pid = pids[1]
     os.kill(victim_pid, signal.SIGSTOP)
@@ -211,10 +204,10 @@ def test_rank_hangs_sigstop(cluster, tmp_path, ext_dir):
     _common_checks(run, earlier, earlier_bytes)
 
 
-def test_link_cut_mid_run(cluster, tmp_path, ext_dir):
+def test_link_cut_mid_run(cluster, tmp_path):
     out = tmp_path / "out"
     earlier, earlier_bytes = _seed_earlier(out)
-    run = Run(cluster, out, ext_dir)
+    run = Run(cluster, out)
     pids = run.wait_training()
     cut = _host_of_rank(cluster, 1)
     cluster.link_down(cut)
@@ -236,10 +229,10 @@ def test_link_cut_mid_run(cluster, tmp_path, ext_dir):
     _common_checks(run, earlier, earlier_bytes)
 
 
-def test_sigint_stops_remote_ranks(cluster, tmp_path, ext_dir):
+def test_sigint_stops_remote_ranks(cluster, tmp_path):
     out = tmp_path / "out"
     earlier, earlier_bytes = _seed_earlier(out)
-    run = Run(cluster, out, ext_dir)
+    run = Run(cluster, out)
     pids = run.wait_training()
     run.proc.send_signal(signal.SIGINT)
     TIMINGS["Ctrl-C (SIGINT to bench)"] = run.finish(BOUND_S)

@@ -23,7 +23,6 @@ import pytest
 from bench import results
 from bench.cleanup import is_our_rank
 from tests.conftest import FAST, REPO
-from tests.isolation import private_torch_extensions
 
 
 def _fake_rank(run_dir: Path) -> subprocess.Popen:
@@ -124,8 +123,7 @@ def seed_earlier_run(out: Path) -> tuple[Path, bytes]:
 def test_sigint_stops_every_rank_and_records_interrupted(tmp_path: Path) -> None:
     out = tmp_path / "out"
     earlier, earlier_bytes = seed_earlier_run(out)
-    env = dict(os.environ, PYTHONUNBUFFERED="1",
-               TORCH_EXTENSIONS_DIR=private_torch_extensions(str(tmp_path / "ext")))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "bench", "--gpus", "2", "--dataset", "synthetic", *FAST,
                              "--steps", "5000", "--no-eval", "--timeout", "600", "--out", str(out), "--json"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

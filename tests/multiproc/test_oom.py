@@ -26,7 +26,6 @@ import pytest
 
 from bench import results
 from tests.conftest import REPO, one_json
-from tests.isolation import private_torch_extensions
 
 pytestmark = pytest.mark.slow
 
@@ -87,8 +86,7 @@ def _oom_kills(cg: Path) -> int:
 
 def test_batch_that_does_not_fit_is_oom_and_the_sweep_moves_on(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONUNBUFFERED="1",
-               TORCH_EXTENSIONS_DIR=private_torch_extensions(str(tmp_path / "ext")))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [sys.executable, "-m", "bench", "sweep", "batch", "--gpus", "1", "--dataset", "synthetic",
             "--model", "vit-micro-p4-32", "--synthetic-size", str(BIG), "--values", f"{BIG},{SMALL}",
             "--steps", "3", "--timing-warmup", "1", "--no-eval", "--timeout", "300", "--out", str(out), "--json"]

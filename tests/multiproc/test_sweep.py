@@ -20,10 +20,7 @@ from tests.conftest import REPO, assert_bad_input, bench, one_json
 
 pytestmark = pytest.mark.slow
 
-# A private JIT-extension cache: ranks started over ssh elsewhere in the suite build DeepSpeed's
-# shm op with another toolchain and rebuild the shared cache, and a rank waiting on that
-# build's lock for longer than --timeout would fail a point for reasons this file does not test.
-ENV = dict(os.environ, TORCH_EXTENSIONS_DIR=os.path.expanduser("~/.cache/vitbench/torch_extensions-sweep-tests"))
+ENV = dict(os.environ)
 
 COMMON = ("--gpus", "2", "--dataset", "synthetic", "--model", "vit-micro-p4-32", "--synthetic-size", "512",
           "--micro-batch", "16", "--steps", "6", "--timing-warmup", "2", "--no-eval")

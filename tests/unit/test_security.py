@@ -19,7 +19,6 @@ import pytest
 
 from bench import launch, provenance
 from tests.conftest import FAST, assert_bad_input, bench
-from tests.isolation import private_torch_extensions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,7 +159,7 @@ def test_deepspeed_env_file_holds_no_secret(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_real_run_writes_no_secret_anywhere(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    env = dict(os.environ, **SECRETS, TORCH_EXTENSIONS_DIR=private_torch_extensions(str(tmp_path / "ext")))
+    env = dict(os.environ, **SECRETS)
     proc = bench("--gpus", "2", "--dataset", "synthetic", *FAST, "--steps", "6", "--timing-warmup", "2",
                  "--no-eval", "--timeout", "120", "--out", str(out), "--json", env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -168,13 +167,11 @@ def test_real_run_writes_no_secret_anywhere(tmp_path: Path) -> None:
     assert rec["status"] == "ok"
     files = [p for p in out.rglob("*") if p.is_file()]
     assert any(p.name == "results.jsonl" for p in files) and any(p.name.startswith("rank") for p in files)
-    plain = [v for k, v in SECRETS.items() if not k.startswith("NCCL_")]
+    # NCCL_* secrets included: DeepSpeed's launch.py logs every NCCL_* variable the ranks
+    # inherit into logs/launcher.log, so bench does not forward secret-named ones.
+    plain = list(SECRETS.values())
     assert _grep_tree(out, plain) == []
     assert not [v for v in plain if v in proc.stdout + proc.stderr]
-    # DeepSpeed's launch.py logs every NCCL_* variable it inherits into logs/launcher.log
-    # (`0 NCCL_X=value`); the record itself keeps to the allowlist.
-    for results_file in out.rglob("results.jsonl"):
-        assert SECRETS["NCCL_FAKE_AUTH_TOKEN"] not in results_file.read_text()
 
 
 # --- the image ------------------------------------------------------------------------------------
