@@ -145,6 +145,18 @@ def summary(done: list[HostCleanup]) -> dict:
     return out
 
 
+def _remote_python(run_dir: str) -> list[str]:
+    """The run's own remote interpreter: through its container prefix when it had one."""
+    from bench.container import remote_python
+
+    try:
+        with open(os.path.join(run_dir, "config.json")) as f:
+            container_exec = json.load(f).get("container_exec")
+    except (OSError, ValueError):
+        container_exec = None
+    return remote_python(container_exec)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -157,15 +169,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _remote_python(run_dir: str) -> list[str]:
-    """The run's own remote interpreter: through its container prefix when it had one."""
-    from bench.container import remote_python
-
-    try:
-        with open(os.path.join(run_dir, "config.json")) as f:
-            container_exec = json.load(f).get("container_exec")
-    except (OSError, ValueError):
-        container_exec = None
-    return remote_python(container_exec)
