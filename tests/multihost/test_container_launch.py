@@ -18,6 +18,7 @@ Apptainer itself (mounting the image, --nv, binds).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -76,20 +77,27 @@ def fake_apptainer(cluster, tmp_path):
 @pytest.mark.parametrize("launcher", ["openmpi", "pdsh"])
 def test_ranks_start_through_the_container_binary(cluster, out_dir, fake_apptainer, launcher):
     env, image, calls = fake_apptainer
+    # By path: commands over ssh (preflight, probe, cleanup) get the remote login's PATH,
+    # which does not hold the stand-in's directory; on a cluster apptainer is in /usr/bin.
+    apptainer = shutil.which("apptainer", path=env["PATH"])
     proc = bench("--hostfile", str(cluster.hostfile), "--launcher", launcher,
-                 "--container-exec", f"apptainer exec {image}", "--dataset", "synthetic", *FAST,
+                 "--container-exec", f"{apptainer} exec {image}", "--dataset", "synthetic", *FAST,
                  "--steps", "10", "--json", "--out", out_dir, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
     assert rec["status"] == "ok" and rec["figures"]["world_size"] == 3
-    assert rec["plan"]["container"] == ["apptainer", "exec", "-B", os.path.abspath(out_dir), image]
+    assert rec["plan"]["container"] == [apptainer, "exec", "-B", os.path.abspath(out_dir), image]
 
-    # One call per host: mpirun starts each rank through it; pdsh each node's DeepSpeed launcher.
+    # Every command bench ran on a host went through the stand-in: the preflight, the
+    # inventory, and one start per host (mpirun each rank; pdsh each node's DeepSpeed launcher).
     lines = calls.read_text().splitlines()
-    assert sorted(line.split()[0] for line in lines) == cluster.hostnames, lines
     entry = {"openmpi": "-m bench.worker --run-dir", "pdsh": "-m deepspeed.launcher.launch --world_info="}[launcher]
-    assert all(f"nv=no {image} python -u {entry}" in line for line in lines), lines
+    starts = [line for line in lines if entry in line]
+    assert sorted(line.split()[0] for line in starts) == cluster.hostnames, lines
+    assert all(f"nv=no {image} python -u {entry}" in line for line in starts), lines
+    for what in (f"{image} python -c", "-m bench probe --local --json" if launcher == "pdsh" else "-m bench.probe_mpi"):
+        assert sorted(line.split()[0] for line in lines if what in line) == cluster.hostnames, (what, lines)
 
     # Each rank, on its own node, ran inside the stand-in (only it sets APPTAINER_CONTAINER).
     for rank in range(3):
