@@ -132,7 +132,7 @@ def preflight(
     argv = [python] if python else remote_python(container_exec)
     here = probe_here()
     results = run_on_hosts(hosts, [*argv, "-c", PROBE_CODE], timeout=timeout, env=env)
-    return [_judge(results[h], argv[-1] if len(argv) == 1 else " ".join(argv), here) for h in dict.fromkeys(hosts)]
+    return [_judge(results[h], " ".join(argv), here) for h in dict.fromkeys(hosts)]
 
 
 def check_or_raise(
