@@ -21,8 +21,8 @@ bench: $(STAMP)
 system:
 	bash scripts/install-system.sh
 
-$(MPI_STAMP): $(STAMP) requirements-mpi.lock
-	$(PY) -m pip install -q -r requirements-mpi.lock
+$(MPI_STAMP): $(STAMP) requirements-mpi.lock requirements-test.lock
+	$(PY) -m pip install -q -r requirements-mpi.lock -r requirements-test.lock
 	touch $@
 
 test: system $(STAMP) $(MPI_STAMP)
