@@ -89,8 +89,8 @@ class _Progress:
         if enabled and sys.stderr.isatty():
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
             self.bar = Progress(TextColumn("[bold]steps"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                                TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                transient=True)
+                                TextColumn("epoch {task.fields[epoch]}"), TextColumn("loss {task.fields[loss]}"),
+                                TimeElapsedColumn(), TimeRemainingColumn(), transient=True)
             self.task = None
 
     def update(self, prog: dict[str, Any]) -> None:
@@ -98,8 +98,9 @@ class _Progress:
             return
         if self.task is None:
             self.bar.start()
-            self.task = self.bar.add_task("run", total=prog["total"], loss="-")
-        self.bar.update(self.task, completed=prog["step"], loss=f"{prog['loss']:.3f}")
+            self.task = self.bar.add_task("run", total=prog["total"], loss="-", epoch="-")
+        self.bar.update(self.task, completed=prog["step"], loss=f"{prog['loss']:.3f}",
+                        epoch=f"{prog.get('epoch', '-')}/{prog.get('epochs', '-')}")
 
     def close(self) -> None:
         if self.bar is not None and self.task is not None:

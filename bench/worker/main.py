@@ -189,6 +189,8 @@ def run(run_dir: str, rank: int) -> dict:
     def on_step(step: int, times: loop.StepTimes) -> None:
         if rank == 0 and (step % 5 == 0 or step + 1 == total_steps):
             write_json_atomic(progress_path, {"step": step + 1, "total": total_steps, "loss": times.loss[-1],
+                                              "epoch": step // steps_per_epoch + 1,
+                                              "epochs": -(-total_steps // steps_per_epoch),
                                               "elapsed_s": time.time() - t_start, "time": time.time()})
 
     times = loop.train(engine, train_batches, total_steps=total_steps, accum=cfg.grad_accum, device=device,
