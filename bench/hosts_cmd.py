@@ -35,27 +35,33 @@ def count_gpus(nvidia_smi_l: str) -> int:
     return sum(1 for line in nvidia_smi_l.splitlines() if _GPU_LINE.match(line))
 
 
+def smi_gpu_count() -> tuple[int, str, bool]:
+    """(GPUs `nvidia-smi -L` lists, how that was found, whether nvidia-smi failed); torch-free."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0, "no nvidia-smi", False
+    try:
+        proc = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 0, f"nvidia-smi -L failed ({type(e).__name__})", True
+    if proc.returncode != 0:
+        first = (proc.stdout + proc.stderr).strip().splitlines()[:1]
+        why = first[0] if first else "no output"
+        return 0, f"nvidia-smi -L exited {proc.returncode} ({why})", True
+    n = count_gpus(proc.stdout)
+    return n, (f"nvidia-smi -L: {n} GPU(s)" if n else "nvidia-smi -L listed no GPU"), False
+
+
 def local_slot_count() -> tuple[int, str, bool]:
     """(slots of this machine, how they were found, whether nvidia-smi failed).
 
     GPUs from `nvidia-smi -L`; 1 slot (a CPU rank) without it or when it fails,
     because a driverless node can still run the CPU benchmark.
     """
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return 1, "no nvidia-smi: 1 CPU slot", False
-    try:
-        proc = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return 1, f"nvidia-smi -L failed ({type(e).__name__}): 1 slot", True
-    if proc.returncode != 0:
-        first = (proc.stdout + proc.stderr).strip().splitlines()[:1]
-        why = first[0] if first else "no output"
-        return 1, f"nvidia-smi -L exited {proc.returncode} ({why}): 1 slot", True
-    n = count_gpus(proc.stdout)
+    n, how, failed = smi_gpu_count()
     if n == 0:
-        return 1, "nvidia-smi -L listed no GPU: 1 slot", False
-    return n, f"nvidia-smi -L: {n} GPU(s)", False
+        return 1, f"{how}: 1 {'CPU ' if how == 'no nvidia-smi' else ''}slot", failed
+    return n, how, failed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -45,16 +45,11 @@ def main(args) -> int:
 
 def local_gpu_count() -> int:
     """GPUs on this node without importing torch (nvidia-smi -L), 0 when none answer."""
-    import shutil
-    import subprocess
+    from bench.hosts_cmd import smi_gpu_count
 
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "" or not shutil.which("nvidia-smi"):
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
         return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    return smi_gpu_count()[0]
 
 
 def plan_resources(cfg: RunConfig, args) -> tuple[dict[str, list[int]], dict[str, int] | None, str, str]:
