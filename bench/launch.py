@@ -28,7 +28,6 @@ FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_"
 # DeepSpeed's runner double-quotes values outside this set, which still lets a
 # remote shell expand $(...): refuse them instead.
 _SAFE_VALUE = re.compile(r"^[\w@%+=:,./-]*$")
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -57,7 +56,9 @@ _SHOWN_ENV = ("DS_ENV_FILE", "OMP_NUM_THREADS", "DS_ACCELERATOR", "TORCH_EXTENSI
 
 
 def _secret(name: str) -> bool:
-    return any(w in name for w in _SECRET_WORDS)
+    from bench.provenance import SECRET_WORDS
+
+    return any(w in name for w in SECRET_WORDS)
 
 
 def free_port() -> int:

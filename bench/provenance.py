@@ -16,13 +16,17 @@ from bench import __version__
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
 ENV_NAMES = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "DS_ACCELERATOR", "TP_SOCKET_IFNAME",
              "VITBENCH_IMAGE", "SLURM_JOB_ID", "SLURM_NNODES")
-_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
+# Names that mark a secret. Forwarding to ranks (launch.py) drops these; the
+# record is stricter and drops *KEY* names too (which would also drop a real
+# NCCL_IB_PKEY from forwarding, so forwarding does not).
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+_RECORD_SECRET_WORDS = (*SECRET_WORDS, "KEY")
 
 
 def allowed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     environ = dict(os.environ if environ is None else environ)
     return {k: v for k, v in sorted(environ.items())
-            if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and not any(w in k for w in _SECRET_WORDS)}
+            if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and not any(w in k for w in _RECORD_SECRET_WORDS)}
 
 
 def git_revision() -> str | None:
