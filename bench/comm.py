@@ -128,9 +128,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     run_dir = os.path.abspath(os.path.join(out_root, run_id))
     lp = launch.build(resources, launcher, run_dir, device, master_addr, master_port, environ=environ,
                       module="bench.worker.comm")
-    plan = {"world_size": world, "nodes": len(resources), "resources": resources, "launcher": launcher,
-            "device": device, "master_addr": lp.master_addr, "master_port": lp.master_port,
-            "collective_timeout_s": max(30, int(timeout)), "command": lp.argv}
+    plan = launch.plan_json(lp, resources, device, timeout)
     corrupt = environ.get(CORRUPT_ENV, "")
     spec = {"op": op, "sizes": sizes, "iters": iters, "warmup": warmup, "dtype": "float32",
             "groups": groups, "group_names": names,

@@ -313,6 +313,18 @@ def slurm_hosts(environ: dict[str, str] | None = None) -> dict[str, int]:
     return dict(zip(nodes, counts))
 
 
+def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, timeout: float) -> dict:
+    """The run's plan.json: what the ranks read (rendezvous, collective timeout) and the record keeps.
+
+    The collective timeout is the run's --timeout, at least 30 s; the ranks
+    apply it to every process group and execute's watchdog waits past it.
+    """
+    return {"world_size": sum(len(s) for s in resources.values()), "nodes": len(resources),
+            "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
+            "master_port": lp.master_port, "collective_timeout_s": max(30, int(timeout)), "command": lp.argv,
+            "container": lp.container}
+
+
 def mpirun_args(environ: dict[str, str]) -> list[str]:
     # Without --bind-to none OpenMPI pins every rank of a node to core 0.
     args = ["--bind-to", "none", "--oversubscribe"]

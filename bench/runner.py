@@ -171,9 +171,7 @@ def run(cfg: RunConfig, args, *, dry_run: bool = False, quiet: bool = False, out
     run_id = "DRY-RUN" if dry_run else results.new_run_id(root)
     run_dir = os.path.abspath(os.path.join(root, run_id))
     lp = build_launch(run_dir)
-    plan = {"world_size": world, "nodes": len(resources), "resources": resources, "launcher": launcher,
-            "device": device, "master_addr": lp.master_addr, "master_port": lp.master_port,
-            "collective_timeout_s": max(30, int(cfg.timeout)), "command": lp.argv, "container": lp.container}
+    plan = launch.plan_json(lp, resources, device, cfg.timeout)
     if dry_run:
         print(json.dumps({"config": cfg.to_dict(), "plan": plan, "deepspeed_config": ds,
                           "env_file": lp.env_file, "command": lp.shell()}, indent=2))
