@@ -108,6 +108,10 @@ def scaling(path: str, g: ra.Group, ref: dict[str, Any] | None) -> str:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{g.sweep} ({g.suite})")
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: str) -> str:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -137,10 +141,7 @@ def breakdown(path: str, g: ra.Group) -> str:
     ax.tick_params(axis="x", rotation=30, labelsize=8)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def batch_curves(path: str, g: ra.Group) -> str:
@@ -174,7 +175,4 @@ def batch_curves(path: str, g: ra.Group) -> str:
     a1.set(title="throughput" + (" (red: OOM)" if oom else ""), ylabel="images/s")
     a2.set(title="accuracy", ylabel="%")
     fig.suptitle(f"{g.sweep} ({g.suite})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)

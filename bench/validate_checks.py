@@ -12,7 +12,6 @@ import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from bench import metrics
 from bench.validate import CLUSTER, Validation, run_one
