@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 MPI_STAMP := $(VENV)/.installed-mpi
 
-.PHONY: bench test test-fast system docker-test clean
+.PHONY: bench test test-fast lint system docker-test clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,12 +25,17 @@ $(MPI_STAMP): $(STAMP) requirements-mpi.lock requirements-test.lock
 	$(PY) -m pip install -q -r requirements-mpi.lock -r requirements-test.lock
 	touch $@
 
-test: system $(STAMP) $(MPI_STAMP)
+test: system $(STAMP) $(MPI_STAMP) lint
 	$(PY) -m pytest -q -ra tests
 
-# Pure unit tests only: seconds, no processes launched.
+# The layer contracts (.importlinter; bench/README.md says what each folder may import).
+lint: $(MPI_STAMP)
+	$(VENV)/bin/lint-imports
+
+# Pure unit tests only: seconds, no process started (tests/unit/conftest.py
+# fails any unit test that starts one without the `process` marker).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -m "not process" tests/unit
 
 # Builds the real docker/Dockerfile on an offline stand-in base and runs bench,
 # bench probe and a 2-rank CPU run in it, plain and through docker-compose.

@@ -5,9 +5,10 @@
     bench hosts --hostfile hostfiles/tesla --exclude node5
     bench probe --hostfile hostfiles/tesla --json
 
-Each subcommand lives in its own module, which exposes HELP, add_arguments(p)
-and main(args) -> int. Those modules import nothing heavy at import time, so
-`bench --help` answers at once and never imports torch.
+Each subcommand lives in its own module of bench/commands, which exposes
+HELP, add_arguments(p) and main(args) -> int; only this module imports them.
+Nothing below bench.worker imports torch (an import-linter contract), so
+`bench --help` answers at once.
 
 Exit status: 0 ok; 1 the measured thing failed; 2 bad input; 130 interrupted.
 """
@@ -19,17 +20,17 @@ import importlib
 import sys
 
 from bench import __version__
-from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, RunFailed
+from bench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, RunFailed
 
 # name -> module; order is the order of `bench --help`.
 SUBCOMMANDS: dict[str, str] = {
-    "run": "bench.runner",
-    "hosts": "bench.hosts_cmd",
-    "probe": "bench.probe_cmd",
-    "comm": "bench.comm",
-    "validate": "bench.validate",
-    "sweep": "bench.sweep",
-    "report": "bench.report",
+    "run": "bench.commands.run",
+    "hosts": "bench.commands.hosts",
+    "probe": "bench.commands.probe",
+    "comm": "bench.commands.comm",
+    "validate": "bench.commands.validate",
+    "sweep": "bench.commands.sweep",
+    "report": "bench.commands.report",
 }
 
 

@@ -65,10 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.nn.functional as F
 
-    from bench import datasets, dsconfig, models
-    from bench.config import RunConfig
+    from bench.core import dsconfig, models, synthetic
+    from bench.core.config import RunConfig
     from bench.worker import data as wdata
     from bench.worker import loop
+    from bench.worker.engines import build_engine, create_model
 
     torch.set_num_threads(1)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     base = RunConfig(model=args.model, dataset="synthetic", micro_batch=args.micro_batch,
                      steps=args.steps * (args.rounds + 1), timing_warmup=0)
     spec = models.resolve_model(base.model, base.img_size, 10)
-    train_ds = datasets.synthetic(base.synthetic_size, 10, seed=base.seed, split="train")
+    train_ds = synthetic.synthetic(base.synthetic_size, 10, seed=base.seed, split="train")
     print(f"# bare_loop: {_common.machine()}")
     print(f"# model {base.model} ({spec.timm_name} @ {spec.img_size}), micro batch {args.micro_batch}, "
           f"{args.steps} steps a block, {args.rounds} rounds + 1 warm-up, 1 thread, device {device.type}")
@@ -88,12 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                                      img_size=spec.img_size, device=device, seed=cfg.seed,
                                      channels_last=cfg.channels_last, dtype=torch.float32)
         torch.manual_seed(cfg.seed)
-        model = models.create(spec, 10)
-        if cfg.activation_checkpointing:
-            model.set_grad_checkpointing(True)
-        if cfg.compile:
-            model = torch.compile(model)
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+        engine = build_engine(cfg, create_model(cfg, spec, 10), ds, device)
         for attr, value in engine_changes.items():
             setattr(engine, attr, value)
         last: dict = {"cpu": []}
@@ -116,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     # The bare loop: what a user writes, on the very tensors bench's first steps train on.
     fixed = [(x.clone(), y.clone()) for _, (x, y) in zip(range(args.steps), batches.epoch(0))]
     torch.manual_seed(base.seed)
-    bare = models.create(spec, 10).to(device)
+    bare = create_model(base, spec, 10).to(device)
     params = ds["optimizer"]["params"]
     opt = torch.optim.AdamW(bare.parameters(), lr=params["lr"], betas=tuple(params["betas"]), eps=params["eps"],
                             weight_decay=params["weight_decay"], **dsconfig.adamw_impl(base.adamw))

@@ -48,10 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     import deepspeed
     import torch
 
-    from bench import datasets, dsconfig, models
-    from bench.config import RunConfig
+    from bench.core import dsconfig, models, synthetic
+    from bench.core.config import RunConfig
     from bench.worker import data as wdata
     from bench.worker import loop
+    from bench.worker.engines import build_engine, create_model
 
     torch.set_num_threads(1)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = RunConfig(model=args.model, dataset="synthetic", micro_batch=args.micro_batch, synthetic_size=args.shard,
                     steps=args.steps, timing_warmup=0)
     spec = models.resolve_model(cfg.model, None, 10)
-    train_ds = datasets.synthetic(cfg.synthetic_size, 10, seed=cfg.seed, split="train")
+    train_ds = synthetic.synthetic(cfg.synthetic_size, 10, seed=cfg.seed, split="train")
     common = dict(rank=0, world=1, micro_batch=cfg.micro_batch, img_size=spec.img_size, device=device,
                   seed=cfg.seed, dtype=torch.float32)
     paths = {kind: wdata.make_batches(kind, train_ds, **common) for kind in wdata.KINDS}
@@ -88,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     # --- part 2: inside bench's training step -------------------------------------------
     ds = dsconfig.build(cfg, 1, args.steps)
     torch.manual_seed(cfg.seed)
-    model = models.create(spec, 10)
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+    engine = build_engine(cfg, create_model(cfg, spec, 10), ds, device)
     shares: dict[str, list[float]] = {k: [] for k in wdata.KINDS}
     data_ms: dict[str, list[float]] = {k: [] for k in wdata.KINDS}
 

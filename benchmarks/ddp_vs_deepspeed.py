@@ -75,10 +75,11 @@ def worker(args: argparse.Namespace) -> int:
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
 
-    from bench import datasets, dsconfig, models
-    from bench.config import RunConfig
+    from bench.core import dsconfig, models, synthetic
+    from bench.core.config import RunConfig
     from bench.worker import data as wdata
     from bench.worker import loop
+    from bench.worker.engines import build_engine, create_model
 
     torch.set_num_threads(1)
     deepspeed.init_distributed(dist_backend="gloo")
@@ -93,7 +94,7 @@ def worker(args: argparse.Namespace) -> int:
     base = RunConfig(model=args.model, img_size=args.img_size, dataset="synthetic", micro_batch=args.micro_batch,
                      steps=args.steps, timing_warmup=0, synthetic_size=2048)
     spec = models.resolve_model(base.model, base.img_size, 10)
-    train_ds = datasets.synthetic(base.synthetic_size, 10, seed=base.seed, split="train")
+    train_ds = synthetic.synthetic(base.synthetic_size, 10, seed=base.seed, split="train")
     batches = wdata.make_batches("device", train_ds, rank=rank, world=world, micro_batch=base.micro_batch,
                                  img_size=spec.img_size, device=device, seed=base.seed)
     fixed = [(x.clone(), y.clone()) for _, (x, y) in zip(range(args.steps), batches.epoch(0))]
@@ -104,7 +105,7 @@ def worker(args: argparse.Namespace) -> int:
 
     def fresh_model():
         torch.manual_seed(base.seed)
-        return models.create(spec, 10)
+        return create_model(base, spec, 10)
 
     def timed(run_block):
         def block() -> float:
@@ -148,8 +149,7 @@ def worker(args: argparse.Namespace) -> int:
         cfg = base.replace(**BENCH_ARMS[name])
         ds = dsconfig.build(cfg, world, args.steps)
         configs[name] = ds
-        model = fresh_model()
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
+        engine = build_engine(cfg, fresh_model(), ds, device)
         return timed(lambda: loop.train(engine, batches, total_steps=args.steps, accum=1, device=device))
 
     makers = {"ddp": lambda: ddp_arm(False), "ddp-fused": lambda: ddp_arm(True), "ds-plain": ds_plain_arm}

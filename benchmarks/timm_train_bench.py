@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.nn.functional as F
 
-    from bench import figures, flops
+    from bench.analysis import figures
+    from bench.core import flops
 
     device = torch.device(args.device)
     kw = {k: v for k, v in (("patch_size", args.patch_size), ("embed_dim", args.embed_dim), ("depth", args.depth),

@@ -1,11 +1,21 @@
-"""Shared test helpers: run `bench` as a real process, as a user would."""
+"""Shared test helpers: `bench` in this process (cli), or as a real process, as a user would (bench).
+
+cli() runs bench.cli.main in the test's own process with stdout and stderr
+captured: for parsing, bad input, dry runs and reports, which launch nothing.
+bench() starts `python -m bench` for what needs a process of its own (ranks,
+signals, a fresh interpreter). Unit tests may not start processes unless
+marked `process` (tests/unit/conftest.py enforces it).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 
@@ -18,6 +28,38 @@ def bench(*args: str, timeout: float = 600, env: dict | None = None, cwd: str | 
     full_env.setdefault("PYTHONUNBUFFERED", "1")
     return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=cwd or REPO)
+
+
+@dataclass
+class CliResult:
+    """What cli() gives back: the shape of a finished subprocess.CompletedProcess."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str, env: dict | None = None, cwd: str | None = None, **_: object) -> CliResult:
+    """bench.cli.main(args) in this process; env (the whole environment) and cwd apply for the call only."""
+    from bench import cli as cli_module
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        os.chdir(cwd or REPO)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli_module.main(list(args))
+            except SystemExit as e:  # --help, --version
+                rc = e.code if isinstance(e.code, int) else 0
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return CliResult(rc, out.getvalue(), err.getvalue())
 
 
 def one_json(stdout: str) -> dict:

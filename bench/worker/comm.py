@@ -8,62 +8,46 @@ It reads comm.json (op, sizes, iterations, groups) and plan.json, uses plain
 torch.distributed (NCCL on GPUs, gloo on CPU; DeepSpeed is not needed to move
 bytes), and rank 0 writes summary.json with every rank's per-iteration times
 and wrong-value counts. The launcher side (bench/comm.py) turns those into
-rows with bench.metrics; nothing here computes a bandwidth.
+rows with bench.analysis.metrics; nothing here computes a bandwidth.
 
 Each rank's buffer holds v(r, i) = (r + 1) + (i mod 128): small integers, so
 every sum is exact in float32 and the expected result of each collective is
-known exactly. After the timed iterations the result is compared with it and
-the mismatches counted (nccl-tests' #wrong).
+known exactly (bench.core.collectives, the one table of ops). After the timed
+iterations the result is compared with it and the mismatches counted
+(nccl-tests' #wrong). Start and end: bench.worker.bootstrap.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import socket
 import sys
 import time
-import traceback
 
-from bench.results import write_json_atomic
-from bench.worker.main import _redirect_output, env_rank, map_launcher_env
-
-_PERIOD = 128
+from bench.core import collectives
+from bench.core.results import write_json_atomic
+from bench.worker.bootstrap import rank_main
 
 
 def pattern(torch, rank: int, count: int, start: int = 0, device=None):
-    """v(rank, i) for i in [start, start + count): (rank + 1) + (i mod 128), float32."""
+    """v(rank, i) for i in [start, start + count): (rank + 1) + (i mod PERIOD), float32."""
     idx = torch.arange(start, start + count, dtype=torch.int64, device=device)
-    return (idx % _PERIOD + (rank + 1)).to(torch.float32)
+    return (idx % collectives.PERIOD + (rank + 1)).to(torch.float32)
 
 
 def expected(torch, op: str, members: list[int], me: int, count: int, device=None):
-    """The exact result this rank must hold after `op` over `members` (global ranks)."""
-    n = len(members)
-    base = sum(r + 1 for r in members)
-    if op == "all_reduce":
-        return pattern(torch, -1, count, device=device) * n + base
-    if op == "all_gather":
-        return torch.cat([pattern(torch, r, count, device=device) for r in members])
-    if op == "reduce_scatter":
-        pos = members.index(me)
-        return pattern(torch, -1, count, start=pos * count, device=device) * n + base
-    if op == "broadcast":
-        return pattern(torch, members[0], count, device=device)
-    raise ValueError(f"unknown op {op!r}")
+    """The exact result this rank must hold after `op` over `members` (global ranks), from the table."""
+    parts = [pattern(torch, -1, s.count, start=s.start, device=device) * s.scale + s.offset
+             for s in collectives.get(op).expected(members, me, count)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _buffers(torch, op: str, rank: int, n: int, count: int, device):
     """(pristine input, working input, output) for one size; output None for in-place ops."""
-    if op == "reduce_scatter":
-        src = pattern(torch, rank, n * count, device=device)
-        return src, src.clone(), torch.empty(count, dtype=torch.float32, device=device)
-    src = pattern(torch, rank, count, device=device)
-    if op == "all_gather":
-        return src, src.clone(), torch.empty(n * count, dtype=torch.float32, device=device)
-    return src, src.clone(), None
+    inp, out = collectives.get(op).counts(count, n)
+    src = pattern(torch, rank, inp, device=device)
+    return src, src.clone(), (torch.empty(out, dtype=torch.float32, device=device) if out is not None else None)
 
 
 def _run_op(dist, op: str, work, out, group, root: int) -> None:
@@ -116,20 +100,18 @@ def run(run_dir: str) -> dict:
     import torch
     import torch.distributed as dist
 
+    from bench.worker.dist import init
+
     with open(os.path.join(run_dir, "comm.json")) as f:
         spec = json.load(f)
     with open(os.path.join(run_dir, "plan.json")) as f:
         plan = json.load(f)
-    map_launcher_env(plan)
-    backend = "nccl" if plan["device"] == "cuda" else "gloo"
-    dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=plan["collective_timeout_s"]))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if plan["device"] == "cuda":
-        local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
-        torch.cuda.set_device(local)
-        device, sync, name = torch.device("cuda", local), torch.cuda.synchronize, torch.cuda.get_device_name(local)
+    world, rank, local, device = init(plan, via_deepspeed=False)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        sync, name = torch.cuda.synchronize, torch.cuda.get_device_name(device)
     else:
-        device, sync, name = torch.device("cpu"), (lambda: None), "cpu"
+        sync, name = (lambda: None), "cpu"
 
     groups = spec.get("groups") or [list(range(world))]
     # Every rank must create every group, in the same order, members or not.
@@ -186,27 +168,11 @@ def _versions(torch) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.worker.comm")
-    p.add_argument("--run-dir", required=True)
-    args, _ = p.parse_known_args(argv)  # DeepSpeed's launcher may append --local_rank=N
-    rank = env_rank()
-    _redirect_output(args.run_dir, rank)
-    os.makedirs(os.path.join(args.run_dir, "ranks"), exist_ok=True)
-    with open(os.path.join(args.run_dir, "ranks", f"pid-{rank}"), "w") as f:
-        f.write(f"{socket.gethostname()} {os.getpid()}\n")
-    host = socket.gethostname()
-    try:
-        rec = run(args.run_dir)
-    except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then exit non-zero
-        traceback.print_exc()
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        write_json_atomic(os.path.join(args.run_dir, "ranks", f"rank{rank}.json"), {
-            "rank": rank, "host": host, "status": "failed", "error": f"{type(e).__name__}: {first}"})
-        print(f"[{host}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
-        return 1
-    wrong = sum(r["wrong"] for g in rec["groups"] for r in g["rows"])
-    print(f"[{host}:{rank}] is {'OK' if wrong == 0 else 'broken'}: {wrong} wrong value(s)", flush=True)
-    return 0
+    def one(run_dir: str, rank: int) -> str:
+        rec = run(run_dir)
+        wrong = sum(r["wrong"] for g in rec["groups"] for r in g["rows"])
+        return f"{'OK' if wrong == 0 else 'broken'}: {wrong} wrong value(s)"
+    return rank_main("bench.worker.comm", one, argv)
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from bench.datasets import ArrayDataset
-from bench.errors import BadInput
+from bench.core.datasets import ArrayDataset
+from bench.core.errors import BadInput
 
 KINDS = ("device", "dataloader")
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)

@@ -11,8 +11,8 @@ and matches what DeepSpeed does for bench's generated config: the loss is
 divided by the accumulation steps in backward, gradients are all-reduced
 only at the accumulation boundary (`no_sync` before it), clipped to norm
 1.0 (ds_config's gradient_clipping) and stepped by torch's AdamW with the
-same hyper-parameters. torch.distributed is already initialised by
-deepspeed.init_distributed.
+same hyper-parameters. torch.distributed is already initialised
+(bench.worker.dist).
 
 Not measured: the all-reduce share. DDP overlaps its bucketed all-reduces
 with backward inside autograd hooks, so there is no exclusive all-reduce

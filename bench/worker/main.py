@@ -1,131 +1,38 @@
-"""Rank entrypoint: the only code that imports torch, deepspeed and timm.
-
-Started by DeepSpeed's launcher (local, pdsh, openmpi or slurm) as
+"""A training rank. Started by DeepSpeed's launcher (local, pdsh, openmpi or slurm) as
 
     python -u -m bench.worker --run-dir results/<run-id>
 
 It reads the run's config.json and ds_config.json, logs to
 logs/rank<R>.log, trains, and writes ranks/rank<R>.json; rank 0 gathers
 every rank's figures and writes summary.json, which `bench run` turns into
-the result record. Results never travel through stdout.
+the result record. Start and end: bench.worker.bootstrap.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import os
 import resource
 import socket
 import sys
 import time
-import traceback
 
-from bench.config import RunConfig
-from bench.results import write_json_atomic
-
-_RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
-
-
-def env_rank() -> int:
-    for name in _RANK_ENV:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
-
-
-def map_launcher_env(plan: dict) -> None:
-    """Give torch.distributed its variables under mpirun and srun too.
-
-    DeepSpeed's openmpi and slurm runners start the ranks without RANK,
-    WORLD_SIZE, LOCAL_RANK and MASTER_ADDR; DeepSpeed would then discover
-    them through mpi4py. Mapping them here needs no MPI in Python, and the
-    rendezvous address is the one bench planned (--master-addr).
-    """
-    env = os.environ
-    if "RANK" in env:
-        return
-    for rank, size, local in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-                              ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")):
-        if rank in env:
-            env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"] = env[rank], env[size], env.get(local, "0")
-            env.setdefault("MASTER_ADDR", plan["master_addr"])
-            env.setdefault("MASTER_PORT", str(plan["master_port"]))
-            return
-
-
-def _redirect_output(run_dir: str, rank: int) -> None:
-    os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
-    fd = os.open(os.path.join(run_dir, "logs", f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+from bench.core.config import RunConfig
+from bench.core.results import write_json_atomic
+from bench.worker.bootstrap import rank_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.worker")
-    p.add_argument("--run-dir", required=True)
-    args, _ = p.parse_known_args(argv)  # DeepSpeed's launcher may append --local_rank=N
-    run_dir = args.run_dir
-    rank = env_rank()
-    _redirect_output(run_dir, rank)
-    # The launcher stops ranks that outlive it by these PIDs, never by pattern.
-    os.makedirs(os.path.join(run_dir, "ranks"), exist_ok=True)
-    with open(os.path.join(run_dir, "ranks", f"pid-{rank}"), "w") as f:
-        f.write(f"{socket.gethostname()} {os.getpid()}\n")
-    image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
-    print(f"[{socket.gethostname()}:{rank}] worker pid {os.getpid()} starting"
-          + (f" in container {image}" if image else ""), flush=True)
-    try:
-        rec = run(run_dir, rank)
-    except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then re-raise
-        status = "oom" if _is_oom(e) else "failed"
-        traceback.print_exc()
-        write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), {
-            "rank": rank, "host": socket.gethostname(), "status": status,
-            "error": f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"})
-        print(f"[{socket.gethostname()}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
-        sys.stderr.flush()
-        # Exit now, skipping interpreter shutdown: the destructors of a process
-        # group whose peer died can block it for ever (seen with gloo), and the
-        # launcher, and so the whole job, waits on this process.
-        os._exit(3 if status == "oom" else 1)
-    print(f"[{socket.gethostname()}:{rank}] is OK: {rec['images_per_s']:.1f} img/s", flush=True)
-    return 0
+    return rank_main("bench.worker", lambda run_dir, rank: f"OK: {run(run_dir)['images_per_s']:.1f} img/s", argv)
 
 
-def _is_oom(e: BaseException) -> bool:
-    text = f"{type(e).__name__} {e}"
-    return ("OutOfMemoryError" in text or "out of memory" in text
-            or "can't allocate memory" in text or isinstance(e, MemoryError))
-
-
-def _skip_shm_comm_build() -> None:
-    """Do not JIT-build DeepSpeed's CPU shared-memory all-reduce op.
-
-    DeepSpeed's TorchBackend compiles it at init_distributed (~30 s, and a
-    shared build directory that concurrent runs rebuild in turn), yet only
-    inference_all_reduce uses it: training all-reduces go through
-    torch.distributed, so bench measures the same thing without it.
-    """
-    import importlib
-
-    # Not `import deepspeed.comm.torch as m`: the package's `torch` attribute is
-    # the torch library itself, which that form would bind instead.
-    ds_torch = importlib.import_module("deepspeed.comm.torch")
-    ds_torch.build_shm_op = lambda: None
-
-
-def run(run_dir: str, rank: int) -> dict:
+def run(run_dir: str) -> dict:
     import torch
-    import deepspeed
 
-    from bench import datasets, models
+    from bench.core import datasets, models, synthetic
     from bench.worker import data as wdata
-    from bench.worker import loop
+    from bench.worker import dist, loop
+    from bench.worker.engines import build_engine, create_model
 
     cfg = RunConfig.load(os.path.join(run_dir, "config.json"))
     with open(os.path.join(run_dir, "plan.json")) as f:
@@ -133,30 +40,14 @@ def run(run_dir: str, rank: int) -> dict:
     with open(os.path.join(run_dir, "ds_config.json")) as f:
         ds_config = json.load(f)
 
-    device_kind = plan["device"]
-    map_launcher_env(plan)
     torch.manual_seed(cfg.seed)
-    _skip_shm_comm_build()
-    collective_timeout = datetime.timedelta(seconds=plan["collective_timeout_s"])
-    # DeepSpeed's data-parallel group comes from new_group(), which takes torch's
-    # module default (30 min), not the world group's timeout: without this a
-    # rank blocked on a hung or cut-off peer waits half an hour.
-    torch.distributed.distributed_c10d.default_pg_timeout = collective_timeout
-    torch.distributed.distributed_c10d.default_pg_nccl_timeout = collective_timeout
-    deepspeed.init_distributed(dist_backend="nccl" if device_kind == "cuda" else "gloo", timeout=collective_timeout)
-    world = torch.distributed.get_world_size()
-    rank = torch.distributed.get_rank()
-    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
-    if device_kind == "cuda":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
+    # Both engines start their group through DeepSpeed: the DDP baseline then differs in the engine alone.
+    world, rank, local_rank, device = dist.init(plan, via_deepspeed=True)
 
     # Data: each rank keeps only its own shard.
     if cfg.dataset == "synthetic":
-        train_ds = datasets.synthetic(cfg.synthetic_size, 10, seed=cfg.seed, split="train")
-        test_ds = datasets.synthetic(max(cfg.synthetic_size // 5, world), 10, seed=cfg.seed, split="test")
+        train_ds = synthetic.synthetic(cfg.synthetic_size, 10, seed=cfg.seed, split="train")
+        test_ds = synthetic.synthetic(max(cfg.synthetic_size // 5, world), 10, seed=cfg.seed, split="test")
     else:
         train_ds = datasets.load(cfg.dataset, cfg.data_dir, "train", download=False)
         test_ds = datasets.load(cfg.dataset, cfg.data_dir, "test", download=False) if cfg.eval else None
@@ -168,18 +59,10 @@ def run(run_dir: str, rank: int) -> dict:
     steps_per_epoch = max(train_batches.steps_per_epoch // cfg.grad_accum, 1)
     total_steps = cfg.steps if cfg.steps is not None else max(round(cfg.epochs * steps_per_epoch), 1)
 
-    model = models.create(spec, train_ds.num_classes)
-    if cfg.activation_checkpointing and hasattr(model, "set_grad_checkpointing"):
-        model.set_grad_checkpointing(True)
-    if cfg.compile:
-        model = torch.compile(model)
+    model = create_model(cfg, spec, train_ds.num_classes)
     if "scheduler" in ds_config and ds_config["scheduler"]["type"] == "WarmupCosineLR":
         ds_config["scheduler"]["params"]["total_num_steps"] = max(total_steps, cfg.warmup_steps + 1)
-    if cfg.engine == "ddp":
-        from bench.worker.ddp import DDPEngine
-        engine = DDPEngine(model, ds_config, device)
-    else:
-        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    engine = build_engine(cfg, model, ds_config, device)
     if rank == 0:
         write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds_config)
 
@@ -254,7 +137,7 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
 
 def _train_flops(model, img_size: int) -> float | None:
     """Analytic training FLOPs per image for ViTs (None for other models)."""
-    from bench import flops
+    from bench.core import flops
 
     try:
         return float(flops.timm_vit_train_flops(model, img_size))

@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import FAST, bench, one_json
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
@@ -96,7 +96,7 @@ def test_ranks_start_through_the_container_binary(cluster, out_dir, fake_apptain
     starts = [line for line in lines if entry in line]
     assert sorted(line.split()[0] for line in starts) == cluster.hostnames, lines
     assert all(f"nv=no {image} python -u {entry}" in line for line in starts), lines
-    for what in (f"{image} python -c", "-m bench probe --local --json" if launcher == "pdsh" else "-m bench.probe_mpi"):
+    for what in (f"{image} python -c", "-m bench probe --local --json" if launcher == "pdsh" else "-m bench.cluster.probe_mpi"):
         assert sorted(line.split()[0] for line in lines if what in line) == cluster.hostnames, (what, lines)
 
     # Each rank, on its own node, ran inside the stand-in (only it sets APPTAINER_CONTAINER).

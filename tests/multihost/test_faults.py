@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import FAST, REPO, bench
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
@@ -133,7 +133,7 @@ def _ours_in_namespace(cluster, host: str, run_dir: str) -> list[str]:
 
 
 def _left_behind(cluster, run_dir: str, pids: dict[int, tuple[str, int]]) -> list[str]:
-    from bench.cleanup import is_our_rank
+    from bench.launch.cleanup import is_our_rank
 
     left = [f"rank {r} ({h}) pid {p}" for r, (h, p) in pids.items() if is_our_rank(p, run_dir)]
     for host in cluster.hosts:
@@ -191,7 +191,7 @@ def test_rank_hangs_sigstop(cluster, tmp_path):
         TIMINGS["rank SIGSTOPped (hang)"] = run.finish(BOUND_S)
     finally:
         # Only if bench failed to stop it: never leave a stopped process behind.
-        from bench.cleanup import is_our_rank
+        from bench.launch.cleanup import is_our_rank
         if is_our_rank(victim_pid, run.run_dir):
             os.kill(victim_pid, signal.SIGKILL)
     assert run.proc.returncode == 1, run.stderr[-3000:]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import RunFailed
-from bench.preflight import check_or_raise, preflight, probe_here
+from bench.core.errors import RunFailed
+from bench.cluster.preflight import check_or_raise, preflight, probe_here
 
 pytestmark = pytest.mark.multihost
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.remote import run_on_hosts
+from bench.cluster.remote import run_on_hosts
 
 pytestmark = pytest.mark.multihost
 

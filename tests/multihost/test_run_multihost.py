@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import FAST, assert_bad_input, bench, one_json
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import FAST, REPO, one_json
 
 from . import netns
@@ -44,7 +44,7 @@ def test_srun_reaches_every_node(slurm):
 
 
 def test_allocation_as_hosts(slurm):
-    code = "import json; from bench.launch import slurm_hosts; print(json.dumps(slurm_hosts()))"
+    code = "import json; from bench.cluster.slurm import slurm_hosts; print(json.dumps(slurm_hosts()))"
     proc = slurm.run_in_allocation(["--ntasks-per-node=1", sys.executable, "-c", code], cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {n: 1 for n in slurm.nodes}

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import bench, one_json
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import assert_bad_input, bench, one_json
 
 pytestmark = pytest.mark.slow

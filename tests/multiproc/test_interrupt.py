@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
-from bench.cleanup import is_our_rank
+from bench.core import results
+from bench.launch.cleanup import is_our_rank
 from tests.conftest import FAST, REPO
 
 
@@ -73,7 +73,7 @@ def test_cleanup_ends_a_stopped_rank(tmp_path: Path) -> None:
         _record_pid(run, 0, socket.gethostname(), rank.pid)
         time.sleep(0.3)
         rank.send_signal(signal.SIGSTOP)
-        from bench.cleanup import stop_ranks
+        from bench.launch.cleanup import stop_ranks
         done = stop_ranks(str(run))
         assert done[0].killed == [rank.pid]
         assert rank.wait(timeout=10) == -signal.SIGKILL

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import REPO, one_json
 
 pytestmark = pytest.mark.slow

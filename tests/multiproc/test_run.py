@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bench import datasets, results
+from bench.core import results, synthetic
 from tests.conftest import FAST, assert_bad_input, bench, one_json
 
 pytestmark = pytest.mark.slow
@@ -70,7 +70,7 @@ def test_fp16_on_cpu_is_refused_in_one_line(out_dir):
 
 def test_real_cifar10_format(tmp_path, out_dir):
     data = str(tmp_path / "data")
-    datasets.write_cifar(data, "cifar10", n_train=320, n_test=64, seed=1)
+    synthetic.write_cifar(data, "cifar10", n_train=320, n_test=64, seed=1)
     proc = bench("--gpus", "2", "--dataset", "cifar10", "--data-dir", data, "--model", "vit-micro-p4-32",
                  "--micro-batch", "16", "--epochs", "1", "--timing-warmup", "2", "--out", out_dir, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]

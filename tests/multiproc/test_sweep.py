@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from bench import results
+from bench.core import results
 from tests.conftest import REPO, assert_bad_input, bench, one_json
 
 pytestmark = pytest.mark.slow

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import datasets, results
-from tests.conftest import assert_bad_input, bench
+from bench.core import results, synthetic
+from bench.core.config import RunConfig
+from tests.conftest import assert_bad_input, cli
 
 
 @dataclass
@@ -71,7 +72,7 @@ def _ds_case(id: str, text: str, needle: str = "{d}/ds.json") -> Case:
 
 def _cifar(corrupt: Callable[[Path], None]) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
-        folder = Path(datasets.write_cifar(str(d / "data"), "cifar10", n_train=50, n_test=10))
+        folder = Path(synthetic.write_cifar(str(d / "data"), "cifar10", n_train=50, n_test=10))
         corrupt(folder)
     return setup
 
@@ -108,7 +109,14 @@ def _data_case(id: str, corrupt: Callable[[Path], None], needle: str = "--data-d
     return Case(id, ["--gpus", "2", "--dataset", "cifar10", "--data-dir", "{d}/data"], needle, _cifar(corrupt))
 
 
-_RECORD = json.dumps(results.make_record("run", "ok", run_id="x"))
+# A whole record of a failed run, as the schema wants it (read() skips one that does not match).
+_RECORD = json.dumps(results.make_record(
+    "run", "failed", run_id="x", config=RunConfig().to_dict(), duration_s=1.0,
+    plan={"world_size": 2, "nodes": 1, "resources": {"localhost": [0, 1]}, "launcher": "local", "device": "cpu",
+          "command": ["python"]},
+    provenance={"bench_version": "0.1.0", "git_revision": None, "hosts": ["localhost"], "devices": [],
+                "versions": {"torch": None, "deepspeed": None, "timm": None}, "env": {}},
+    error={"where": "launcher", "reason": "a test record"}))
 
 CASES: list[Case] = [
     # --- hostfiles ------------------------------------------------------------------
@@ -223,7 +231,7 @@ def test_bad_input(case: Case, tmp_path: Path) -> None:
     if (args[0] == "run" or args[0].startswith("--")) and "--out" not in args:
         args += ["--out", str(out)]
     env = dict(os.environ, **{k: _fill(v, d) for k, v in case.env.items()})
-    proc = bench(*args, env=env, timeout=120)
+    proc = cli(*args, env=env, timeout=120)
     assert_bad_input(proc, _fill(case.needle, d))
     assert proc.stdout == ""
     _nothing_launched(d, out)
@@ -238,7 +246,7 @@ def test_corpus_is_large():
 def test_no_run_dir_for_late_bad_input(case: Case, tmp_path: Path) -> None:
     case.setup(tmp_path)  # type: ignore[misc]
     out = tmp_path / "out"
-    proc = bench(*[_fill(a, tmp_path) for a in case.args], "--out", str(out), timeout=120)
+    proc = cli(*[_fill(a, tmp_path) for a in case.args], "--out", str(out), timeout=120)
     assert proc.returncode == 2
     assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
 
@@ -279,13 +287,25 @@ def test_bench_report_refuses_bad_result_files(what: str, tmp_path: Path) -> Non
     else:
         path = tmp_path / "nope"
         needle = str(path)
-    assert_bad_input(bench("report", str(path), timeout=120), needle)
+    assert_bad_input(cli("report", str(path), timeout=120), needle)
 
 
 @pytest.mark.skipif(not _has_report(), reason="bench report (bench/report.py) does not exist yet")
 def test_bench_report_names_and_skips_a_torn_line(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     path.write_text(_RECORD + "\n" + _RECORD[:40])
-    proc = bench("report", str(path), timeout=120)
+    proc = cli("report", str(path), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"{path}:2" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_record_that_does_not_match_the_schema_is_named_and_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    broken = dict(json.loads(_RECORD), status="ok")  # an ok run must carry its figures
+    path.write_text(_RECORD + "\n" + json.dumps(broken) + "\n")
+    got = results.read(str(path))
+    assert [r["status"] for r in got.records] == ["failed"]
+    assert got.skipped == [f"{path}:2: record does not match the schema, skipped (the record: "
+                           "'figures' is a required property)"]
+    proc = cli("report", str(path))
+    assert proc.returncode == 0 and f"{path}:2: record does not match the schema" in proc.stderr

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from tests.conftest import assert_bad_input, bench
+from tests.conftest import assert_bad_input, cli
 
 
+@pytest.mark.process
 def test_help_imports_no_torch():
     code = ("import sys, runpy; sys.argv=['bench','--help']\n"
             "try:\n    runpy.run_module('bench', run_name='__main__')\nexcept SystemExit:\n    pass\n"
@@ -21,7 +22,7 @@ def test_help_imports_no_torch():
 
 
 def test_run_help_lists_generated_options():
-    proc = bench("run", "--help")
+    proc = cli("run", "--help")
     assert proc.returncode == 0
     for opt in ("--micro-batch", "--zero-stage", "--precision", "--deepspeed-config", "--dry-run", "--hostfile"):
         assert opt in proc.stdout
@@ -50,17 +51,17 @@ def test_run_help_lists_generated_options():
     (["--dataset", "cifar10", "--data-dir", "/nonexistent-data"], "--data-dir"),
 ])
 def test_bad_run_input_is_one_line_exit_2(args, needle):
-    assert_bad_input(bench(*args, timeout=60), needle)
+    assert_bad_input(cli(*args, timeout=60), needle)
 
 
 def test_bad_user_deepspeed_json(tmp_path):
     bad = tmp_path / "ds.json"
     bad.write_text('{"zero_optimization": {"stage": 1},\n "train_batch_size": }')
-    assert_bad_input(bench("--dataset", "synthetic", "--deepspeed-config", str(bad), timeout=60), f"{bad}:2")
+    assert_bad_input(cli("--dataset", "synthetic", "--deepspeed-config", str(bad), timeout=60), f"{bad}:2")
 
 
 def test_dry_run_prints_config_ds_json_and_command(tmp_path):
-    proc = bench("--dry-run", "--dataset", "synthetic", "--zero-stage", "2", "--precision", "bf16",
+    proc = cli("--dry-run", "--dataset", "synthetic", "--zero-stage", "2", "--precision", "bf16",
                  "--out", str(tmp_path / "r"), timeout=60)
     assert proc.returncode == 0, proc.stderr
     import json

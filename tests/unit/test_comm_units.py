@@ -1,43 +1,46 @@
-"""bench comm's pure parts: sizes, rows (figures from bench.metrics), and the exact expected results."""
+"""bench comm's pure parts: sizes, rows (figures from bench.analysis.metrics), the collective table and the exact expected results."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import comm
-from bench.errors import BadInput
+from bench.analysis.comm_figures import row, rows_from_summary
+from bench.core import collectives
+from bench.core.errors import BadInput
+from bench.core.sizes import parse_size, parse_sizes
+from bench.render.comm import COLUMNS, row_cells
 
 
 def test_sizes_range_is_powers_of_two_like_nccl_tests():
-    assert comm.parse_sizes("1K:8K") == [1024, 2048, 4096, 8192]
-    assert comm.parse_sizes("64K,4K,4K") == [4096, 65536]
-    assert comm.parse_sizes("1G:1G") == [1 << 30]
-    assert comm.parse_size("512") == 512 and comm.parse_size("16MB") == 16 << 20
+    assert parse_sizes("1K:8K") == [1024, 2048, 4096, 8192]
+    assert parse_sizes("64K,4K,4K") == [4096, 65536]
+    assert parse_sizes("1G:1G") == [1 << 30]
+    assert parse_size("512") == 512 and parse_size("16MB") == 16 << 20
 
 
 @pytest.mark.parametrize("text", ["0K", "4X", "", "8K:1K", "K"])
 def test_bad_sizes_name_the_option(text):
     with pytest.raises(BadInput, match="^--sizes: "):
-        comm.parse_sizes(text)
+        parse_sizes(text)
 
 
 def test_row_figures_are_nccl_tests_definitions_by_hand():
     # 4 ranks all_reduce of 1 MiB, median 2 ms: algbw = S / t, busbw = algbw * 2(n-1)/n.
-    r = comm.row("all_reduce", 4, 1 << 20, [0.003, 0.002, 0.001], 0, "all")
+    r = row("all_reduce", 4, 1 << 20, [0.003, 0.002, 0.001], 0, "all")
     assert r["time_s"] == {"min": 0.001, "median": 0.002, "max": 0.003}
     assert r["algbw"] == pytest.approx((1 << 20) / 0.002)
     assert r["busbw"] == pytest.approx((1 << 20) / 0.002 * 2 * 3 / 4)
     # all_gather: S is the gathered output, n x the per-rank buffer; factor (n-1)/n.
-    g = comm.row("all_gather", 4, 1000, [0.001], 0, "all")
+    g = row("all_gather", 4, 1000, [0.001], 0, "all")
     assert g["bytes"] == 4000 and g["busbw"] == pytest.approx(4000 / 0.001 * 3 / 4)
-    b = comm.row("broadcast", 4, 1000, [0.001], 0, "all")
+    b = row("broadcast", 4, 1000, [0.001], 0, "all")
     assert b["busbw"] == pytest.approx(b["algbw"])
 
 
 def test_printed_row_comes_from_the_json_row():
-    r = comm.row("all_reduce", 2, 4096, [0.0005], 3, "10.0.0.1+10.0.0.2")
-    cells = comm.row_cells(r)
-    assert len(cells) == len(comm.COLUMNS)
+    r = row("all_reduce", 2, 4096, [0.0005], 3, "10.0.0.1+10.0.0.2")
+    cells = row_cells(r)
+    assert len(cells) == len(COLUMNS)
     assert cells[0] == r["group"] and cells[1] == "4K" and cells[-1] == "3"
     assert cells[4] == "500.0" and float(cells[7]) == pytest.approx(r["busbw"] / 1e9, rel=1e-2)
 
@@ -47,7 +50,7 @@ def test_rows_from_summary_take_the_slowest_rank_per_iteration_and_add_wrong_cou
         {"rank": 0, "groups": [{"group": 0, "rows": [{"size": 1024, "times_s": [0.1, 0.3], "wrong": 0}]}]},
         {"rank": 1, "groups": [{"group": 0, "rows": [{"size": 1024, "times_s": [0.2, 0.1], "wrong": 2}]}]},
     ]}
-    (r,) = comm.rows_from_summary(summary, "all_reduce", ["pair"])
+    (r,) = rows_from_summary(summary, "all_reduce", ["pair"])
     assert r["iters"] == 2 and r["time_s"]["min"] == 0.2 and r["time_s"]["max"] == 0.3
     assert r["wrong"] == 2 and r["group"] == "pair"
 
@@ -70,3 +73,14 @@ def test_expected_results_match_the_collectives_computed_by_hand(members):
     # Values differ by rank and index, so a swapped chunk or a wrong rank is a mismatch.
     assert not torch.equal(pattern(torch, 0, count), pattern(torch, 1, count))
     assert not torch.equal(pattern(torch, 0, count), pattern(torch, 0, count, start=1))
+
+
+def test_one_table_of_collectives_serves_the_figures_and_the_ranks():
+    # Every op bench comm times has a busbw factor, an S and a defined exact result.
+    assert collectives.MEASURED == ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+    for op in collectives.MEASURED:
+        c = collectives.get(op)
+        assert sum(s.count for s in c.expected([0, 1, 2], 1, 8)) == (c.counts(8, 3)[1] or c.counts(8, 3)[0])
+    assert collectives.get("reduce").busbw_factor(4) == 1.0 and not collectives.get("reduce").measured
+    with pytest.raises(ValueError, match="unknown collective 'all_scatter'"):
+        collectives.get("all_scatter")

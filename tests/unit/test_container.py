@@ -15,10 +15,13 @@ import sys
 
 import pytest
 
-from bench import container, launch
-from bench.config import RunConfig
-from bench.errors import BadInput
-from tests.conftest import assert_bad_input, bench
+from bench.cluster import container
+from bench.launch import plan as launch
+from bench.launch.base import LaunchPlan
+from bench.launch.environment import runner_exports
+from bench.core.config import RunConfig
+from bench.core.errors import BadInput
+from tests.conftest import assert_bad_input, cli
 
 HOSTS = {"10.0.0.1": [0, 1], "10.0.0.2": [0, 1]}
 ENV = {"PATH": "/usr/bin:/bin", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/root"}
@@ -117,13 +120,13 @@ def test_bad_container_exec_names_the_option(text, needle):
 
 
 def test_bad_container_exec_on_the_command_line_is_one_line_exit_2(tmp_path):
-    proc = bench("--container-exec", "docker exec node1", "--dataset", "synthetic", "--dry-run",
+    proc = cli("--container-exec", "docker exec node1", "--dataset", "synthetic", "--dry-run",
                  "--out", str(tmp_path))
     assert_bad_input(proc, "--container-exec", "docker")
 
 
 # --- launch argv with a prefix --------------------------------------------------------------------------------
-def _explicit(launcher: str, run_dir: str, env: dict[str, str] = ENV, hosts=HOSTS) -> launch.LaunchPlan:
+def _explicit(launcher: str, run_dir: str, env: dict[str, str] = ENV, hosts=HOSTS) -> LaunchPlan:
     return launch.build(hosts, launcher, run_dir, "cpu", master_addr="10.0.0.1", master_port=29501, environ=env,
                         container_exec=f"apptainer exec --nv {SIF}")
 
@@ -231,7 +234,7 @@ def test_pdsh_command_is_deepspeeds_own_but_for_the_prefix(tmp_path, monkeypatch
                          environ=ENV)
     ours = _explicit("pdsh", str(run_dir))
     runner = PDSHRunner(parse_args(plain.argv[4:]), encode_world_info(HOSTS))
-    for k, v in launch.runner_exports(plain.env, plain.env_file, str(run_dir), "cpu").items():
+    for k, v in runner_exports(plain.env, plain.env_file, str(run_dir), "cpu").items():
         runner.add_export(k, v)
     cmd, _, _ = runner.get_cmd({}, HOSTS)
     theirs = shlex.split(" ".join(cmd[6:]))

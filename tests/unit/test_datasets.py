@@ -1,4 +1,4 @@
-"""bench.datasets: real-format CIFAR files, their failure modes, and synthetic data."""
+"""bench.core.datasets and bench.core.synthetic: real-format CIFAR files, their failure modes, and synthetic data."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from bench import datasets
-from bench.datasets import check_data_dir, load, synthetic, write_cifar
-from bench.errors import BadInput
+from bench.core import datasets
+from bench.core.datasets import check_data_dir, load
+from bench.core.synthetic import synthetic, write_cifar
+from bench.core.errors import BadInput
 
 N_TRAIN, N_TEST = 500, 100
 
@@ -250,7 +251,8 @@ def test_synthetic_classes_are_separable_and_shared_across_splits(classes):
     assert (wrong == other.labels).mean() < 0.3
 
 
+@pytest.mark.process
 def test_datasets_module_does_not_import_torch():
-    code = "import sys, bench.datasets; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, bench.core.datasets, bench.core.synthetic; assert 'torch' not in sys.modules, 'torch imported'"
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     subprocess.run([sys.executable, "-c", code], check=True, cwd=repo)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from bench import dsconfig
-from bench.config import RunConfig
-from bench.errors import BadInput
+from bench.core import dsconfig
+from bench.core.config import RunConfig
+from bench.core.errors import BadInput
 
 
 def test_defaults_are_the_study_optimizer_without_jit():

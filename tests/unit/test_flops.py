@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bench.flops import (
+from bench.core.flops import (
     timm_vit_config,
     timm_vit_forward_flops,
     vit_forward_flops,
@@ -69,8 +69,9 @@ def test_invalid_input(kwargs, match):
         vit_forward_flops(**(args | kwargs))
 
 
+@pytest.mark.process
 def test_modules_import_no_torch():
-    code = "import sys, bench.metrics, bench.flops, bench.paper; print('torch' in sys.modules)"
+    code = "import sys, bench.analysis.metrics, bench.core.flops, bench.analysis.paper; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from bench.config import RunConfig
-from bench.errors import RunFailed
-from bench.runner import gate
+from bench.core.config import RunConfig
+from bench.core.errors import RunFailed
+from bench.jobs.gate import gate as judge
 from tests.unit.test_hetero import node, tesla, text
-from bench.probe import find_arch_lists
+from bench.cluster.probe import find_arch_lists
+
+
+def gate(cfg: RunConfig, nodes: list[dict]) -> dict:
+    return judge(nodes, cfg.precision, cfg.micro_batch, strict=cfg.strict)
 
 
 def _torch_with_pascal() -> dict:

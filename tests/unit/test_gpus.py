@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import gpus
-from bench.probe import parse_nvidia_smi_q, parse_nvidia_smi_table, parse_query_csv
+from bench.core import gpus
+from bench.cluster.probe import parse_nvidia_smi_q, parse_nvidia_smi_table, parse_query_csv
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 

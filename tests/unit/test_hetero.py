@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpus import lookup
-from bench.hetero import exclude_spec, verdict
-from bench.probe import find_arch_lists, node_inventory, parse_nvidia_smi_q, parse_nvidia_smi_table, parse_query_csv
+from bench.core.gpus import lookup
+from bench.cluster.hetero import exclude_spec, verdict
+from bench.cluster.probe import find_arch_lists, node_inventory, parse_nvidia_smi_q, parse_nvidia_smi_table, parse_query_csv
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 VERSIONS = {"torch": "2.14.1", "torchvision": "0.29.1", "deepspeed": "0.19.8", "timm": "1.0.31"}

@@ -1,7 +1,7 @@
-"""bench.hostfile against DeepSpeed's own launcher functions, and its refusals.
+"""bench.cluster.hostfile against DeepSpeed's own launcher functions, and its refusals.
 
 Agreement: the same inputs go through deepspeed.launcher.runner (the version
-installed, 0.19.8) and through bench.hostfile, and the outputs must be equal,
+installed, 0.19.8) and through bench.cluster.hostfile, and the outputs must be equal,
 order included. Where bench deliberately differs (unsafe, crashing or silent
 behaviour in DeepSpeed), a test pins DeepSpeed's behaviour next to ours, so a
 DeepSpeed upgrade that changes it shows up here.
@@ -9,7 +9,6 @@ DeepSpeed upgrade that changes it shows up here.
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 
@@ -18,15 +17,11 @@ import pytest
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # no GPU here; silences DeepSpeed's warning
 from deepspeed.launcher import runner as dsrun  # noqa: E402
 
-from bench.errors import BadInput  # noqa: E402
-from bench.hostfile import (  # noqa: E402
-    add_host_arguments,
-    parse_hostfile,
-    parse_hostfile_text,
-    resolve_resources,
-    resources_from_args,
-    validate_hostname,
-)
+from bench.core.errors import BadInput  # noqa: E402
+from bench.cli import Parser  # noqa: E402
+from bench.cluster.hostfile import HostSelection, parse_hostfile, parse_hostfile_text, resolve_resources  # noqa: E402
+from bench.cluster.hostnames import validate_hostname  # noqa: E402
+from bench.core.options import add_options, from_args  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PROXY_LINE = "-oProxyCommand=touch${IFS}marker slots=1"
@@ -371,9 +366,13 @@ def test_unknown_host_message_is_short_for_big_clusters():
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser()
-    add_host_arguments(p)
-    return p.parse_args(argv)
+    p = Parser()
+    add_options(p, HostSelection)
+    return from_args(HostSelection, p.parse_args(argv))
+
+
+def resources_from_args(hosts: HostSelection, local_hosts=None):
+    return hosts.resources(local_hosts)
 
 
 def test_resources_from_args():
@@ -396,7 +395,6 @@ def test_resources_from_args():
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "x", "1.0"])
-def test_count_options_refuse_non_positive(value, capsys):
-    with pytest.raises(SystemExit):
+def test_count_options_refuse_non_positive(value):
+    with pytest.raises(BadInput, match="--num-nodes"):
         _parse(["--num-nodes", value])
-    assert "--num-nodes" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`bench hosts` as a user runs it: a real `python -m bench` process per test.
+"""`bench hosts` as a user runs it: bench's CLI in this process, and as a process of its own for import checks.
 
 No GPU exists here, so `nvidia-smi` is a script on PATH that prints recorded
 real `nvidia-smi -L` output (below, with its source) or fails the way a
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.hosts_cmd import _slot_text, count_gpus
+from bench.cluster.smi import count_gpus
+from tests.conftest import cli
+from bench.render.hosts import _slot_text
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "deepspeed", "timm", "torchvision")
@@ -38,12 +40,15 @@ NVIDIA_SMI_NO_DRIVER = (
 )
 
 
-def bench(*argv: str, env: dict[str, str] | None = None, cwd: Path = REPO, python_flags=()):
-    return subprocess.run(
-        [sys.executable, *python_flags, "-m", "bench", *argv],
-        cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        capture_output=True, text=True, timeout=120,
-    )
+def bench(*argv: str, env: dict[str, str] | None = None, cwd: Path = REPO):
+    """`bench ARGV` in this process (tests.conftest.cli), env over this environment."""
+    return cli(*argv, env={**os.environ, **(env or {})}, cwd=str(cwd))
+
+
+def bench_process(*argv: str, python_flags=()):
+    """`python [FLAGS] -m bench ARGV` as a process of its own (for -X importtime)."""
+    return subprocess.run([sys.executable, *python_flags, "-m", "bench", *argv], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
 
 
 def fake_nvidia_smi(bindir: Path, stdout: str, rc: int = 0) -> dict[str, str]:
@@ -55,7 +60,7 @@ def fake_nvidia_smi(bindir: Path, stdout: str, rc: int = 0) -> dict[str, str]:
     return {"PATH": str(bindir)}
 
 
-def assert_bad_input(proc: subprocess.CompletedProcess, fragment: str) -> None:
+def assert_bad_input(proc, fragment: str) -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     lines = proc.stderr.splitlines()
@@ -148,6 +153,7 @@ def test_this_machine_without_nvidia_smi(tmp_path):
     }
 
 
+@pytest.mark.process  # the stand-in nvidia-smi is a process
 def test_this_machine_counts_gpus_not_mig_instances(tmp_path):
     env = fake_nvidia_smi(tmp_path / "bin", NVIDIA_SMI_L_A100_MIG)
     proc = bench("hosts", "--json", env=env)
@@ -157,6 +163,7 @@ def test_this_machine_counts_gpus_not_mig_instances(tmp_path):
     assert json.loads(proc.stdout)["resources"] == {"localhost": [1]}
 
 
+@pytest.mark.process
 def test_this_machine_when_nvidia_smi_fails(tmp_path):
     env = fake_nvidia_smi(tmp_path / "bin", NVIDIA_SMI_NO_DRIVER + "\n", rc=9)
     proc = bench("hosts", "--json", env=env)
@@ -180,8 +187,9 @@ def _heavy_imports(importtime_stderr: str) -> list[str]:
 @pytest.mark.parametrize(
     "argv", [["hosts", "--help"], ["hosts", "--hostfile", "hostfiles/vector", "--num-gpus", "1"]]
 )
+@pytest.mark.process
 def test_does_not_import_torch(argv):
-    proc = bench(*argv, python_flags=("-X", "importtime"))
+    proc = bench_process(*argv, python_flags=("-X", "importtime"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "import time:" in proc.stderr  # the check below saw real import records
     assert _heavy_imports(proc.stderr) == []

@@ -18,7 +18,7 @@ import sys
 import pytest
 import yaml
 
-from bench.hostfile import parse_hostfile
+from bench.cluster.hostfile import parse_hostfile
 from tests.conftest import REPO
 
 DOCKERFILE = os.path.join(REPO, "docker", "Dockerfile")
@@ -173,6 +173,7 @@ def test_dockerignore_lets_through_every_copied_file(dockerfile):
                 assert os.path.exists(os.path.join(REPO, src)), src
 
 
+@pytest.mark.process
 def test_hadolint_passes():
     hadolint = shutil.which("hadolint", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     if hadolint is None:
@@ -257,6 +258,7 @@ def test_apptainer_definition_matches_compose(compose):
 
 # --- the identity the build script passes ---
 
+@pytest.mark.process
 def test_build_script_passes_the_image_identity(tmp_path):
     fake = tmp_path / "docker"  # stands in for the docker CLI: prints its arguments
     fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")

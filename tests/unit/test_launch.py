@@ -1,18 +1,87 @@
-"""bench.launch: the runner argv per launcher, the files it needs, and a Slurm allocation's hosts."""
+"""bench.launch: the runner argv per launcher (one exact-argv test per launcher class), the files it needs, and a Slurm allocation's hosts."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from bench import launch
-from bench.errors import BadInput
+from bench.core import config
+from bench.launch.base import Job
+from bench.launch.local import Local
+from bench.launch.openmpi import OpenMPI
+from bench.launch.pdsh import Pdsh
+from bench.launch.registry import LAUNCHERS, MULTI_HOST_DEFAULT, default_for
+from bench.launch.slurm import Slurm
+
+from bench.cluster import slurm
+from bench.launch import plan as launch
+from bench.core.errors import BadInput
 
 HOSTS = {"10.0.0.1": [0, 1], "10.0.0.2": [0, 1]}
 ENV = {"PATH": "/usr/bin:/bin", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/root"}
+
+
+RUN = "/results/run-1"
+PY = sys.executable
+RUNNER = [PY, "-u", "-m", "deepspeed.launcher.runner"]
+
+
+def _job(resources, **kw) -> Job:
+    return Job(resources=resources, run_dir=RUN, device="cpu", master_addr="10.0.0.1", master_port=29501,
+               module="bench.worker", environ=dict(ENV), rank_env={"OMP_NUM_THREADS": "1"}, **kw)
+
+
+# --- one exact argv per launcher class (ReFrame's JobLauncher.command() test) -----------------
+
+def test_local_command_is_exactly():
+    assert Local().command(_job({"localhost": [0, 1]}, )) == [
+        *RUNNER, "--hostfile", f"{RUN}/no-hostfile", "--num_gpus", "2", "--master_addr", "10.0.0.1",
+        "--master_port", "29501", "--module", "bench.worker", "--run-dir", RUN]
+
+
+def test_pdsh_command_is_exactly():
+    activate = ["--venv_script", os.path.join(os.path.dirname(PY), "activate")] \
+        if os.path.isfile(os.path.join(os.path.dirname(PY), "activate")) else []
+    assert Pdsh().command(_job({"a": [1], "b": [0]})) == [
+        *RUNNER, "--hostfile", f"{RUN}/hostfile", "--launcher", "pdsh", "--master_addr", "10.0.0.1",
+        "--master_port", "29501", "--include", "a:1@b:0", "--no_ssh_check", *activate,
+        "--module", "bench.worker", "--run-dir", RUN]
+
+
+def test_openmpi_command_is_exactly():
+    assert OpenMPI().command(_job(HOSTS)) == [
+        *RUNNER, "--hostfile", f"{RUN}/hostfile", "--launcher", "openmpi", "--master_addr", "10.0.0.1",
+        "--master_port", "29501", "--launcher_args", "--bind-to none --oversubscribe --mca btl_tcp_if_include ib0",
+        "--module", "bench.worker", "--run-dir", RUN]
+
+
+def test_slurm_command_is_exactly():
+    assert Slurm().command(_job({"n1": [0, 1]})) == [
+        *RUNNER, "--hostfile", f"{RUN}/hostfile", "--launcher", "slurm", "--master_addr", "10.0.0.1",
+        "--master_port", "29501", "--force_multi", "--no_ssh_check", "--include", "n1:0,1",
+        f"{RUN}/rank_entry.py", "--run-dir", RUN]
+
+
+def test_registry_names_the_configs_launchers_and_nothing_else_compares_a_name():
+    assert tuple(LAUNCHERS) == config.LAUNCHERS
+    assert default_for(1) == "local" and default_for(2) == MULTI_HOST_DEFAULT
+    assert [n for n, c in LAUNCHERS.items() if not c.stop_with_sigterm] == ["pdsh"]
+    assert {n: c.probe_via for n, c in LAUNCHERS.items()} == {
+        "local": "local", "pdsh": "ssh", "openmpi": "openmpi", "slurm": "slurm"}
+    # Outside bench/launch (and cluster's probe methods) a launcher is a name in a config,
+    # never a string compared in code: what differs per launcher is an attribute of its class.
+    pkg = Path(__file__).resolve().parents[2] / "bench"
+    for path in pkg.rglob("*.py"):
+        if "launch" in path.parts or "cluster" in path.parts:
+            continue
+        for name in ("pdsh", "openmpi", "slurm", "local"):
+            assert not re.search(rf"==\s*[\"']{name}[\"']|[\"']{name}[\"']\s*==|!=\s*[\"']{name}[\"']",
+                                 path.read_text()), (path, name)
 
 
 def _tail(argv: list[str], after: str) -> list[str]:
@@ -39,6 +108,7 @@ def test_pdsh_gets_the_exact_slots_and_the_env_file(tmp_path):
     assert all("=" in line and not line.startswith("#") for line in lines)
 
 
+@pytest.mark.process
 def test_slurm_ranks_start_from_a_script_that_runs_the_module(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -65,14 +135,14 @@ def test_slurm_refuses_picked_slots(tmp_path):
 @pytest.mark.parametrize("spec,counts", [("1(x3)", [1, 1, 1]), ("4", [4]), ("2(x3),1", [2, 2, 2, 1]),
                                          ("8(x2),4(x1)", [8, 8, 4])])
 def test_tasks_per_node(spec, counts):
-    assert launch.tasks_per_node(spec) == counts
+    assert slurm.tasks_per_node(spec) == counts
 
 
 def test_tasks_per_node_refuses_garbage():
     with pytest.raises(BadInput, match="SLURM_TASKS_PER_NODE"):
-        launch.tasks_per_node("2(y3)")
+        slurm.tasks_per_node("2(y3)")
 
 
 def test_slurm_hosts_outside_an_allocation():
     with pytest.raises(BadInput, match="not inside a Slurm allocation"):
-        launch.slurm_hosts({"PATH": "/usr/bin:/bin"})
+        slurm.slurm_hosts({"PATH": "/usr/bin:/bin"})

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench import metrics as m
+from bench.analysis import metrics as m
 
 # The study's Vector strong scaling (MISSION.md), seconds per epoch.
 T1 = 1817.65

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench import figures, results, runner
-from bench.config import RunConfig
-from bench.execute import Outcome
+from bench.analysis import figures
+from bench.core import results
+from bench.jobs import train as runner
+from bench.core.config import RunConfig
+from bench.launch.execute import Outcome
 
 F = 1e11  # training FLOPs per image: a round number keeps the hand arithmetic exact
 
@@ -100,6 +102,7 @@ def test_model_without_flop_count():
     assert fig["mfu"] is None and "FLOP count" in fig["mfu_reason"] and "tflops" not in fig
 
 
+@pytest.mark.process  # the record's provenance asks git for the revision
 def test_runner_record_takes_the_peak_from_the_ranks_gpu_and_the_run_precision():
     cfg = RunConfig(dataset="synthetic", precision="bf16", micro_batch=64)
     plan = {"world_size": 2, "nodes": 1, "resources": {"localhost": [0, 1]}, "launcher": "local",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import paper
+from bench.analysis import paper
 
 
 def _decimals(x: float) -> int:

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.hetero import verdict
-from bench.probe import (
+from tests.conftest import cli
+
+from bench.cluster.hetero import verdict
+from bench.cluster.probe import (
     complete_gpus,
     find_arch_lists,
     local_inventory,
@@ -26,7 +28,7 @@ from bench.probe import (
     smi_failure,
     torch_built_for,
 )
-from bench.probe_cmd import selected
+from bench.commands.probe import selected
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,6 +258,7 @@ def run_bench(*args: str, env: dict | None = None) -> subprocess.CompletedProces
                           timeout=120, env=env)  # fmt: skip
 
 
+@pytest.mark.process
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has nvidia-smi")
 def test_probe_local_json_without_gpu_and_without_torch():
     code = ("import sys; from bench.cli import main; rc = main(['probe', '--local', '--json']); "
@@ -270,6 +273,7 @@ def test_probe_local_json_without_gpu_and_without_torch():
     assert doc["verdict"]["level"] == "ok" and doc["verdict"]["findings"][0]["code"] == "cpu-only"
 
 
+@pytest.mark.process
 def test_probe_reports_a_failing_nvidia_smi(tmp_path):
     # No driver can exist here: a stand-in nvidia-smi prints the recorded failure and exits 9 as the real one does.
     fake = tmp_path / "nvidia-smi"
@@ -282,6 +286,7 @@ def test_probe_reports_a_failing_nvidia_smi(tmp_path):
     assert "nvidia-smi exited 9: NVIDIA-SMI has failed because it couldn't communicate" in node["gpu_error"]
 
 
+@pytest.mark.process
 def test_probe_hostfile_local_names_and_an_unreachable_host(tmp_path):
     # localhost and 127.0.0.1 run without ssh (bench.remote); the .invalid name fails in ssh's resolver.
     hf = tmp_path / "hosts"
@@ -297,6 +302,7 @@ def test_probe_hostfile_local_names_and_an_unreachable_host(tmp_path):
     assert [f["hosts"] for f in doc["verdict"]["findings"] if f["code"] == "not-probed"] == [["no-such-host.invalid"]]
 
 
+@pytest.mark.process
 def test_probe_exclude_leaves_only_reachable_hosts(tmp_path):
     hf = tmp_path / "hosts"
     hf.write_text("localhost slots=1\nno-such-host.invalid slots=1\n")
@@ -321,6 +327,6 @@ def test_slots_limit_the_verdict_to_the_gpus_a_run_would_use():
      (["--precision", "fp8"], "invalid choice: 'fp8'")],
 )  # fmt: skip
 def test_probe_bad_input_is_one_line_exit_2(args, message):
-    p = run_bench("probe", *args)
+    p = cli("probe", *args)
     assert p.returncode == 2
     assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import RunFailed
-from bench.preflight import check_or_raise, preflight
-from bench.remote import is_local, run_on_hosts, ssh_argv
+# Every test here runs commands on this machine through bench.cluster.remote.
+pytestmark = pytest.mark.process
+
+from bench.core.errors import RunFailed
+from bench.cluster.preflight import check_or_raise, preflight
+from bench.cluster.remote import is_local, run_on_hosts, ssh_argv
 
 
 def test_ssh_argv_exact():

@@ -7,9 +7,11 @@ import os
 
 import pytest
 
-from bench import paper, report_analysis as ra, results
-from bench.config import RunConfig
-from tests.conftest import assert_bad_input, bench
+from bench.analysis import paper
+from bench.analysis import report_analysis as ra
+from bench.core import results
+from bench.core.config import RunConfig
+from tests.conftest import assert_bad_input, cli
 
 VECTOR = dict(zip(paper.VECTOR_INTRA.gpus, paper.VECTOR_INTRA.seconds))
 
@@ -58,7 +60,7 @@ def vector_strong(tmp_path, ns=(1, 2, 4, 8)) -> str:
 
 def test_vector_times_give_the_study_speedup_exactly(tmp_path):
     path = vector_strong(tmp_path)
-    proc = bench("report", path, "--json")
+    proc = cli("report", path, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     (g,) = doc["groups"]
@@ -76,7 +78,7 @@ def test_vector_times_give_the_study_speedup_exactly(tmp_path):
 
 
 def test_printed_tables_show_the_figures(tmp_path):
-    proc = bench("report", vector_strong(tmp_path), "--compare-paper")
+    proc = cli("report", vector_strong(tmp_path), "--compare-paper")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "7.76x" in out and "97.0%" in out
@@ -90,7 +92,7 @@ def test_printed_tables_show_the_figures(tmp_path):
 def test_weak_efficiency(tmp_path):
     recs = [point("weak", f"weak/gpus={n}", n, t, labels={"sense": "study"})
             for n, t in ((1, 100.0), (2, 110.0), (8, 119.0))]
-    doc = json.loads(bench("report", write(tmp_path / "r.jsonl", recs), "--json").stdout)
+    doc = json.loads(cli("report", write(tmp_path / "r.jsonl", recs), "--json").stdout)
     (s,) = doc["groups"][0]["scaling"]
     assert s["kind"] == "weak"
     assert [round(p["weak_efficiency"], 4) for p in s["points"]] == [1.0, round(100 / 110, 4), round(100 / 119, 4)]
@@ -102,7 +104,7 @@ def test_latest_record_wins_and_failures_are_shown(tmp_path):
             point("batch", "batch/mb=64/gpus=2", 2, 61.0, labels={"micro_batch": 64}),
             point("batch", "batch/mb=256/gpus=2", 2, 0, status="oom", labels={"micro_batch": 256})]
     path = write(tmp_path / "r.jsonl", recs)
-    doc = json.loads(bench("report", path, "--json").stdout)
+    doc = json.loads(cli("report", path, "--json").stdout)
     (g,) = doc["groups"]
     # One row per point, the latest record, in the sweep's order within a GPU count.
     assert [(r["id"], r["status"]) for r in g["rows"]] == [("batch/mb=64/gpus=1", "ok"),
@@ -110,7 +112,7 @@ def test_latest_record_wins_and_failures_are_shown(tmp_path):
                                                             ("batch/mb=256/gpus=2", "oom")]
     s64 = next(s for s in g["scaling"] if s["series"] == "batch mb=64")
     assert s64["points"][1]["speedup"] == 100.0 / 61.0
-    out = bench("report", path).stdout
+    out = cli("report", path).stdout
     assert "oom" in out and "CUDA out of memory" in out
 
 
@@ -119,7 +121,7 @@ def test_ddp_and_placement_ratios(tmp_path):
             point("ddp", "ddp/engine=ddp/gpus=2", 2, 40.0, labels={"engine": "ddp"}, engine="ddp"),
             point("placement", "placement/packed/gpus=2", 2, 30.0, labels={"placement": "packed"}),
             point("placement", "placement/spread/gpus=2", 2, 60.0, labels={"placement": "spread"})]
-    doc = json.loads(bench("report", write(tmp_path / "r.jsonl", recs), "--json").stdout)
+    doc = json.loads(cli("report", write(tmp_path / "r.jsonl", recs), "--json").stdout)
     by = {g["suite"]: g for g in doc["groups"]}
     assert by["ddp"]["ratios"][0]["speedup"] == 40.0 / 50.0
     assert by["placement"]["ratios"][0]["speedup"] == 2.0
@@ -140,7 +142,7 @@ def test_runs_shown_once_beside_their_points(tmp_path):
     # A run of its own elsewhere is shown, as a run.
     alone = {**run, "run_id": "run-alone", "run_dir": "/elsewhere/run-alone"}
     write(tmp_path / "other" / "results.jsonl", [alone])
-    doc = json.loads(bench("report", str(tmp_path), "--json").stdout)
+    doc = json.loads(cli("report", str(tmp_path), "--json").stdout)
     assert len(doc["sources"]) == 4
     assert [(g["sweep"], [r["id"] for r in g["rows"]]) for g in doc["groups"]] == [
         ("strong", ["strong/study/gpus=1"]), ("runs", ["run-alone"])]
@@ -150,7 +152,7 @@ def test_torn_line_is_named_and_skipped(tmp_path):
     path = vector_strong(tmp_path, ns=(1, 2))
     with open(path, "a") as f:
         f.write('{"schema_version": 1, "kind": "po')
-    proc = bench("report", path, "--json")
+    proc = cli("report", path, "--json")
     assert proc.returncode == 0
     assert f"{path}:3: torn or invalid line skipped" in proc.stderr
     assert len(json.loads(proc.stdout)["groups"][0]["rows"]) == 2
@@ -159,8 +161,8 @@ def test_torn_line_is_named_and_skipped(tmp_path):
 def test_unknown_schema_version_is_refused(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text(json.dumps({"schema_version": 99, "kind": "run", "status": "ok"}) + "\n")
-    assert_bad_input(bench("report", str(path)), f"{path}:1: schema_version 99 is not supported")
-    assert_bad_input(bench("report", str(tmp_path / "missing")), "no such file")
+    assert_bad_input(cli("report", str(path)), f"{path}:1: schema_version 99 is not supported")
+    assert_bad_input(cli("report", str(tmp_path / "missing")), "no such file")
 
 
 def test_plots_are_written(tmp_path):
@@ -169,7 +171,7 @@ def test_plots_are_written(tmp_path):
                    labels={"micro_batch": mb}, train_acc=0.3 + mb / 1000) for n in (1, 2) for mb in (16, 64, 256)]
     path = write(tmp_path / "r.jsonl", recs)
     out = tmp_path / "plots"
-    proc = bench("report", path, "--plots", str(out), "--compare-paper", "--json")
+    proc = cli("report", path, "--plots", str(out), "--compare-paper", "--json")
     assert proc.returncode == 0, proc.stderr
     written = json.loads(proc.stdout)["plots"]
     names = sorted(os.path.basename(p) for p in written)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import signal
@@ -10,13 +11,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench import results
+from bench.core import results
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _rec(i: int, pad: int = 0) -> dict:
-    return results.make_record("run", "ok", run_id=f"r{i}", pad="x" * pad)
+    return results.make_record("probe", "ok", run_id=f"r{i}", pad="x" * pad)
 
 
 def test_append_is_one_line_per_record(tmp_path: Path) -> None:
@@ -46,16 +47,17 @@ def test_torn_line_is_skipped_and_next_append_starts_fresh(tmp_path: Path) -> No
 
 _WRITER = """
 import sys
-from bench import results
+from bench.core import results
 path, pad = sys.argv[1], int(sys.argv[2])
 i = 0
 while True:
-    results.append(path, results.make_record("run", "ok", run_id=f"r{i}", pad="x" * pad))
+    results.append(path, results.make_record("probe", "ok", run_id=f"r{i}", pad="x" * pad))
     i += 1
     print(i, flush=True)
 """
 
 
+@pytest.mark.process
 def test_sigkill_mid_append_leaves_a_readable_file(tmp_path: Path) -> None:
     """A real crash: a writer appending 4 MiB records is SIGKILLed while it writes."""
     path = tmp_path / "results.jsonl"
@@ -80,12 +82,13 @@ def test_sigkill_mid_append_leaves_a_readable_file(tmp_path: Path) -> None:
 
 _APPENDER = """
 import sys
-from bench import results
+from bench.core import results
 for i in range(200):
-    results.append(sys.argv[1], results.make_record("run", "ok", run_id=f"{sys.argv[2]}-{i}", pad="y" * 2000))
+    results.append(sys.argv[1], results.make_record("probe", "ok", run_id=f"{sys.argv[2]}-{i}", pad="y" * 2000))
 """
 
 
+@pytest.mark.process
 def test_concurrent_appenders_never_interleave(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     procs = [subprocess.Popen([sys.executable, "-c", _APPENDER, str(path), f"p{k}"], cwd=REPO) for k in range(4)]
@@ -97,11 +100,12 @@ def test_concurrent_appenders_never_interleave(tmp_path: Path) -> None:
 
 _IDS = """
 import sys
-from bench import results
+from bench.core import results
 print("\\n".join(results.new_run_id(sys.argv[1]) for _ in range(100)))
 """
 
 
+@pytest.mark.process
 def test_run_ids_never_collide_across_threads_and_processes(tmp_path: Path) -> None:
     root = str(tmp_path / "out")
     # 4 processes and 32 threads, all within a second or two: the same time stamp.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench import dsconfig
-from bench.config import RunConfig
-from bench.errors import BadInput
+from bench.core import dsconfig
+from bench.core.config import RunConfig
+from bench.core.errors import BadInput
 
 
 def build(**kw) -> dict:

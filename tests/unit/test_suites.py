@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench import hostfile, paper
-from bench.config import RunConfig
-from bench.errors import BadInput
-from bench.suites import Pool, SuiteOptions, plan, powers_of_two
+from bench.cluster import hostfile
+from bench.analysis import paper
+from bench.core.config import RunConfig
+from bench.core.errors import BadInput
+from bench.experiments.suites import Pool, SuiteOptions, plan, powers_of_two
 
 LOCAL2 = Pool(resources={"localhost": [0, 1]}, hostfile=False, device="cpu")
 BASE = RunConfig(model="vit-micro-p4-32", dataset="synthetic", micro_batch=16, steps=6, timing_warmup=2)
@@ -194,38 +195,44 @@ def test_unknown_suite():
 # records it would (their shape is the one tests/multiproc/test_sweep.py gets from real runs).
 
 def _fake_runner(outcomes: dict[int, str], calls: list):
-    from bench import results
+    from bench.core import results
+    from tests.unit.test_report import point
 
-    def run_one(cfg, args, *, quiet, out_dir):
+    def run_one(cfg, hosts, *, quiet, out_dir):
         calls.append(cfg.micro_batch)
         status = outcomes.get(cfg.micro_batch, "ok")
-        body = {"run_id": f"r{len(calls)}", "run_dir": out_dir, "config": cfg.to_dict(), "duration_s": 1.0,
-                "plan": {"world_size": cfg.gpus}, "provenance": {}}
+        # A whole run record as the schema wants it (bench reads back only records that match).
+        rec = point("batch", "-", cfg.gpus, 1.0, status=status, micro_batch=cfg.micro_batch)
+        body = {k: v for k, v in rec.items()
+                if k not in ("schema_version", "kind", "status", "time", "sweep", "suite", "point_id", "labels")}
+        body.update(run_id=f"r{len(calls)}", run_dir=out_dir, config=cfg.to_dict())
         if status == "ok":
-            body["figures"] = {"images_per_s": 10.0 * cfg.micro_batch, "epoch_s": 1.0}
-        elif status != "interrupted":
+            body["figures"]["images_per_s"] = 10.0 * cfg.micro_batch
+        elif status == "interrupted":
+            del body["error"]
+        else:
             body["error"] = {"where": "localhost:0", "reason": "CUDA out of memory" if status == "oom" else "died"}
         return results.make_record("run", status, **body)
     return run_one
 
 
 def _sweep(tmp_path, outcomes, calls, values=("16", "64", "256")):
-    import argparse
-
-    from bench import sweep
+    from bench.cluster.hostfile import HostSelection
+    from bench.experiments import sweep
+    from bench.render.progress import SweepProgress
 
     pts = plan("batch", BASE, SuiteOptions(values=values, gpu_counts=(2,)), LOCAL2)
     d = str(tmp_path / "batch")
     done = sweep.open_sweep(d, "batch", BASE, SuiteOptions(values=values), LOCAL2, pts)
-    rc = sweep.run_points(pts, argparse.Namespace(hostfile=None), d, done, run_one=_fake_runner(outcomes, calls),
-                          as_json=True)
+    rc = sweep.run_points(pts, HostSelection(), d, done, run_one=_fake_runner(outcomes, calls),
+                          view=SweepProgress("batch"), as_json=True)
     return rc, d
 
 
 def test_oom_point_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     import json
 
-    from bench import results
+    from bench.core import results
 
     calls: list = []
     rc, d = _sweep(tmp_path, {64: "oom"}, calls)
@@ -253,7 +260,7 @@ def test_failed_point_exits_1_and_is_retried(tmp_path, capsys):
 
 
 def test_interrupted_point_is_not_recorded(tmp_path, capsys):
-    from bench import results
+    from bench.core import results
 
     calls: list = []
     rc, d = _sweep(tmp_path, {64: "interrupted"}, calls)
@@ -264,7 +271,7 @@ def test_interrupted_point_is_not_recorded(tmp_path, capsys):
 
 
 def test_resume_refuses_another_config_but_extends(tmp_path, capsys):
-    from bench import sweep
+    from bench.experiments import sweep
 
     calls: list = []
     _sweep(tmp_path, {}, calls, values=("16",))

@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bench import metrics, references, stragglers
-from bench.errors import BadInput
-from bench.junit import to_junit
-from bench.validate_checks import _pairs
-from tests.conftest import assert_bad_input, bench
+from bench.analysis import metrics, references, stragglers
+from bench.core.errors import BadInput
+from bench.render.junit import to_junit
+from bench.experiments.node_checks import _pairs
+from tests.conftest import assert_bad_input, cli
 
 
 def test_shipped_table_loads_and_every_figure_has_a_source():
@@ -101,7 +101,7 @@ def test_junit_has_one_testcase_per_check_with_failures_and_skips():
 
 
 def test_validate_needs_a_hostfile():
-    assert_bad_input(bench("validate"), "--hostfile")
+    assert_bad_input(cli("validate"), "--hostfile")
 
 
 def test_validate_names_a_bad_reference_file(tmp_path):
@@ -109,7 +109,7 @@ def test_validate_names_a_bad_reference_file(tmp_path):
     hf.write_text("localhost slots=1\n")
     bad = tmp_path / "refs.json"
     bad.write_text(json.dumps({"relative": {"warn_lower": 0.5, "fail_lower": -0.5}}))
-    assert_bad_input(bench("validate", "--hostfile", str(hf), "--reference", str(bad), "--out", str(tmp_path / "o")),
+    assert_bad_input(cli("validate", "--hostfile", str(hf), "--reference", str(bad), "--out", str(tmp_path / "o")),
                      str(bad))
-    assert_bad_input(bench("validate", "--hostfile", str(hf), "--reference", str(tmp_path / "nope.json"),
+    assert_bad_input(cli("validate", "--hostfile", str(hf), "--reference", str(tmp_path / "nope.json"),
                            "--out", str(tmp_path / "o")), "--reference")

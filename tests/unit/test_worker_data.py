@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.datasets import ArrayDataset, synthetic
-from bench.errors import BadInput
+from bench.core.datasets import ArrayDataset
+from bench.core.synthetic import synthetic
+from bench.core.errors import BadInput
 from bench.worker import data as wd
 
 CPU = torch.device("cpu")
@@ -109,6 +110,7 @@ def test_crop_flip_matches_numpy_pad_slice_flip(small):
         np.testing.assert_array_equal(out[i], ref[:, :, ::-1] if flip[i] else ref)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("img_size", [32, 48])
 @pytest.mark.parametrize("train", [True, False])
 def test_device_and_dataloader_give_identical_batches(small, img_size, train):

@@ -1,0 +1,6 @@
+"""analysis: records and summaries -> figures; imports core only (never a launcher, a cluster or render).
+
+metrics and stats (every formula once: METRICS.md), figures (a training
+run's figures), comm_figures (algbw, busbw rows), report_analysis (groups,
+scaling series), stragglers, references (tolerances), paper (the study).
+"""

@@ -1,0 +1,34 @@
+"""The comm ranks' summary.json -> one row per group and size: times, algbw, busbw, #wrong (bench.analysis.metrics).
+
+    rows = rows_from_summary(summary, "all_reduce", ["all"])
+    rows[0]["busbw"]      # bytes/s, nccl-tests' definition (METRICS.md, "Collective benchmark")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.analysis import metrics
+
+
+def row(op: str, n: int, size: int, times_s: list[float], wrong: int, group: str) -> dict[str, Any]:
+    """One measured size as a JSON row; every figure from bench.analysis.metrics (METRICS.md)."""
+    t = metrics.summary(times_s)
+    nbytes = metrics.nccl_bytes(op, size, n)
+    alg = metrics.algbw(nbytes, t.median)
+    return {"group": group, "op": op, "ranks": n, "size": size, "bytes": nbytes, "iters": t.n,
+            "time_s": {"min": t.min, "median": t.median, "max": t.max},
+            "algbw": alg, "busbw": metrics.busbw(op, alg, n), "wrong": wrong}
+
+
+def rows_from_summary(summary: dict, op: str, group_names: list[str]) -> list[dict[str, Any]]:
+    """Per group and size: each iteration's time is the slowest member's; #wrong adds over members."""
+    groups = summary["groups"]
+    out = []
+    for gi, members in enumerate(groups):
+        per_rank = [g["rows"] for r in summary["ranks"] for g in r["groups"] if g["group"] == gi]
+        for k, first in enumerate(per_rank[0]):
+            times = [max(rows[k]["times_s"][i] for rows in per_rank) for i in range(len(first["times_s"]))]
+            wrong = sum(rows[k]["wrong"] for rows in per_rank)
+            out.append(row(op, len(members), first["size"], times, wrong, group_names[gi]))
+    return out

@@ -1,0 +1,128 @@
+"""The ranks' summary.json -> the figures of a run record (every formula from metrics)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from bench.core import gpus
+from bench.analysis import metrics
+
+CPU_NO_PEAK = "CPU: the GPU table has no CPU peak, so no MFU"
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def loss_fell(curve: list[float]) -> bool:
+    """Mean loss of the last quarter of the steps below that of the first quarter."""
+    if len(curve) < 4:
+        return len(curve) >= 2 and curve[-1] < curve[0]
+    q = max(len(curve) // 4, 1)
+    return _mean(curve[-q:]) < _mean(curve[:q])
+
+
+def peak_flops_of(device: str, precision: str) -> tuple[float | None, str | None]:
+    """(dense peak FLOP/s of one GPU for `precision`, None) from bench/gpus.py's table, or (None, why).
+
+    `device` is the name the rank's torch reported (torch.cuda.get_device_name),
+    or "cpu". fp32 means the CUDA cores' FP32 peak: torch leaves TF32 matmuls
+    off by default, so fp32 training does not run on the tensor cores.
+    """
+    if device.strip().casefold() in ("", "cpu"):
+        return None, CPU_NO_PEAK
+    spec = gpus.lookup(device)
+    if spec is None:
+        return None, f"GPU {device!r} is not in bench/data/gpu_specs.json, so no MFU"
+    tf = gpus.peak_tflops(spec, precision)
+    if tf is None:
+        return None, f"{spec.name} has no {precision} peak in the GPU table, so no MFU"
+    return tf * 1e12, None
+
+
+def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_image: float | None,
+                precision: str | None, peak_flops: float | None = None) -> dict[str, Any]:
+    """TFLOP/s and MFU of each rank and of the run (METRICS.md: MFU = F_train x images/s / peak).
+
+    Each rank's peak comes from the GPU it ran on and the precision, so a
+    mixed cluster divides by the sum of its own peaks; `peak_flops` (one GPU's
+    FLOP/s) overrides the table for every rank. The run's MFU is null, with
+    `mfu_reason`, when any rank has no peak (CPU, a GPU missing from the table).
+    """
+    if not flops_per_image:
+        return {"mfu": None, "mfu_reason": "no analytic FLOP count for this model (bench/flops.py counts ViTs)"}
+    peaks: list[float | None] = []
+    reasons: list[str] = []
+    for r in ranks:
+        if peak_flops:
+            peak, why = peak_flops, None
+        elif precision:
+            peak, why = peak_flops_of(str(r.get("device", "")), precision)
+        else:
+            peak, why = None, "no precision given, so no peak"
+        peaks.append(peak)
+        if why and why not in reasons:
+            reasons.append(why)
+    achieved = [flops_per_image * r["images_per_s"] for r in ranks]
+    total = flops_per_image * images_per_s
+    known = all(p is not None for p in peaks)
+    return {
+        "flops_per_image": flops_per_image,
+        "tflops": metrics.tflops(total, 1.0),
+        "tflops_per_rank": [metrics.tflops(a, 1.0) for a in achieved],
+        "peak_tflops_per_rank": [p / 1e12 if p is not None else None for p in peaks],
+        "mfu": metrics.mfu(total, sum(peaks)) if known else None,  # type: ignore[arg-type]
+        "mfu_per_rank": [metrics.mfu(a, p) if p is not None else None for a, p in zip(achieved, peaks)],
+        "mfu_reason": "; ".join(reasons) if reasons else None,
+    }
+
+
+def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, planned_world: int,
+                 flops_per_image: float | None = None, peak_flops: float | None = None,
+                 precision: str | None = None) -> dict[str, Any]:
+    ranks = sorted(summary["ranks"], key=lambda r: r["rank"])
+    world = summary["world_size"]
+    per_step_images = micro_batch * grad_accum * world
+    steady = min(r["steady_steps"] for r in ranks)
+    # Data-parallel ranks step together: the cluster's pace is its slowest rank's.
+    slowest_time = max(sum(r["step_s"][:steady]) for r in ranks)
+    images_per_s = metrics.images_per_s(per_step_images * steady, slowest_time)
+    rank0 = ranks[0]
+    step_times = [t for r in ranks for t in r["step_s"][:steady]]
+    step = metrics.summary(step_times)
+    parts = {k: _mean([r["parts_s"][k] for r in ranks]) for k in ranks[0]["parts_s"]}
+    step_mean = _mean([_mean(r["step_s"][:steady]) for r in ranks])
+    curve = rank0["loss"]
+    finite = all(x == x and abs(x) != float("inf") for x in curve)
+    acc_window = rank0["train_acc"][-max(len(rank0["train_acc"]) // 4, 1):]
+    test = summary.get("test")
+    figures: dict[str, Any] = {
+        "world_size": world,
+        "global_batch": per_step_images,
+        "images_per_s": images_per_s,
+        "images_per_s_per_rank": [r["images_per_s"] for r in ranks],
+        "step_s": dataclasses.asdict(step),
+        "parts_s": parts,
+        "comm_share": metrics.comm_share(parts.get("allreduce", 0.0), step_mean),
+        "data_share": parts.get("data", 0.0) / step_mean,
+        "steps_per_epoch": summary["steps_per_epoch"],
+        "epoch_s": step_mean * summary["steps_per_epoch"],
+        "epoch_s_estimated": summary["total_steps"] < summary["steps_per_epoch"],
+        "total_steps": summary["total_steps"],
+        "warmup": {"steps": rank0["warmup_steps"], "seconds": rank0["warmup_s"]},
+        "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
+        "memory_kind": rank0["memory_kind"],
+        "loss": {"first": curve[0], "last": curve[-1], "curve": curve},
+        "train_acc": _mean(acc_window),
+        "test_acc": test["accuracy"] if test else None,
+        "ranks": [{"rank": r["rank"], "host": r["host"], "device": r["device"], "images_per_s": r["images_per_s"],
+                   "step_s_mean": _mean(r["step_s"][:steady]), "peak_memory_bytes": r["peak_memory_bytes"]}
+                  for r in ranks],
+        "sanity": {"loss_finite": finite, "loss_fell": loss_fell(curve),
+                   "world_size_as_planned": world == planned_world},
+    }
+    figures.update(mfu_figures(ranks, images_per_s, flops_per_image, precision, peak_flops))
+    for entry, tf, u in zip(figures["ranks"], figures.get("tflops_per_rank", []), figures.get("mfu_per_rank", [])):
+        entry["tflops"], entry["mfu"] = tf, u
+    return figures

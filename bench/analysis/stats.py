@@ -1,0 +1,62 @@
+"""Distributions of samples (step times, throughputs, bandwidths): percentiles and a summary, once.
+
+    summary([0.11, 0.10, 0.13]).median     # 0.11
+    percentile([1, 2, 3, 4], 90)           # 3.7 (linear interpolation, numpy's default)
+
+Defined in METRICS.md ("Distributions"); bench.analysis.metrics re-exports them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile by linear interpolation between closest ranks.
+
+    Sorted x_0..x_{m-1}: r = p/100 * (m - 1), result
+    x_floor(r) + (r - floor(r)) * (x_ceil(r) - x_floor(r)) (numpy's default).
+    """
+    xs = sorted(_finite_list("values", values))
+    if not 0 <= p <= 100:
+        raise ValueError(f"p: must be in [0, 100], got {p!r}")
+    r = p / 100 * (len(xs) - 1)
+    lo = math.floor(r)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (r - lo) * (xs[hi] - xs[lo])
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Distribution of a list of samples (step times, throughputs, ...)."""
+
+    n: int
+    min: float
+    median: float
+    max: float
+    mean: float
+    p90: float
+
+
+def summary(values: Sequence[float]) -> Summary:
+    """n, min, median (p50), max, mean and p90 (see percentile) of the values."""
+    xs = _finite_list("values", values)
+    return Summary(
+        n=len(xs),
+        min=min(xs),
+        median=percentile(xs, 50),
+        max=max(xs),
+        mean=math.fsum(xs) / len(xs),
+        p90=percentile(xs, 90),
+    )
+
+
+def _finite_list(name: str, values: Sequence[float]) -> list[float]:
+    xs = [float(v) for v in values]
+    if not xs:
+        raise ValueError(f"{name}: empty")
+    if not all(math.isfinite(x) for x in xs):
+        raise ValueError(f"{name}: not all finite")
+    return xs

@@ -1,0 +1,9 @@
+"""cluster: the nodes as they are, before anything trains; imports core only.
+
+hostfile and hostnames (DeepSpeed's hostfile, filters, HostSelection; every
+host name validated before ssh sees it), remote (an argv on many hosts over
+ssh), preflight (same software everywhere), probe, smi, inventory,
+probe_launch, probe_mpi (each node's GPUs, by ssh, mpirun or srun), hetero
+(the heterogeneity verdict), container (the image prefix on other nodes),
+mpirun and slurm (Open MPI's options; an allocation read as a hostfile).
+"""

@@ -1,0 +1,117 @@
+"""Start remote ranks inside the container image bench itself runs in (Apptainer/Singularity).
+
+    apptainer exec --nv /shared/vit.sif bench --hostfile hostfiles/tesla --launcher openmpi
+    bench --hostfile hostfiles/tesla --container-exec "apptainer exec --nv /shared/vit.sif"
+
+Inside `apptainer exec vit.sif bench ...` the interpreter bench runs
+(/opt/venv/bin/python) exists only in the image. A remote rank started as
+`<that python> -m ...` on another node's host fails, so every remote
+command gets a prefix that enters the image there first: the MPI hybrid
+model, `mpirun -n N apptainer exec --nv vit.sif python ...`.
+
+Detection (no option given): Apptainer sets APPTAINER_CONTAINER (and, for
+compatibility, SINGULARITY_CONTAINER) to the image inside the container;
+SingularityCE sets only SINGULARITY_CONTAINER. `--nv` is added when the
+host's driver was bound in: Apptainer's --nv puts libcuda.so into
+/.singularity.d/libs and nvidia-smi into /usr/bin. NVIDIA_VISIBLE_DEVICES
+and /dev/nvidia0 say nothing here: the CUDA base image sets the former in
+its ENV, and Apptainer mounts the host's /dev with or without --nv.
+
+`--container-exec "BIN exec [OPTIONS] IMAGE"` supplies or overrides the
+prefix (e.g. a different image path on the nodes), `--container-exec none`
+turns detection off. Docker is not a prefix: Docker nodes run the image's
+sshd and bench reaches them over ssh (README, Images).
+
+Nothing here imports torch; the prefix is an argument list.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from dataclasses import dataclass
+
+from bench.core.containerspec import OPTION, SAFE_WORD, parse
+from bench.core.errors import BadInput
+
+# Re-exported: callers of the container layer read the text rules here too.
+__all__ = ["OPTION", "ContainerExec", "detect", "nv_bound", "parse", "remote_python", "resolve",
+           "running_in_container"]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerExec:
+    """How a remote rank enters the image: `argv` (BIN exec [OPTIONS] IMAGE), then `python`."""
+
+    argv: tuple[str, ...]
+    python: str          # the interpreter inside the image
+    source: str          # where the prefix came from: APPTAINER_CONTAINER, SINGULARITY_CONTAINER, --container-exec
+    in_container: bool   # bench itself runs inside a container (its PATH and python are the image's)
+
+    @property
+    def image(self) -> str:
+        return self.argv[-1]
+
+    def prefix(self, bind: str) -> list[str]:
+        """argv with `-B bind` after `exec`: the ranks write their logs and figures under bind.
+
+        `-B` is --bind's short form in Apptainer and Singularity alike; the
+        long form would break DeepSpeed's runner (DS_RUNNER_OPTIONS).
+        """
+        return [self.argv[0], self.argv[1], "-B", bind, *self.argv[2:]]
+
+
+def running_in_container(environ: dict[str, str] | None = None) -> str | None:
+    """The image bench runs in (APPTAINER_CONTAINER / SINGULARITY_CONTAINER), or None."""
+    env = os.environ if environ is None else environ
+    return env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER") or None
+
+
+def nv_bound(root: str = "/") -> bool:
+    """True when Apptainer's --nv (or --nvccli) bound the host's NVIDIA driver into this container."""
+    return bool(glob.glob(os.path.join(root, ".singularity.d", "libs", "libcuda.so*"))
+                or os.path.exists(os.path.join(root, "usr", "bin", "nvidia-smi")))
+
+
+def detect(environ: dict[str, str] | None = None, root: str = "/") -> ContainerExec | None:
+    """The prefix that runs the image bench is in on another node, or None outside a container."""
+    env = os.environ if environ is None else environ
+    for binary, var in (("apptainer", "APPTAINER_CONTAINER"), ("singularity", "SINGULARITY_CONTAINER")):
+        image = env.get(var)
+        if image:
+            break
+    else:
+        return None
+    if "://" not in image:  # a URI (docker://...) is fetched again on each node; a path is made absolute
+        image = os.path.abspath(image)
+    if not SAFE_WORD.match(image):
+        raise BadInput(f"{var}: the image path {image!r} has characters a remote shell would split or expand; "
+                       f"give {OPTION} \"{binary} exec IMAGE\" with a plain path")
+    argv = (binary, "exec", *(["--nv"] if nv_bound(root) else []), image)
+    return ContainerExec(argv=argv, python=sys.executable, source=var, in_container=True)
+
+
+def resolve(text: str | None, environ: dict[str, str] | None = None, root: str = "/") -> ContainerExec | None:
+    """The prefix for remote ranks: --container-exec when given ("none": no prefix), else detected."""
+    if text == "none":
+        return None
+    if text is None:
+        return detect(environ, root)
+    inside = running_in_container(environ) is not None
+    # Inside the image bench's own interpreter is the image's; from a host
+    # install, the image's `python` is whatever its PATH finds first (vit.def
+    # and the Dockerfile put /opt/venv/bin there).
+    return ContainerExec(argv=parse(text), python=sys.executable if inside else "python", source=OPTION,
+                         in_container=inside)
+
+
+def remote_python(container_exec: str | None = None, environ: dict[str, str] | None = None) -> list[str]:
+    """The interpreter a command on another node starts: the image's through the prefix, else sys.executable.
+
+    For bench's other remote commands (preflight, inventory, cleanup), which
+    need no bound results root: Apptainer binds the home and working
+    directory by itself.
+    """
+    ce = resolve(container_exec, environ)
+    return [*ce.argv, ce.python] if ce is not None else [sys.executable]

@@ -1,0 +1,120 @@
+"""Every node's inventory, taken the way the job will reach the nodes: ssh, mpirun or srun.
+
+    nodes, unreachable = probe_any("ssh", {"n1": [0], "n2": [0, 1]}, timeout=60)
+    selected(nodes[1])      # that node's inventory limited to the GPUs of its slots
+
+Over ssh each host runs `<python> -m bench probe --local --json` (the same
+interpreter path, as on a shared filesystem or in one image); over MPI or
+srun, bench.cluster.probe_launch. Both return (inventories of the hosts that
+answered, {host: why not} for the others).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from bench.cluster.hostfile import HostSelection
+from bench.cluster.slurm import slurm_hosts
+from bench.core.errors import BadInput
+from bench.core.options import opt
+from bench.core.precision import PRECISIONS
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def _why(result) -> str:
+    if result.error:
+        return result.error
+    lines = [ln.strip() for ln in (result.stderr or "").splitlines() if ln.strip()]
+    return f"exited {result.rc}" + (f": {lines[-1]}" if lines else "")
+
+
+def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: bool,
+                container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
+    """Inventories of the hosts that answered (host = the hostfile's name), and why the others did not."""
+    from bench.cluster.container import remote_python
+    from bench.cluster.remote import run_on_hosts
+
+    argv = [*remote_python(container_exec), "-m", "bench", "probe", "--local", "--json"] + (
+        ["--with-torch"] if with_torch else [])
+    try:
+        results = run_on_hosts(list(resources), argv, timeout=timeout)
+    except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
+        raise BadInput(f"--hostfile: {e}") from None
+    nodes, unreachable = [], {}
+    for host, r in results.items():
+        if not r.ok:
+            unreachable[host] = _why(r)
+            continue
+        try:
+            inv = json.loads(r.stdout)["nodes"][0]
+        except (ValueError, KeyError, IndexError, TypeError):
+            first = (r.stdout.strip().splitlines() or ["nothing"])[0][:200]
+            unreachable[host] = f"answered no probe JSON (stdout began: {first!r})"
+            continue
+        inv["host"] = host
+        inv["slots"] = resources[host]
+        nodes.append(inv)
+    return nodes, unreachable
+
+
+def probe_any(launcher: str, resources: dict[str, list[int]], timeout: float,
+              with_torch: bool = False, container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
+    """Inventories over ssh, MPI or srun (or of this machine: local), the way the job itself will reach the nodes."""
+    if launcher == "local":
+        from bench.cluster.probe import local_inventory
+        inv = local_inventory(with_torch=True if with_torch else None)
+        return [{**inv, "host": host, "slots": slots} for host, slots in resources.items()], {}
+    if launcher == "openmpi":
+        from bench.cluster.probe_launch import probe_via_mpi
+        return probe_via_mpi(resources, timeout, container_exec=container_exec)
+    if launcher == "slurm":
+        from bench.cluster.probe_launch import probe_via_srun
+        return probe_via_srun(resources, timeout, container_exec=container_exec)
+    return probe_hosts(resources, timeout, with_torch, container_exec)
+
+
+def selected(inv: dict) -> dict:
+    """The inventory limited to the GPUs its slots select: what a run would use."""
+    slots = inv.get("slots")
+    if slots is None or not inv.get("gpus"):
+        return inv
+    return {**inv, "gpus": [g for g in inv["gpus"] if g.get("index") in slots]}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeConfig:
+    """What bench probe asks of the nodes and how it judges them (the hosts are a HostSelection)."""
+
+    local: bool = opt("probe this node only (what each remote host runs)", default=False)
+    launcher: str = opt("reach the hosts over ssh (default), one mpirun rank per host (mpi4py), "
+                        "or one srun task per node inside a Slurm allocation", default="ssh",
+                        choices=("ssh", "openmpi", "slurm"))
+    with_torch: bool = opt("import torch for its CUDA, NCCL and arch list even where no GPU was found",
+                           default=False)
+    precision: str | None = opt("fail the verdict unless every node can train in this precision", default=None,
+                                choices=PRECISIONS)
+    micro_batch: int | None = opt("per-GPU batch the verdict checks against the smallest GPU memory", default=None,
+                                  metavar="N")
+    mem_per_sample_gb: float | None = opt("GPU memory one sample of the micro batch needs, in GiB", default=None,
+                                          metavar="GIB")
+    timeout: float = opt(f"seconds each host may take (default {DEFAULT_TIMEOUT_S:g}: importing torch on a cold "
+                         "node is slow)", default=DEFAULT_TIMEOUT_S, metavar="S")
+
+    def __post_init__(self) -> None:
+        if self.micro_batch is not None and self.micro_batch < 1:
+            raise BadInput(f"--micro-batch: must be >= 1, not {self.micro_batch}")
+        if self.mem_per_sample_gb is not None and not self.mem_per_sample_gb > 0:
+            raise BadInput(f"--mem-per-sample-gb: must be > 0, not {self.mem_per_sample_gb}")
+        if not self.timeout > 0:
+            raise BadInput(f"--timeout: must be > 0, not {self.timeout}")
+
+
+def probe_resources(cfg: ProbeConfig, hosts: HostSelection) -> dict[str, list[int]] | None:
+    """The resources bench probe covers; None for this node alone. Under srun the allocation is the hostfile."""
+    if cfg.local and hosts.hostfile:
+        raise BadInput("--local: cannot be combined with --hostfile (it probes this node only)")
+    if cfg.launcher == "slurm" and not hosts.hostfile:
+        return hosts.resources(local_hosts=slurm_hosts())
+    return hosts.resources()

@@ -1,0 +1,150 @@
+"""Before launch: can every host run the same software as this one?
+
+    from bench.cluster.preflight import check_or_raise
+    check_or_raise(["node1", "node2", "node3"])   # RunFailed names every bad host
+
+DeepSpeed's launcher checks ssh on the first host only; a typo'd host, a
+node without the venv, or one with another DeepSpeed then fails minutes
+later inside a rank, or hangs. Here every host is reached in parallel with
+a deadline and runs this machine's interpreter (``sys.executable``, the same
+path: clusters share the install, or the image) on a torch-free script that
+prints its hostname, Python and package versions. Failures read like
+
+    preflight: 10.77.0.3: unreachable (ssh: connect to host 10.77.0.3 port 22: No route to host)
+    preflight: node2: deepspeed 0.19.7 != 0.19.8 here
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from bench.core.errors import RunFailed
+from bench.cluster.remote import NOT_FOUND, HostResult, run_on_hosts
+
+PACKAGES = ("vitbench", "torch", "torchvision", "deepspeed", "timm")
+
+# Imports nothing heavy: answers in ~50 ms even where torch takes seconds.
+PROBE_CODE = f"""\
+import importlib.metadata as md, json, platform, socket
+def v(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
+print(json.dumps({{"hostname": socket.gethostname(), "python": platform.python_version(),
+                  "versions": {{n: v(n) for n in {PACKAGES!r}}}}}))
+"""
+
+
+@dataclass
+class HostCheck:
+    """One host's answer; ``problems`` empty means it may take part."""
+
+    host: str
+    hostname: str | None = None
+    python: str | None = None
+    versions: dict[str, str | None] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def message(self) -> str:
+        return f"preflight: {self.host}: {', '.join(self.problems)}"
+
+
+def probe_here(python: str | None = None) -> dict:
+    """This machine's answer to PROBE_CODE, by the same code in a fresh interpreter."""
+    proc = subprocess.run(
+        [python or sys.executable, "-c", PROBE_CODE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    if proc.returncode != 0:
+        raise RunFailed(f"preflight: this machine: probe failed: {proc.stderr.strip()[-300:]}")
+    return json.loads(proc.stdout)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def _judge(r: HostResult, python: str, here: dict) -> HostCheck:
+    check = HostCheck(r.host, elapsed=r.elapsed)
+    # Run directly (a local host), a missing interpreter is an OSError, not rc 127.
+    missing_here = r.error is not None and r.error.startswith(f"{python}:")
+    if r.error is not None and not missing_here:
+        check.problems.append(f"unreachable ({r.error})")
+        return check
+    if missing_here or r.rc == NOT_FOUND:
+        check.problems.append(f"python missing ({python} not found there)")
+        return check
+    if r.rc != 0:
+        check.problems.append(f"probe failed (rc {r.rc}: {_last_line(r.stderr)})")
+        return check
+    try:
+        there = json.loads(r.stdout.strip().splitlines()[-1])
+        check.hostname, check.python = there["hostname"], there["python"]
+        check.versions = dict(there["versions"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        check.problems.append(f"probe printed no JSON ({_last_line(r.stdout or r.stderr)})")
+        return check
+    if check.python != here["python"]:
+        check.problems.append(f"python {check.python} != {here['python']} here")
+    for name in PACKAGES:
+        theirs, ours = check.versions.get(name), here["versions"].get(name)
+        if theirs == ours:
+            continue
+        if theirs is None:
+            check.problems.append(f"{name} missing ({ours} here)")
+        elif ours is None:
+            check.problems.append(f"{name} {theirs} != none here")
+        else:
+            check.problems.append(f"{name} {theirs} != {ours} here")
+    return check
+
+
+def preflight(
+    hosts: list[str],
+    timeout: float = 15.0,
+    env: dict[str, str] | None = None,
+    python: str | None = None,
+    container_exec: str | None = None,
+) -> list[HostCheck]:
+    """Check every host in parallel; one HostCheck per host, in host order.
+
+    ``python`` is the interpreter to run there (default: this one's path);
+    ``env`` is the local environment for ssh (see bench.cluster.remote.run_on_hosts).
+    A host that does not answer is named after at most ``timeout`` seconds.
+    Raises ValueError for a host name that must not reach ssh.
+    """
+    from bench.cluster.container import remote_python
+
+    # Inside a container (or with --container-exec) the hosts run the image's python.
+    argv = [python] if python else remote_python(container_exec)
+    here = probe_here()
+    results = run_on_hosts(hosts, [*argv, "-c", PROBE_CODE], timeout=timeout, env=env)
+    return [_judge(results[h], " ".join(argv), here) for h in dict.fromkeys(hosts)]
+
+
+def check_or_raise(
+    hosts: list[str],
+    timeout: float = 15.0,
+    env: dict[str, str] | None = None,
+    python: str | None = None,
+    container_exec: str | None = None,
+) -> list[HostCheck]:
+    """preflight(), raising RunFailed with one line per failing host."""
+    checks = preflight(hosts, timeout=timeout, env=env, python=python, container_exec=container_exec)
+    failing = [c for c in checks if not c.ok]
+    if failing:
+        raise RunFailed("\n".join(c.message() for c in failing))
+    return checks

@@ -1,0 +1,254 @@
+"""One node's inventory: CPU, memory, network, library versions and GPUs.
+
+    python -m bench probe --local --json        # what a remote probe runs
+
+    from bench.cluster.probe import local_inventory, parse_nvidia_smi_table
+    inv = local_inventory()                      # JSON-serialisable dict
+    parse_nvidia_smi_table(open("smi.txt").read())["gpus"]
+
+GPUs come from NVML (nvidia-ml-py), else from
+`nvidia-smi --query-gpu=... --format=csv,noheader,nounits`, else none, with
+the reason in `gpu_error`. torch is asked (in a subprocess: bench.worker.torch_probe)
+only when a GPU was found, or when asked, which architectures the installed wheel was built for;
+a node whose GPU is not among them cannot run. The text parsers (bench.cluster.smi,
+re-exported here) are pure so that recorded outputs (tests/fixtures/gpu)
+test them, and node_inventory() assembles an inventory from their results
+the same way for this node and for recorded ones.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+
+import bench
+from bench.core.gpus import lookup, parse_cc
+from bench.cluster.smi import (
+    QUERY_FIELDS,
+    gpu_record,
+    parse_nvidia_smi_q,
+    parse_nvidia_smi_table,
+    parse_query_csv,
+    query_gpus,
+    result,
+    smi_failure,
+)
+
+# The parsers live in bench.cluster.smi and are re-exported: the probe's text interface.
+__all__ = ["QUERY_FIELDS", "complete_gpus", "find_arch_lists", "local_inventory", "node_inventory",
+           "parse_nvidia_smi_q", "parse_nvidia_smi_table", "parse_query_csv", "smi_failure",
+           "torch_built_for", "torch_info"]  # fmt: skip
+
+TORCH_PROBE_TIMEOUT_S = 120.0
+LIBRARIES = ("torch", "torchvision", "deepspeed", "timm")
+IMAGE_ENV = "VITBENCH_IMAGE"
+# sm_90 (cubin), sm_90a (arch-specific), sm_100f (family), compute_90 (PTX).
+_ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
+
+
+def find_arch_lists(text: str) -> list[list[str]]:
+    """Every torch arch list in text: `['sm_75', 'sm_80']` reprs and the
+    "supports CUDA capabilities sm_50 sm_70" sentence of torch's warning."""
+    found: list[list[str]] = []
+    for m in re.finditer(r"\[(?:\s*'(?:sm|compute)_\w+'\s*,?)+\s*\]", text):
+        found.append(list(ast.literal_eval(m.group(0))))
+    for m in re.finditer(r"supports CUDA capabilities((?:\s+(?:sm|compute)_\w+)+)", text):
+        found.append(m.group(1).split())
+    return found
+
+
+def torch_built_for(cc: str, arch_list: list[str]) -> bool:
+    """Whether a torch built for `arch_list` has kernels for a GPU of capability `cc`.
+
+    sm_XY (cubin) runs on X.Z for Z >= Y, same major only; sm_XYa only on X.Y
+    exactly; sm_XYf on the same major from X.Y up; compute_XY (PTX) is JIT
+    compiled for any X.Y or newer, majors included.
+    """
+    dev = parse_cc(cc)
+    if dev is None:
+        return False
+    for arch in arch_list:
+        m = _ARCH.match(arch.strip())
+        if not m:
+            continue
+        kind, digits, suffix = m.groups()
+        target = (int(digits[:-1]), int(digits[-1]))
+        if kind == "compute":
+            ok = dev >= target
+        elif suffix == "a":
+            ok = dev == target
+        else:
+            ok = dev[0] == target[0] and dev[1] >= target[1]
+        if ok:
+            return True
+    return False
+
+
+def complete_gpus(gpus: list[dict], arch_list: list[str] | None) -> list[dict]:
+    """Add the table model, a table cc where the driver gave none, and torch_built_for."""
+    out = []
+    for g in gpus:
+        g = dict(g)
+        spec = lookup(g["name"], g.get("memory_mib")) if g.get("name") else None
+        g["model"] = spec.name if spec else None
+        if not g.get("cc") and spec is not None:
+            g["cc"], g["cc_source"] = spec.cc, "table"
+        g["torch_built_for"] = torch_built_for(g["cc"], arch_list) if g.get("cc") and arch_list else None
+        out.append(g)
+    return out
+
+
+def node_inventory(host: str, smi: dict, *, versions: dict | None = None, torch_info: dict | None = None,
+                   image: str | None = None, system: dict | None = None) -> dict:  # fmt: skip
+    """The inventory of one node from its parts; local_inventory and the tests both build it here."""
+    arch_list = (torch_info or {}).get("arch_list")
+    inv = {
+        "host": host,
+        "image": image,
+        "versions": {"bench": bench.__version__, **{k: None for k in LIBRARIES}, **(versions or {})},
+        "driver_version": smi.get("driver_version"),
+        "cuda_driver_version": smi.get("cuda_version"),
+        "gpus": complete_gpus(smi.get("gpus", []), arch_list),
+        "gpu_source": smi.get("source"),
+        "gpu_error": smi.get("error") if not smi.get("gpus") else None,
+        "torch": torch_info,
+    }
+    inv.update(system or {})
+    return inv
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gpus_from_nvml() -> dict:
+    """GPUs through NVML; error says why not (no library, no driver, ...)."""
+    try:
+        import pynvml
+    except ImportError:
+        return result(error="NVML: nvidia-ml-py (pynvml) not installed")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return result(error=f"NVML: {e}")
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        cuda_int = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            gpus.append(gpu_record(i, _text(pynvml.nvmlDeviceGetName(h)),
+                             pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20, f"{major}.{minor}",
+                             _text(pynvml.nvmlDeviceGetPciInfo(h).busId), "nvml"))  # fmt: skip
+        return {**result(gpus, driver, f"{cuda_int // 1000}.{cuda_int % 1000 // 10}"), "source": "nvml"}
+    except pynvml.NVMLError as e:
+        return result(error=f"NVML: {e}")
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+
+
+def local_gpus() -> dict:
+    """NVML, else nvidia-smi; both reasons kept when neither gives GPUs."""
+    nvml = gpus_from_nvml()
+    if nvml["gpus"]:
+        return nvml
+    smi = query_gpus()
+    if smi["gpus"]:
+        return smi
+    return {**smi, "error": f"{nvml['error'] or 'NVML lists no GPU'}; {smi['error'] or 'nvidia-smi lists no GPU'}"}
+
+
+def torch_info(timeout: float = TORCH_PROBE_TIMEOUT_S) -> dict | None:
+    """CUDA runtime, NCCL and arch list of the installed torch, or None where torch is not installed.
+
+    Asked of a fresh interpreter (bench.worker.torch_probe, the only code
+    here that may import torch): a torch that crashes on import, or a CUDA
+    init that hangs, is a finding of this node, not the end of the probe.
+    """
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench.worker.torch_probe"], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"error": f"importing torch took longer than {timeout:g} s"}
+    except OSError as e:
+        return {"error": f"{sys.executable}: {e.strerror or e}"}
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        last = (proc.stderr.strip().splitlines() or [f"exited {proc.returncode}, no output"])[-1]
+        return {"error": f"torch probe failed: {last[:300]}"}
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed versions from package metadata: nothing is imported."""
+    out: dict[str, str | None] = {"bench": bench.__version__}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                # x86 says "model name"; arm64 kernels say "Model" or nothing useful.
+                if key.strip() in ("model name", "Model", "Hardware"):
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def system_facts() -> dict:
+    """Hostname, CPU, RAM, network interfaces and Python of this node."""
+    import psutil
+
+    stats = psutil.net_if_stats()
+    families = {socket.AF_INET: "ipv4", socket.AF_INET6: "ipv6", psutil.AF_LINK: "mac"}
+    network = []
+    for name, addrs in sorted(psutil.net_if_addrs().items()):
+        st = stats.get(name)
+        network.append({
+            "name": name,
+            "up": st.isup if st else None,
+            # psutil reports 0 where the kernel does not know (veth, lo): None, not "0 Mb/s".
+            "speed_mbps": (st.speed or None) if st else None,
+            "mtu": st.mtu if st else None,
+            "addresses": [{"family": families.get(a.family, str(a.family)), "address": a.address,
+                           "netmask": a.netmask} for a in addrs],  # fmt: skip
+        })  # fmt: skip
+    return {
+        "hostname": socket.gethostname(),
+        "cpu": {"model": _cpu_model(), "physical_cores": psutil.cpu_count(logical=False),
+                "logical_cores": psutil.cpu_count(logical=True)},  # fmt: skip
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "network": network,
+        "python": {"executable": sys.executable, "prefix": sys.prefix, "version": platform.python_version()},
+    }
+
+
+def local_inventory(with_torch: bool | None = None) -> dict:
+    """This node's inventory. torch is imported when with_torch, or (None) when a GPU was found."""
+    facts = system_facts()
+    smi = local_gpus()
+    info = torch_info() if (with_torch or (with_torch is None and smi["gpus"])) else None
+    return node_inventory(facts["hostname"], smi, versions=library_versions(), torch_info=info,
+                          image=os.environ.get(IMAGE_ENV) or None, system=facts)  # fmt: skip

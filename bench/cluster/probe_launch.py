@@ -1,0 +1,103 @@
+"""Probe every node through MPI (mpirun + mpi4py) or Slurm (srun) instead of ssh.
+
+Some clusters allow no ssh to compute nodes but do run mpirun or srun; the
+inventory should come the way the job itself will start. Both return the
+same (nodes, unreachable) pair as bench.cluster.inventory.probe_hosts.
+
+    bench probe --hostfile F --launcher openmpi     # one MPI rank per host, gathered by rank 0
+    bench probe --hostfile F --launcher slurm       # inside an allocation: one srun task per node
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+
+from bench.cluster.container import remote_python
+from bench.cluster.mpirun import mpirun_args
+
+
+def _run(argv: list[str], timeout: float, env: dict[str, str]) -> tuple[int | None, str, str]:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, err = proc.communicate()
+        return None, out, err + f"\nno answer within {timeout:g} s"
+
+
+def _why(rc: int | None, err: str) -> str:
+    lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    return (f"exited {rc}" if rc is not None else "timed out") + (f": {lines[-1]}" if lines else "")
+
+
+def probe_via_mpi(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
+                  container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
+    """One rank per host (hostfile order); bench.cluster.probe_mpi gathers the inventories at rank 0."""
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    hosts = list(resources)
+    with tempfile.NamedTemporaryFile("w", prefix="bench-probe-", suffix=".hosts") as hf:
+        hf.write("".join(f"{h} slots=1\n" for h in hosts))
+        hf.flush()
+        argv = ["mpirun", "-n", str(len(hosts)), "--hostfile", hf.name, *mpirun_args(env),
+                *remote_python(container_exec, env), "-m", "bench.cluster.probe_mpi"]
+        rc, out, err = _run(argv, timeout, env)
+    if rc != 0:
+        return [], {h: f"mpirun: {_why(rc, err)}" for h in hosts}
+    try:
+        inventories = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return [], {h: f"mpirun gave no probe JSON: {out[:200]!r}" for h in hosts}
+    return _attach(inventories, resources), {}
+
+
+def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
+                   container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
+    """One srun task per node of the allocation, each printing its own inventory."""
+    env = dict(os.environ if environ is None else environ)
+    hosts = list(resources)
+    # --label: srun prefixes every piece it forwards with "N: ". It also cuts
+    # long lines into 1 KiB pieces (a newline after each), so each task's one
+    # JSON line is put back together from its labelled pieces.
+    argv = ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)), "--ntasks-per-node", "1",
+            "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1",
+            *remote_python(container_exec, env), "-m", "bench", "probe", "--local", "--json"]
+    rc, out, err = _run(argv, timeout, env)
+    if rc != 0:
+        return [], {h: f"srun: {_why(rc, err)}" for h in hosts}
+    by_name: dict[str, dict] = {}
+    for text in _per_task(out).values():
+        try:
+            inv = json.loads(text)["nodes"][0]
+        except (ValueError, KeyError, IndexError, TypeError):
+            continue
+        by_name[inv.get("hostname", "")] = inv
+    nodes, unreachable = [], {}
+    for host in hosts:
+        inv = by_name.get(host) or by_name.get(host.split(".")[0])
+        if inv is None:
+            unreachable[host] = f"srun task on {host} printed no inventory"
+            continue
+        nodes.append({**inv, "host": host, "slots": resources[host]})
+    return nodes, unreachable
+
+
+def _per_task(out: str) -> dict[str, str]:
+    tasks: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        label, sep, text = line.partition(": ")
+        if sep and label.strip().isdigit():
+            tasks.setdefault(label.strip(), []).append(text)
+    return {k: "".join(v) for k, v in tasks.items()}
+
+
+def _attach(inventories: list[dict], resources: dict[str, list[int]]) -> list[dict]:
+    """MPI rank r ran on the r-th host of the hostfile (slots=1 each, filled in order)."""
+    return [{**inv, "host": host, "slots": resources[host]} for inv, host in zip(inventories, resources)]

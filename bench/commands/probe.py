@@ -1,0 +1,57 @@
+"""`bench probe`: every node's GPUs and libraries, and whether the cluster is uniform.
+
+    bench probe                                   # this node
+    bench probe --hostfile hostfiles/tesla        # every host, in parallel, over ssh
+    bench probe --hostfile hostfiles/tesla --exclude tesla-node5 --precision fp16 --json
+
+With a hostfile each host runs `<this python> -m bench probe --local --json`
+(the same interpreter path, as on a shared filesystem or in one image) and
+the answers are joined into one verdict (bench.cluster.hetero). Slots named
+with --include host:0,1 limit the verdict to those GPUs; the inventory still
+shows them all. Exit 0 when every host answered (whatever the verdict
+says), 1 when one could not be probed (named on stderr), 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bench.cluster.hetero import verdict
+from bench.cluster.hostfile import HostSelection
+from bench.cluster.inventory import ProbeConfig, probe_any, probe_resources, selected
+from bench.cluster.probe import local_inventory
+from bench.commands.common import add_json_flag
+from bench.core.options import add_options, from_args
+
+HELP = "inventory every node's GPUs, driver and libraries and flag a heterogeneous cluster"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, HostSelection, skip=("num_gpus",))
+    add_options(parser, ProbeConfig)
+    add_json_flag(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    cfg, hosts = from_args(ProbeConfig, args), from_args(HostSelection, args)
+    resources = probe_resources(cfg, hosts)
+    if resources is None:
+        nodes, unreachable = [local_inventory(with_torch=True if cfg.with_torch else None)], {}
+    else:
+        nodes, unreachable = probe_any(cfg.launcher, resources, cfg.timeout, cfg.with_torch)
+    v = verdict([selected(n) for n in nodes], cfg.precision, cfg.micro_batch, cfg.mem_per_sample_gb)
+    for host, why in unreachable.items():
+        # A verdict over the hosts that answered must not read OK for the cluster.
+        v["findings"].append({"level": "fail", "code": "not-probed", "hosts": [host],
+                              "message": f"{host} could not be probed ({why}): nothing is known of its GPUs"})
+        v["level"] = "fail"
+    if args.json:
+        print(json.dumps({"nodes": nodes, "unreachable": unreachable, "verdict": v}))
+    else:
+        from bench.render.probe import render
+        render(nodes, unreachable, v)
+    for host, why in unreachable.items():
+        print(f"bench probe: [{host}] not probed: {why}", file=sys.stderr)
+    return 1 if unreachable else 0

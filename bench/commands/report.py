@@ -1,0 +1,65 @@
+"""`bench report PATH...`: tables, scaling analysis and plots from records.
+
+    bench report results/strong                    # a sweep folder (or any results.jsonl / folder of them)
+    bench report results/ --json > report.json     # one JSON document
+    bench report results/strong --plots plots/ --compare-paper
+
+Reads run and point records (torn lines, and records that do not match the
+schema, are named and skipped; an unknown schema_version is refused), keeps
+the latest record of each sweep point, and prints per sweep: each point's
+throughput, step time, time per epoch, communication share, memory and
+accuracy; for strong scaling and the batch sweep S(N) = T1/TN, E(N) = S/N,
+Karp-Flatt and an Amdahl fit; for weak scaling E_w(N) = T1/TN; packed vs
+spread and DeepSpeed vs DDP speedups. Every formula is
+bench/analysis/metrics.py's (METRICS.md). Only the records are read, never
+the run directories, so results copied from a cluster report the same here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from bench.analysis import report_analysis as ra
+from bench.commands.common import add_json_flag
+from bench.core.errors import BadInput
+
+HELP = "tables, scaling analysis and plots from run/sweep records (works on copied results)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="results.jsonl files or folders holding them")
+    p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into DIR")
+    p.add_argument("--compare-paper", action="store_true",
+                   help="put the study's published figures (arXiv 2602.21081) beside these")
+    add_json_flag(p)
+
+
+def main(args) -> int:
+    loaded = ra.load(args.paths)
+    for why in loaded.skipped:
+        print(f"bench report: {why}", file=sys.stderr)
+    if not loaded.records:
+        raise BadInput(f"{' '.join(args.paths)}: no run or point records found")
+    groups = ra.group(loaded.records)
+    written: list[str] = []
+    if args.plots:
+        from bench.render import plots
+        written = plots.write_all(args.plots, groups, compare_paper=args.compare_paper)
+    if args.json:
+        doc = ra.to_json(loaded, groups, args.compare_paper)
+        doc["plots"] = written
+        print(json.dumps(doc))
+        return 0
+    from rich.console import Console
+
+    from bench.render.report import print_group, print_paper
+    # Piped output keeps whole rows rather than folding them to 80 columns.
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    for g in groups:
+        print_group(console, g, args.compare_paper)
+    if args.compare_paper:
+        print_paper(console, ra.paper_reference())
+    for path in written:
+        print(f"plot: {path}", file=sys.stderr)
+    return 0

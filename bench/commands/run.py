@@ -1,0 +1,53 @@
+"""`bench run`: train a timm ViT with DeepSpeed on this node or a hostfile's nodes, and record the figures.
+
+    bench --gpus 2 --dataset synthetic --steps 30 --json
+    bench run --hostfile hostfiles/tesla --launcher openmpi --dataset cifar10 --epochs 1
+    bench run --dry-run --zero-stage 2 --precision bf16
+
+Exit: 0 ok, 1 the run failed (the failing rank is named, with its last log
+lines), 2 bad input, 130 Ctrl-C. The job itself is bench.jobs.train.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from bench.cluster.hostfile import HostSelection
+from bench.commands.common import add_dry_run_flag, add_json_flag
+from bench.core.config import RunConfig
+from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED
+from bench.core.options import add_options, from_args
+from bench.jobs.train import run
+
+HELP = "train a timm ViT with DeepSpeed on this node or a hostfile's nodes, and record the figures"
+
+
+def add_arguments(p) -> None:
+    add_options(p, RunConfig)
+    add_options(p, HostSelection, skip=("num_gpus",))
+    add_dry_run_flag(p, "print the resolved config, the DeepSpeed JSON and the launch command; launch nothing")
+    add_json_flag(p, "the result record")
+
+
+def main(args) -> int:
+    from bench.render.progress import StepBar
+
+    cfg, hosts = from_args(RunConfig, args), from_args(HostSelection, args)
+    bar = StepBar(enabled=not args.json)
+    try:
+        rec = run(cfg, hosts, dry_run=args.dry_run, quiet=args.json, on_progress=bar.update)
+    finally:
+        bar.close()
+    if rec is None:
+        return 0
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        from rich.console import Console
+
+        from bench.render.run import print_run
+        print_run(rec, Console(stderr=False))
+        print(f"results: {os.path.join(rec['run_dir'], 'results.jsonl')}", file=sys.stderr)
+    return {"ok": 0, "interrupted": EXIT_INTERRUPTED}.get(rec["status"], EXIT_FAILED)

@@ -1,0 +1,103 @@
+"""The collectives bench knows, one entry each, in the style of nccl-tests' per-collective struct.
+
+    from bench.core.collectives import COLLECTIVES, get
+    c = get("all_gather")
+    c.busbw_factor(8)              # 0.875: (n-1)/n
+    c.nccl_bytes(4 << 20, 8)       # 32 MiB: the size S algbw divides by
+    c.counts(1024, 8)              # (input elements, output elements or None when in place)
+    c.expected([0, 1, 2], me=1, count=4)   # segments of the exact result (see Segment)
+
+For each op: the bus-bandwidth factor (nccl-tests' doc/PERFORMANCE.md), the
+size S that algbw divides by, the buffer sizes a rank holds, and the exact
+result a rank must hold when every rank r sends v(r, i) = (r + 1) + (i mod
+PERIOD). Small integers, so every sum is exact in float32 and a #wrong count
+(nccl-tests' correctness column) needs no tolerance. The table is pure
+Python: the comm ranks build tensors from it (bench/worker/comm.py), the
+analysis computes algbw and busbw from it (bench/analysis/metrics.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+PERIOD = 128
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """`count` values of the result: scale * (i mod PERIOD) + offset for i from `start`.
+
+    A rank's result is its segments concatenated. With every rank sending
+    v(r, i) = (r + 1) + (i mod PERIOD), a sum over n ranks is n * (i mod
+    PERIOD) + sum(r + 1), and a copy of rank r's buffer is 1 * (i mod PERIOD)
+    + (r + 1).
+    """
+
+    start: int
+    count: int
+    scale: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    name: str
+    factor: Callable[[int], float]
+    """busbw = algbw * factor(n)."""
+    gathered: bool
+    """True when S is n times one rank's buffer (all_gather's output, reduce_scatter's input)."""
+    in_place: bool
+    """The result overwrites the input (all_reduce, broadcast)."""
+    in_ranks: bool
+    """The input holds n blocks (reduce_scatter); else one."""
+    measured: bool
+    """bench comm times it (the worker has a call for it)."""
+
+    def busbw_factor(self, n: int) -> float:
+        return self.factor(n)
+
+    def nccl_bytes(self, per_rank_bytes: float, n: int) -> float:
+        """S for algbw = S / t: nccl-tests' size for this op from one rank's buffer bytes."""
+        return per_rank_bytes * n if self.gathered else per_rank_bytes
+
+    def counts(self, count: int, n: int) -> tuple[int, int | None]:
+        """(input elements, output elements or None in place) of one rank for a per-rank count."""
+        inp = count * n if self.in_ranks else count
+        if self.in_place:
+            return inp, None
+        return inp, count * n if self.name == "all_gather" else count
+
+    def expected(self, members: list[int], me: int, count: int) -> list[Segment]:
+        """The exact result rank `me` holds after this op over `members` (global ranks, root first)."""
+        n, total = len(members), sum(r + 1 for r in members)
+        if self.name == "all_reduce":
+            return [Segment(0, count, n, total)]
+        if self.name == "all_gather":
+            return [Segment(0, count, 1, r + 1) for r in members]
+        if self.name == "reduce_scatter":
+            return [Segment(members.index(me) * count, count, n, total)]
+        if self.name == "broadcast":
+            return [Segment(0, count, 1, members[0] + 1)]
+        raise ValueError(f"{self.name}: no exact result is defined")
+
+
+_TABLE = (
+    Collective("all_reduce", lambda n: 2 * (n - 1) / n, gathered=False, in_place=True, in_ranks=False, measured=True),
+    Collective("all_gather", lambda n: (n - 1) / n, gathered=True, in_place=False, in_ranks=False, measured=True),
+    Collective("reduce_scatter", lambda n: (n - 1) / n, gathered=True, in_place=False, in_ranks=True, measured=True),
+    Collective("broadcast", lambda n: 1.0, gathered=False, in_place=True, in_ranks=False, measured=True),
+    # Known to the formulas (a trace may hold them), not timed by bench comm.
+    Collective("reduce", lambda n: 1.0, gathered=False, in_place=True, in_ranks=False, measured=False),
+    Collective("all_to_all", lambda n: (n - 1) / n, gathered=False, in_place=False, in_ranks=False, measured=False),
+)
+COLLECTIVES: dict[str, Collective] = {c.name: c for c in _TABLE}
+MEASURED: tuple[str, ...] = tuple(c.name for c in _TABLE if c.measured)
+
+
+def get(op: str) -> Collective:
+    """The table entry of op; ValueError naming the known ones."""
+    try:
+        return COLLECTIVES[op]
+    except KeyError:
+        raise ValueError(f"op: unknown collective {op!r}; known: {', '.join(COLLECTIVES)}") from None

@@ -1,0 +1,208 @@
+"""The typed, validated configuration of one run.
+
+One frozen dataclass, RunConfig, is the single source of truth: the CLI
+options of `bench run` are generated from its fields (bench.core.options),
+it is validated on construction (bad values raise BadInput naming the
+option), written whole as JSON into the run directory for the ranks to
+read, and copied whole into every result record.
+
+LaunchConfig holds the fields of where and how ranks start (ranks per node,
+launcher, container, rendezvous, device, run directory, timeout); RunConfig
+and bench comm's CommConfig both extend it, so the two commands share one
+definition and one validation of those options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from bench.core.containerspec import check_text as check_container_exec
+from bench.core.errors import BadInput
+from bench.core.models import PRESETS, resolve_model
+from bench.core.options import opt, option_name
+from bench.core.precision import PRECISIONS
+
+DATASETS = ("cifar10", "cifar100", "synthetic")
+# The launcher names; their classes are bench.launch's registry (a test keeps the two equal).
+LAUNCHERS = ("local", "pdsh", "openmpi", "slurm")
+SCHEDULES = ("constant", "cosine")
+DATA_PATHS = ("device", "dataloader")
+ENGINES = ("deepspeed", "ddp")
+ADAMW_IMPLS = ("fused", "foreach", "forloop")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LaunchConfig:
+    """Where and how the ranks start: the options bench run and bench comm share."""
+
+    gpus: int | None = opt("ranks per node (default: every GPU; 2 on a CPU-only node)", default=None)
+    launcher: str | None = opt("pdsh (default with several hosts), openmpi, slurm; local for one node",
+                               default=None, choices=LAUNCHERS)
+    container_exec: str | None = opt(
+        "how remote ranks enter the image: \"apptainer exec [--nv] IMAGE\" (default: the Apptainer/Singularity "
+        "image bench runs in, detected; none: no prefix)", default=None)
+    master_addr: str | None = opt("rendezvous address (default: the first host)", default=None)
+    master_port: int | None = opt("rendezvous port (default: a free one)", default=None)
+    device: str = opt("cuda or cpu (default: cuda when a GPU is visible)", default="auto",
+                      choices=("auto", "cuda", "cpu"))
+    strict: bool = opt("refuse to launch on a heterogeneous cluster", default=False)
+    out: str = opt("results root; each run writes OUT/<run-id>/", default="results")
+    timeout: float = opt("seconds without progress before the run is declared hung", default=300.0)
+
+    def __post_init__(self) -> None:
+        validate_launch(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)
+
+
+def validate_launch(c: LaunchConfig) -> None:
+    """The checks of LaunchConfig's fields, for it and every config that extends it."""
+    for f in dataclasses.fields(c):
+        value = getattr(c, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadInput(f"{option_name(f.name)}: must be a finite number, got {value}")
+    if c.launcher is not None and c.launcher not in LAUNCHERS:
+        raise BadInput(f"--launcher: must be one of {', '.join(LAUNCHERS)}, got {c.launcher!r}")
+    if c.device not in ("auto", "cuda", "cpu"):
+        raise BadInput(f"--device: must be one of auto, cuda, cpu, got {c.device!r}")
+    if c.gpus is not None and c.gpus <= 0:
+        raise BadInput(f"--gpus: must be > 0, got {c.gpus}")
+    if c.master_port is not None and not 0 < c.master_port < 65536:
+        raise BadInput(f"--master-port: must be a TCP port, got {c.master_port}")
+    if not c.timeout > 0:
+        raise BadInput(f"--timeout: must be > 0, got {c.timeout}")
+    check_container_exec(c.container_exec)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunConfig(LaunchConfig):
+    # --- model and data -------------------------------------------------
+    model: str = opt("timm model or preset: " + ", ".join(PRESETS), default="vit-tiny-p4-32")
+    img_size: int | None = opt("input resolution (default: the preset's, 32 for CIFAR-native)", default=None)
+    dataset: str = opt("data set", default="cifar10", choices=DATASETS)
+    data_dir: str = opt("CIFAR root holding cifar-10-batches-py / cifar-100-python", default="data")
+    download: bool = opt("download CIFAR into --data-dir where the network allows", default=False)
+    dataset_fraction: float = opt("share of the training set to use (the study's weak scaling)", default=1.0)
+    synthetic_size: int = opt("training images of --dataset synthetic", default=10000)
+    data_path: str = opt("batches from device-resident uint8 shards, or a torch DataLoader", default="device",
+                         choices=DATA_PATHS)
+    eval: bool = opt("measure test-set accuracy at the end", default=True)
+    # --- schedule ---------------------------------------------------------
+    steps: int | None = opt("optimizer steps to run (default 50 when --epochs is not given)", default=None)
+    epochs: float | None = opt("epochs to run instead of --steps", default=None)
+    timing_warmup: int = opt("first steps excluded from throughput (reported apart)", default=5)
+    micro_batch: int = opt("micro batch per GPU (rank)", default=32)
+    grad_accum: int = opt("gradient accumulation steps", default=1)
+    lr: float = opt("AdamW learning rate (the study: 1e-4)", default=1e-4)
+    weight_decay: float = opt("AdamW weight decay", default=0.05)
+    warmup_steps: int = opt("learning-rate warm-up steps", default=0)
+    schedule: str = opt("learning-rate schedule after warm-up", default="constant", choices=SCHEDULES)
+    seed: int = opt("random seed (data order, augmentation, init)", default=0)
+    # --- DeepSpeed --------------------------------------------------------
+    engine: str = opt("training engine: DeepSpeed, or plain PyTorch DDP (the baseline DeepSpeed is judged against)",
+                      default="deepspeed", choices=ENGINES)
+    zero_stage: int = opt("ZeRO stage 0-3", default=0)
+    offload: bool = opt("offload optimizer state to CPU (ZeRO 2/3)", default=False)
+    precision: str = opt("training precision", default="fp32", choices=PRECISIONS)
+    overlap_comm: bool = opt("overlap gradient reduction with backward (ZeRO 1-3)", default=False)
+    bucket_size: int | None = opt("reduce/allgather bucket size in elements", default=None)
+    breakdown: bool = opt("DeepSpeed wall-clock breakdown (backward vs all-reduce split)", default=True)
+    deepspeed_config: str | None = opt("user DeepSpeed JSON merged over the generated one", default=None)
+    compile: bool = opt("torch.compile the model", default=False)
+    channels_last: bool = opt("channels-last memory format for the input", default=False)
+    activation_checkpointing: bool = opt("recompute block activations in backward", default=False)
+    adamw: str = opt("torch AdamW implementation: fused (one kernel per step, CUDA and CPU), foreach, forloop",
+                     default="fused", choices=ADAMW_IMPLS)
+    def __post_init__(self) -> None:
+        validate_launch(self)
+        _validate(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise BadInput(f"config: unknown key(s) {', '.join(unknown)}")
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str) -> "RunConfig":
+        with open(path) as f:
+            return cls.from_dict(json.load(f))
+
+    @property
+    def total_steps(self) -> int | None:
+        return self.steps
+
+
+def _validate(c: RunConfig) -> None:
+    def bad(name: str, why: str) -> BadInput:
+        return BadInput(f"{option_name(name)}: {why}")
+
+    try:
+        resolve_model(c.model, c.img_size, 10)
+    except KeyError as e:
+        raise bad("model", str(e.args[0])) from None
+    if c.img_size is not None and c.img_size <= 0:
+        raise bad("img_size", f"must be > 0, got {c.img_size}")
+    for name in ("dataset", "precision", "schedule", "data_path", "engine", "adamw"):
+        choices = _field(name).metadata["choices"]
+        if getattr(c, name) not in choices:
+            raise bad(name, f"must be one of {', '.join(choices)}, got {getattr(c, name)!r}")
+    for name in ("micro_batch", "grad_accum", "synthetic_size"):
+        if getattr(c, name) <= 0:
+            raise bad(name, f"must be > 0, got {getattr(c, name)}")
+    if c.steps is not None and c.epochs is not None:
+        raise bad("steps", "give --steps or --epochs, not both")
+    if c.steps is not None and c.steps <= 0:
+        raise bad("steps", f"must be > 0, got {c.steps}")
+    if c.epochs is not None and not c.epochs > 0:
+        raise bad("epochs", f"must be > 0, got {c.epochs}")
+    if c.timing_warmup < 0:
+        raise bad("timing_warmup", f"must be >= 0, got {c.timing_warmup}")
+    if c.steps is not None and c.timing_warmup >= c.steps:
+        raise bad("timing_warmup", f"{c.timing_warmup} warm-up steps leave nothing to time in --steps {c.steps}")
+    if not 0.0 < c.dataset_fraction <= 1.0:
+        raise bad("dataset_fraction", f"must be in (0, 1], got {c.dataset_fraction}")
+    if not c.lr > 0:
+        raise bad("lr", f"must be > 0, got {c.lr}")
+    if c.weight_decay < 0:
+        raise bad("weight_decay", f"must be >= 0, got {c.weight_decay}")
+    if c.warmup_steps < 0:
+        raise bad("warmup_steps", f"must be >= 0, got {c.warmup_steps}")
+    if c.zero_stage not in (0, 1, 2, 3):
+        raise bad("zero_stage", f"must be 0, 1, 2 or 3, got {c.zero_stage}")
+    if c.offload and c.zero_stage < 2:
+        raise bad("offload", f"optimizer offload needs ZeRO stage 2 or 3, got stage {c.zero_stage}")
+    if c.engine == "ddp":
+        _check_ddp(c, bad)
+    if c.bucket_size is not None and c.bucket_size <= 0:
+        raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
+    if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
+        raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
+
+
+def _check_ddp(c: RunConfig, bad) -> None:
+    # The DDP baseline is plain fp32 DDP + AdamW: anything DeepSpeed-only would
+    # make the comparison unfair or silently ignored, so it is refused.
+    if c.zero_stage != 0 or c.offload:
+        raise bad("engine", "ddp has no ZeRO: use --zero-stage 0 without --offload")
+    if c.precision != "fp32":
+        raise bad("engine", f"ddp runs fp32 only, got --precision {c.precision}")
+    if c.deepspeed_config is not None:
+        raise bad("engine", "ddp does not read --deepspeed-config")
+    if c.schedule != "constant" or c.warmup_steps:
+        raise bad("engine", "ddp runs a constant learning rate (no --warmup-steps, --schedule constant)")
+
+
+def _field(name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(RunConfig) if f.name == name)

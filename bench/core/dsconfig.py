@@ -1,0 +1,129 @@
+"""RunConfig -> the DeepSpeed JSON config (pure; no deepspeed import).
+
+The generated config is written next to the results as ds_config.json, so a
+run can be reproduced with plain `deepspeed` and the same file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bench.core.config import RunConfig
+from bench.core.errors import BadInput
+
+# Large enough that DeepSpeed's own per-step prints stay out of the logs; bench
+# reports the figures itself.
+_QUIET = 1_000_000
+
+
+def build(cfg: RunConfig, world_size: int, total_steps: int) -> dict[str, Any]:
+    ds: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": cfg.micro_batch,
+        "gradient_accumulation_steps": cfg.grad_accum,
+        "train_batch_size": cfg.micro_batch * cfg.grad_accum * world_size,
+        "steps_per_print": _QUIET,
+        "wall_clock_breakdown": cfg.breakdown,
+        "gradient_clipping": 1.0,
+        "optimizer": {
+            "type": "AdamW",
+            # torch's AdamW: DeepSpeed's fused CPU Adam would JIT-compile for
+            # ~40 s on first use, at the same speed.
+            "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay, "betas": [0.9, 0.999],
+                       "eps": 1e-8, "torch_adam": True, **adamw_impl(cfg.adamw)},
+        },
+        "zero_optimization": {"stage": cfg.zero_stage},
+    }
+    zero = ds["zero_optimization"]
+    if cfg.zero_stage > 0:
+        zero["overlap_comm"] = cfg.overlap_comm
+        if cfg.bucket_size is not None:
+            zero["reduce_bucket_size"] = cfg.bucket_size
+            if cfg.zero_stage < 3:
+                zero["allgather_bucket_size"] = cfg.bucket_size
+            else:
+                zero["stage3_prefetch_bucket_size"] = cfg.bucket_size
+    if cfg.offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": cfg.device != "cpu"}
+        # Keep torch's AdamW under offload too (DeepSpeedCPUAdam needs a JIT build).
+        ds["zero_force_ds_cpu_optimizer"] = False
+    if cfg.precision == "fp16":
+        ds["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}
+    elif cfg.precision == "bf16":
+        ds["bf16"] = {"enabled": True}
+    sched = _scheduler(cfg, total_steps)
+    if sched:
+        ds["scheduler"] = sched
+    if cfg.activation_checkpointing:
+        ds["activation_checkpointing"] = {"partition_activations": False}
+    if cfg.deepspeed_config:
+        ds = merge(ds, load_user(cfg.deepspeed_config))
+    return ds
+
+
+def adamw_impl(impl: str) -> dict[str, bool]:
+    """torch.optim.AdamW keywords for --adamw, as DeepSpeed's torch_adam path passes them on.
+
+    DeepSpeed (engine.get_optimizer_configuration) pops `foreach` and hands
+    it to torch.optim.AdamW with every other param, so `fused` reaches torch
+    too. torch's default (neither) is foreach on CUDA but a per-tensor loop
+    on CPU; fused has CUDA and CPU kernels since torch 2.4. Measured on CPU,
+    1 thread: ViT-S/16 (22M parameters) 85 ms a step forloop, 69 foreach,
+    18 fused (benchmarks/README.md).
+    """
+    if impl == "fused":
+        return {"fused": True}
+    if impl == "foreach":
+        return {"foreach": True}
+    if impl == "forloop":
+        return {"foreach": False}
+    raise BadInput(f"--adamw: unknown {impl!r} (choose from fused, foreach, forloop)")
+
+
+def _scheduler(cfg: RunConfig, total_steps: int) -> dict[str, Any] | None:
+    if cfg.schedule == "cosine":
+        return {"type": "WarmupCosineLR",
+                "params": {"total_num_steps": max(total_steps, cfg.warmup_steps + 1),
+                           "warmup_num_steps": cfg.warmup_steps, "warmup_type": "linear"}}
+    if cfg.warmup_steps > 0:
+        return {"type": "WarmupLR",
+                "params": {"warmup_min_lr": 0.0, "warmup_max_lr": cfg.lr,
+                           "warmup_num_steps": cfg.warmup_steps, "warmup_type": "linear"}}
+    return None
+
+
+def load_user(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as e:
+        raise BadInput(f"--deepspeed-config: cannot read {path!r}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: a DeepSpeed config must be a JSON object, got {type(data).__name__}")
+    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
+        if key in data and (not isinstance(data[key], int) or isinstance(data[key], bool) or data[key] <= 0):
+            raise BadInput(f"{path}: {key} must be a positive integer, got {data[key]!r}")
+    if "zero_optimization" in data and not isinstance(data["zero_optimization"], dict):
+        raise BadInput(f"{path}: zero_optimization must be an object")
+    return data
+
+
+def merge(base: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge, the user's values winning; batch keys are made consistent after."""
+    out = dict(base)
+    for k, v in user.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def batch_sizes(ds: dict[str, Any], world_size: int) -> tuple[int, int, int]:
+    """(micro, accum, global) as DeepSpeed will use them; BadInput if inconsistent."""
+    micro = ds["train_micro_batch_size_per_gpu"]
+    accum = ds["gradient_accumulation_steps"]
+    total = ds["train_batch_size"]
+    if micro * accum * world_size != total:
+        raise BadInput(f"--deepspeed-config: train_batch_size {total} != micro {micro} x accum {accum}"
+                       f" x world {world_size}")
+    return micro, accum, total

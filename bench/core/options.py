@@ -1,0 +1,82 @@
+"""Command-line options generated from typed, frozen dataclasses.
+
+Every option of every subcommand is a field of a config dataclass (RunConfig,
+CommConfig, ValidateConfig, ProbeConfig, HostSelection, SuiteOptions): its
+name, type, help and choices are written once, on the field, and the parser
+is generated from them, so the CLI cannot drift from what the code reads.
+
+    @dataclass(frozen=True, kw_only=True, slots=True)
+    class CommConfig:
+        iters: int = opt("timed iterations per size", default=20)
+
+    add_options(parser, CommConfig)          # --iters ITERS
+    cfg = from_args(CommConfig, args)        # options not given keep the dataclass default
+
+Every generated option defaults to None in argparse, meaning "not given", so
+from_args can tell a default from a choice. Booleans get --x and --no-x.
+Validation lives in each dataclass's __post_init__ and raises BadInput
+naming the option (option_name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import field
+from typing import Any, Callable
+
+
+def opt(help: str, *, default: Any, choices: tuple | None = None, parse: Callable[[str], Any] | None = None,
+        metavar: str | None = None, group: str | None = None) -> Any:
+    """A dataclass field carrying its option: help, choices, a parser for the text, a metavar, a help group."""
+    meta: dict[str, Any] = {"help": help}
+    for key, value in (("choices", choices), ("parse", parse), ("metavar", metavar), ("group", group)):
+        if value is not None:
+            meta[key] = value
+    return field(default=default, metadata=meta)
+
+
+def option_name(name: str) -> str:
+    """The field name as the user types it: micro_batch -> --micro-batch."""
+    return "--" + name.replace("_", "-")
+
+
+def _base_type(t: Any) -> type:
+    text = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+    for name, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
+        if text.startswith(name):
+            return typ
+    raise TypeError(f"unsupported option type {t!r}: give the field a parse= function")
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
+    """One option per field of cls (but `skip`), grouped by the fields' `group`."""
+    groups: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip or "help" not in f.metadata:
+            continue
+        meta = f.metadata
+        target = parser
+        if meta.get("group"):
+            target = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
+        kw: dict[str, Any] = {"help": meta["help"], "dest": f.name, "default": None}
+        if "parse" not in meta and _base_type(f.type) is bool:
+            target.add_argument(option_name(f.name), action="store_true", **kw)
+            target.add_argument("--no-" + f.name.replace("_", "-"), action="store_false", dest=f.name,
+                                default=None, help=argparse.SUPPRESS)
+            continue
+        if "choices" in meta:
+            kw["choices"] = meta["choices"]
+        kw["type"] = meta.get("parse") or _base_type(f.type)
+        target.add_argument(option_name(f.name), metavar=meta.get("metavar", f.name.upper()), **kw)
+
+
+def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of cls the user gave on the command line (argparse left None for the rest)."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+            if getattr(args, f.name, None) is not None}
+
+
+def from_args(cls: type, args: argparse.Namespace, **overrides: Any) -> Any:
+    """cls built from the options given, over its defaults; overrides win."""
+    return cls(**{**given(cls, args), **overrides})

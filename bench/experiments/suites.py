@@ -1,0 +1,270 @@
+"""Sweep suites: (base config, options, resources) -> the points to run. Pure.
+
+    pool = Pool(resources={"localhost": [0, 1]}, hostfile=False, device="cpu")
+    plan("strong", RunConfig(micro_batch=64), SuiteOptions(), pool)
+    # -> strong/fixed-global/gpus=1 (micro 128), strong/fixed-global/gpus=2 (micro 64),
+    #    strong/study/gpus=1 (micro 64), strong/study/gpus=2 (micro 64)
+
+A point is a full RunConfig plus the resources it runs on, with an id that
+stays the same from one invocation to the next ("batch/mb=64/gpus=2"), so a
+sweep can be resumed by id. On a hostfile pool a point names its slots with
+an --include spec; on this node it sets --gpus.
+
+Suites (the study is arXiv 2602.21081, see bench/paper.py):
+  batch      micro batch x GPU counts (default 16..256 at 1 and N GPUs)
+  accum      gradient accumulation steps at a fixed micro batch
+  strong     GPU counts 1, 2, 4 ... N in two senses: fixed-global (global
+             batch fixed, micro = global / N: the textbook one) and study
+             (fixed per-GPU batch over the whole data set: the study's)
+  weak       the study's: data share base x N, so steps per epoch stay fixed
+  placement  the same GPU count packed on one node vs one per node
+  zero       ZeRO 0/1/2/3 and 2+offload by precision
+  ddp        DeepSpeed ZeRO-0 vs plain PyTorch DDP at the same GPU counts
+  paper      the study's recipe: ViT-B/16 at 224, AdamW 1e-4, 5 epochs,
+             batch 16 and 64, at the study's GPU counts that the pool has
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bench.analysis import paper
+from bench.cluster.hostfile import include_spec
+from bench.core.config import RunConfig
+from bench.core.errors import BadInput
+from bench.core.options import opt
+from bench.core.precision import PRECISIONS, cpu_refusal
+from bench.experiments.pool import Pool, gpu_counts, one_node, packed, powers_of_two, spread
+from bench.launch.registry import MULTI_HOST_DEFAULT
+
+SUITES = ("batch", "accum", "strong", "weak", "placement", "zero", "ddp", "paper")
+SENSES = ("fixed-global", "study")
+ZERO_VARIANTS = ("0", "1", "2", "3", "2+offload", "3+offload")
+
+
+def _csv(kind: type) -> Callable[[str], tuple]:
+    """An option's text "a,b,c" as a tuple (of ints >= 1 for kind int)."""
+    def parse(text: str) -> tuple:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("empty list")
+        if kind is int:
+            bad = [t for t in items if not t.isdigit() or int(t) < 1]
+            if bad:
+                raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a whole number >= 1")
+            return tuple(int(t) for t in items)
+        return tuple(items)
+    return parse
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SuiteOptions:
+    """The sweep's own options; None means the suite's default."""
+
+    values: tuple[str, ...] | None = opt(
+        "the swept values: micro batches (batch, paper), accumulation steps (accum), "
+        "ZeRO variants 0,1,2,3,2+offload,3+offload (zero)", default=None, parse=_csv(str), metavar="LIST",
+        group="sweep")
+    gpu_counts: tuple[int, ...] | None = opt("GPU (rank) counts, e.g. 1,2,4; default: the suite's, up to the pool",
+                                             default=None, parse=_csv(int), metavar="LIST", group="sweep")
+    precisions: tuple[str, ...] | None = opt(
+        "zero: precisions (default fp32,bf16 on CPU, fp32,fp16,bf16 on GPU)", default=None, parse=_csv(str),
+        metavar="LIST", group="sweep")
+    senses: tuple[str, ...] = opt("strong: fixed-global (textbook: global batch fixed), study (per-GPU batch fixed)",
+                                  default=SENSES, parse=_csv(str), metavar="LIST", group="sweep")
+    global_batch: int | None = opt("strong fixed-global: the global batch (default: micro batch x the largest count)",
+                                   default=None, metavar="N", group="sweep")
+    base_fraction: float | None = opt(
+        "weak: data share per GPU (default the study's 0.10, or 1/N when that is smaller)", default=None,
+        metavar="F", group="sweep")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Point:
+    id: str
+    suite: str
+    config: RunConfig
+    resources: dict[str, list[int]]
+    include: str | None = None
+    """--include spec on a hostfile pool; None on this node (config.gpus is set)."""
+    labels: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(s) for s in self.resources.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "suite": self.suite, "gpus": self.gpus, "labels": self.labels,
+                "resources": self.resources, "include": self.include, "config": self.config.to_dict()}
+
+
+def _point(suite: str, pid: str, cfg: RunConfig, pool: Pool, res: dict[str, list[int]],
+           labels: dict[str, Any]) -> Point:
+    n = sum(len(s) for s in res.values())
+    if pool.hostfile:
+        if cfg.launcher is None and len(pool.resources) > 1:
+            # `bench run` launches a one-host selection locally, on this machine; a
+            # point of a cluster sweep must run on the node it names.
+            cfg = cfg.replace(launcher=MULTI_HOST_DEFAULT)
+        return Point(id=pid, suite=suite, config=cfg.replace(gpus=None), resources=res,
+                     include=include_spec(res), labels={**labels, "gpus": n})
+    return Point(id=pid, suite=suite, config=cfg.replace(gpus=n), resources=res, labels={**labels, "gpus": n})
+
+
+# --- option parsing ------------------------------------------------------------
+
+def _ints(values: tuple[str, ...], option: str = "--values") -> list[int]:
+    out = []
+    for v in values:
+        if not v.isdigit() or int(v) < 1:
+            raise BadInput(f"{option}: {v!r} is not a whole number >= 1")
+        out.append(int(v))
+    return out
+
+
+# --- suites --------------------------------------------------------------------
+
+def _batch(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    mbs = _ints(opts.values) if opts.values else [16, 32, 64, 128, 256]
+    counts = gpu_counts(opts.gpu_counts, pool, sorted({1, pool.total}))
+    return [_point("batch", f"batch/mb={mb}/gpus={n}", base.replace(micro_batch=mb), pool, packed(pool, n),
+                   {"micro_batch": mb})
+            for n in counts for mb in mbs]
+
+
+def _accum(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    accs = _ints(opts.values) if opts.values else [1, 2, 4, 8]
+    counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
+    return [_point("accum", f"accum/accum={a}/gpus={n}", base.replace(grad_accum=a), pool, packed(pool, n),
+                   {"grad_accum": a, "micro_batch": base.micro_batch})
+            for n in counts for a in accs]
+
+
+def _strong(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    counts = gpu_counts(opts.gpu_counts, pool, powers_of_two(pool.total))
+    for s in opts.senses:
+        if s not in SENSES:
+            raise BadInput(f"--senses: unknown sense {s!r} (known: {', '.join(SENSES)})")
+    points = []
+    if "fixed-global" in opts.senses:
+        g = opts.global_batch or base.micro_batch * max(counts)
+        for n in counts:
+            if g % n:
+                raise BadInput(f"--global-batch: {g} does not split evenly over {n} GPUs")
+            points.append(_point("strong", f"strong/fixed-global/gpus={n}", base.replace(micro_batch=g // n), pool,
+                                 packed(pool, n), {"sense": "fixed-global", "micro_batch": g // n, "global_batch": g}))
+    if "study" in opts.senses:
+        for n in counts:
+            points.append(_point("strong", f"strong/study/gpus={n}", base, pool, packed(pool, n),
+                                 {"sense": "study", "micro_batch": base.micro_batch}))
+    return points
+
+
+def _weak(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    counts = gpu_counts(opts.gpu_counts, pool, powers_of_two(pool.total))
+    top = max(counts)
+    f0 = opts.base_fraction if opts.base_fraction is not None else min(paper.WEAK.share_per_gpu, 1.0 / top)
+    if not 0 < f0 * top <= 1.0 + 1e-9:
+        raise BadInput(f"--base-fraction: {f0} x {top} GPUs = {f0 * top:g} is not a share of the data set in (0, 1]")
+    return [_point("weak", f"weak/gpus={n}", base.replace(dataset_fraction=min(round(f0 * n, 10), 1.0)), pool,
+                   packed(pool, n), {"sense": "study", "base_fraction": f0, "dataset_fraction": min(f0 * n, 1.0)})
+            for n in counts]
+
+
+def _placement(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    hosts = len(pool.resources)
+    if not pool.hostfile or hosts < 2:
+        raise BadInput(f"placement: needs a --hostfile that selects >= 2 hosts (this pool has {hosts})")
+    widest = max(len(s) for s in pool.resources.values())
+    default = min(hosts, widest)
+    if default < 2 and not opts.gpu_counts:
+        raise BadInput("placement: no host has >= 2 slots, so nothing can be packed on one node")
+    counts = gpu_counts(opts.gpu_counts, pool, [default])
+    points = []
+    for n in counts:
+        if n < 2:
+            raise BadInput(f"--gpu-counts: placement needs >= 2 GPUs per point, got {n}")
+        points.append(_point("placement", f"placement/packed/gpus={n}", base, pool, one_node(pool, n),
+                             {"placement": "packed"}))
+        points.append(_point("placement", f"placement/spread/gpus={n}", base, pool, spread(pool, n),
+                             {"placement": "spread"}))
+    return points
+
+
+def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    variants = list(opts.values) if opts.values else ["0", "1", "2", "3", "2+offload"]
+    for v in variants:
+        if v not in ZERO_VARIANTS:
+            raise BadInput(f"--values: unknown ZeRO variant {v!r} (known: {', '.join(ZERO_VARIANTS)})")
+    default_prec = ["fp32", "fp16", "bf16"] if pool.device == "cuda" else ["fp32", "bf16"]
+    precs = list(opts.precisions) if opts.precisions else default_prec
+    for p in precs:
+        if p not in PRECISIONS:
+            raise BadInput(f"--precisions: unknown precision {p!r} (known: {', '.join(PRECISIONS)})")
+        if pool.device != "cuda" and cpu_refusal(p):
+            raise BadInput(f"--precisions: {p} needs a GPU ({cpu_refusal(p)})")
+    counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
+    points = []
+    for n in counts:
+        for p in precs:
+            for v in variants:
+                stage, offload = int(v[0]), v.endswith("+offload")
+                cfg = base.replace(zero_stage=stage, offload=offload, precision=p)
+                points.append(_point("zero", f"zero/stage={v}/{p}/gpus={n}", cfg, pool, packed(pool, n),
+                                     {"zero_stage": stage, "offload": offload, "precision": p}))
+    return points
+
+
+def _ddp(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    # DDP has no ZeRO and runs fp32 here; a like-for-like DeepSpeed twin must too.
+    if base.zero_stage != 0 or base.offload or base.precision != "fp32":
+        raise BadInput("ddp: compares fp32 ZeRO-0 runs; drop --zero-stage/--offload/--precision")
+    counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
+    return [_point("ddp", f"ddp/engine={e}/gpus={n}", base.replace(engine=e), pool, packed(pool, n), {"engine": e})
+            for n in counts for e in ("deepspeed", "ddp")]
+
+
+def paper_config(base: RunConfig) -> RunConfig:
+    """The study's recipe over the base config (data set, data dir, where and how stay the user's)."""
+    m = paper.MODEL
+    return base.replace(model="vit-b16-224", img_size=None, lr=m.lr, epochs=float(m.epochs), steps=None,
+                        precision=m.precision, zero_stage=0, offload=False, schedule="constant", warmup_steps=0,
+                        grad_accum=1, dataset_fraction=1.0, engine="deepspeed")
+
+
+def _paper(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    cfg0 = paper_config(base)
+    mbs = _ints(opts.values) if opts.values else [16, 64]
+    study_counts = sorted(set(paper.VECTOR_INTRA.gpus) | set(paper.VECTOR_INTER.gpus) | set(paper.BATCH_SWEEP.gpus))
+    counts = gpu_counts(opts.gpu_counts, pool, [n for n in study_counts if n <= pool.total])
+    points = []
+    for mb in mbs:
+        cfg = cfg0.replace(micro_batch=mb)
+        for n in counts:
+            points.append(_point("paper", f"paper/mb={mb}/gpus={n}", cfg, pool, packed(pool, n),
+                                 {"sense": "study", "placement": "packed", "micro_batch": mb}))
+        # The study's inter-node series ran one GPU per node.
+        if pool.hostfile and len(pool.resources) >= 2:
+            for n in counts:
+                if 2 <= n <= len(pool.resources) and n in paper.VECTOR_INTER.gpus:
+                    points.append(_point("paper", f"paper/spread/mb={mb}/gpus={n}", cfg, pool, spread(pool, n),
+                                         {"sense": "study", "placement": "spread", "micro_batch": mb}))
+    return points
+
+
+_SUITES = {"batch": _batch, "accum": _accum, "strong": _strong, "weak": _weak, "placement": _placement,
+           "zero": _zero, "ddp": _ddp, "paper": _paper}
+
+
+def plan(suite: str, base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    """The points of a suite, in run order; BadInput names the option that makes it impossible."""
+    if suite not in _SUITES:
+        raise BadInput(f"sweep: unknown suite {suite!r} (known: {', '.join(SUITES)})")
+    if pool.total < 1:
+        raise BadInput("sweep: the pool has no GPUs/ranks")
+    points = _SUITES[suite](base, opts, pool)
+    ids = [p.id for p in points]
+    assert len(ids) == len(set(ids)), ids
+    return points

@@ -1,0 +1,153 @@
+"""The sweep engine: a suite's points run one after another, resumably (bench sweep SUITE).
+
+    points = suites.plan("batch", cfg, opts, pool)
+    done = open_sweep(sweep_dir, "batch", cfg, opts, pool, points)
+    rc = run_points(points, hosts, sweep_dir, done, run_one=bench.jobs.train.run, view=progress)
+
+The folder's layout, what a resumed sweep skips and the exit statuses are
+bench sweep's (bench/commands/sweep.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from bench.cluster.hostfile import HostSelection
+from bench.core import results
+from bench.core.config import RunConfig
+from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, BadInput
+from bench.experiments import suites
+
+DONE_STATUSES = ("ok", "oom")
+# Fields that say where a point ran or how long bench waits, not what was measured.
+_NOT_COMPARED = ("out", "timeout", "master_addr", "master_port")
+
+
+def comparable(config: dict[str, Any]) -> dict[str, Any]:
+    # A field added to RunConfig since the sweep was planned: the older bench ran
+    # without the option, i.e. with what is now its default.
+    full = {**RunConfig().to_dict(), **config}
+    return {k: v for k, v in full.items() if k not in _NOT_COMPARED}
+
+
+def latest_by_point(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The last record of each point of one sweep's results.jsonl, by point id."""
+    return {pid: r for (_, pid), r in results.latest_by_point(records).items()}
+
+
+def open_sweep(sweep_dir: str, suite: str, cfg: RunConfig, opts: suites.SuiteOptions, pool: suites.Pool,
+               points: list[suites.Point]) -> dict[str, dict[str, Any]]:
+    """Write or check sweep.json; return the records already in results.jsonl by point id."""
+    path = os.path.join(sweep_dir, "sweep.json")
+    planned = [p.to_dict() for p in points]
+    old_points: list[dict[str, Any]] = []
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                old = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise BadInput(f"{path}: unreadable sweep file ({e})") from None
+        if old.get("suite") != suite:
+            raise BadInput(f"{path}: this folder holds a {old.get('suite')!r} sweep, not {suite!r}; give --name")
+        old_points = old.get("points", [])
+        by_id = {p["id"]: p for p in old_points}
+        for p in planned:
+            if p["id"] in by_id and comparable(by_id[p["id"]]["config"]) != comparable(p["config"]):
+                a, b = comparable(by_id[p["id"]]["config"]), comparable(p["config"])
+                key = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
+                raise BadInput(f"{path}: point {p['id']} was planned with {key}={a.get(key)!r}, now "
+                               f"{b.get(key)!r}; resume with the same options, or give --name/--out for a new sweep")
+    new_ids = {p["id"] for p in planned}
+    # Points of an earlier plan stay listed: their records are part of the sweep.
+    merged = planned + [p for p in old_points if p["id"] not in new_ids]
+    results.write_json_atomic(path, {
+        "schema_version": results.SCHEMA_VERSION, "kind": "sweep", "suite": suite,
+        "name": os.path.basename(sweep_dir), "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "base_config": cfg.to_dict(), "options": _opts_dict(opts),
+        "pool": {"resources": pool.resources, "hostfile": pool.hostfile, "device": pool.device},
+        "points": merged})
+    rpath = os.path.join(sweep_dir, "results.jsonl")
+    if not os.path.exists(rpath):
+        return {}
+    rr = results.read(rpath)
+    for why in rr.skipped:
+        print(f"bench sweep: {why}", file=sys.stderr)
+    return latest_by_point(rr.records)
+
+
+def _opts_dict(opts: suites.SuiteOptions) -> dict[str, Any]:
+    return {k: getattr(opts, k) for k in opts.__slots__}
+
+
+def point_hosts(point: suites.Point, hosts: HostSelection) -> HostSelection:
+    """The host selection `bench run` gets for one point: its own slots on a hostfile pool."""
+    if hosts.hostfile and point.include:
+        return HostSelection(hostfile=hosts.hostfile, include=point.include)
+    return HostSelection()
+
+
+def point_record(point: suites.Point, run_rec: dict[str, Any], sweep_name: str) -> dict[str, Any]:
+    body = {k: v for k, v in run_rec.items() if k not in ("schema_version", "kind", "status", "time")}
+    return results.make_record("point", run_rec["status"], sweep=sweep_name, suite=point.suite,
+                               point_id=point.id, labels=point.labels, **body)
+
+
+def peek_done(sweep_dir: str) -> dict[str, dict[str, Any]]:
+    rpath = os.path.join(sweep_dir, "results.jsonl")
+    return latest_by_point(results.read(rpath).records) if os.path.exists(rpath) else {}
+
+
+def run_points(points: list[suites.Point], hosts: HostSelection, sweep_dir: str, done: dict[str, dict[str, Any]],
+               *, run_one: Callable[..., dict[str, Any] | None], view, as_json: bool = False) -> int:
+    """Run every point not yet done, appending each record as it finishes.
+
+    view: start(point), finish(point, record), close(), summary(dict) -- the
+    progress a user sees (bench.render.progress.SweepProgress).
+    """
+    name = os.path.basename(sweep_dir)
+    rpath = os.path.join(sweep_dir, "results.jsonl")
+    runs_dir = os.path.join(sweep_dir, "runs")
+    skipped = [p for p in points if done.get(p.id, {}).get("status") in DONE_STATUSES]
+    todo = [p for p in points if p not in skipped]
+    view.begin(len(points), len(skipped),
+               [r["duration_s"] for r in done.values() if isinstance(r.get("duration_s"), (int, float))])
+    launched: list[str] = []
+    latest = dict(done)
+    status = "ok"
+    try:
+        for p in todo:
+            view.start(p)
+            launched.append(p.id)
+            rec = run_one(p.config, point_hosts(p, hosts), quiet=True, out_dir=runs_dir)
+            if rec is None or rec["status"] == "interrupted":
+                status = "interrupted"
+                break
+            prec = point_record(p, rec, name)
+            results.append(rpath, prec)
+            latest[p.id] = prec
+            view.finish(p, prec)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        view.close()
+    if status != "interrupted" and any(latest.get(p.id, {}).get("status") == "failed" for p in points):
+        status = "failed"
+    summary = {"sweep": name, "suite": points[0].suite if points else None, "dir": sweep_dir, "status": status,
+               "planned": len(points), "launched": launched, "skipped": [p.id for p in skipped],
+               "points": [_brief(p, latest.get(p.id)) for p in points]}
+    view.summary(summary)
+    if as_json:
+        print(json.dumps(summary))
+    return {"ok": 0, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_FAILED)
+
+
+def _brief(p: suites.Point, rec: dict[str, Any] | None) -> dict[str, Any]:
+    fig = (rec or {}).get("figures") or {}
+    return {"id": p.id, "status": rec["status"] if rec else "pending", "gpus": p.gpus,
+            "images_per_s": fig.get("images_per_s"), "epoch_s": fig.get("epoch_s"),
+            "duration_s": (rec or {}).get("duration_s"), "run_dir": (rec or {}).get("run_dir"),
+            "reason": ((rec or {}).get("error") or {}).get("reason")}

@@ -1,0 +1,124 @@
+"""One comm job: collective bandwidth between the ranks a run would use, with a correctness count.
+
+    from bench.jobs.comm import CommConfig, run
+    rec = run(CommConfig(op="all_gather", sizes="4K:64M", gpus=2), HostSelection())
+
+Same planning and launcher as a training run (bench.jobs.plan, bench.launch;
+module bench.worker.comm). Per size the record's rows carry the bytes S, the
+time of one collective (min, median, max over the timed iterations; each
+iteration's time is the slowest rank's), algbw and busbw as nccl-tests
+defines them (bench.analysis.metrics; METRICS.md, "Collective benchmark"),
+and #wrong: values that differ from the exactly known result
+(bench.core.collectives). sizes is the per-rank buffer: the send buffer of
+all_gather, the output of reduce_scatter. NCCL on GPUs, gloo on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from bench.analysis.comm_figures import rows_from_summary
+from bench.cluster.hostfile import HostSelection
+from bench.cluster.preflight import check_or_raise
+from bench.core import collectives, provenance, results
+from bench.core.config import LaunchConfig, validate_launch
+from bench.core.errors import BadInput
+from bench.core.options import opt
+from bench.core.sizes import parse_sizes
+from bench.jobs.plan import plan_resources
+from bench.launch.execute import execute
+from bench.launch.plan import build, plan_json, write_files
+from bench.launch.registry import get
+
+CPU_SIZES = "1K:4M"
+GPU_SIZES = "1K:256M"
+# Hidden test hook: this rank sends one wrong value, so a test can prove #wrong catches it.
+CORRUPT_ENV = "BENCH_COMM_CORRUPT_RANK"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CommConfig(LaunchConfig):
+    """What bench comm measures, and where (LaunchConfig)."""
+
+    op: str = opt("collective", default="all_reduce", choices=collectives.MEASURED)
+    sizes: str | None = opt(f"per-rank buffer sizes: powers of two LO..HI, or a list (default {CPU_SIZES} on CPU, "
+                            f"{GPU_SIZES} on GPUs)", default=None, metavar="LO:HI|S,S")
+    iters: int = opt("timed iterations per size", default=20, metavar="N")
+    warmup: int = opt("untimed iterations per size", default=5, metavar="N")
+    timeout: float = opt("seconds without progress before the ranks are declared hung", default=120.0,
+                         metavar="S")
+
+    def __post_init__(self) -> None:
+        validate_launch(self)
+        if self.op not in collectives.MEASURED:
+            raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {self.op!r}")
+        if self.iters < 1 or self.warmup < 0:
+            raise BadInput(f"--iters/--warmup: need iters >= 1 and warmup >= 0, got {self.iters}/{self.warmup}")
+        if self.sizes is not None:
+            parse_sizes(self.sizes)
+
+    def size_list(self, device: str) -> list[int]:
+        return parse_sizes(self.sizes or (CPU_SIZES if device == "cpu" else GPU_SIZES))
+
+
+def run(cfg: CommConfig, hosts: HostSelection) -> dict[str, Any]:
+    """Plan as bench run does, preflight the hosts, measure; returns the "comm" record."""
+    placement = plan_resources(cfg, hosts)
+    if get(placement.launcher).preflight_ssh:
+        check_or_raise(list(placement.resources), timeout=15.0, container_exec=cfg.container_exec)
+    return measure(placement.resources, placement.launcher, placement.device, op=cfg.op,
+                   sizes=cfg.size_list(placement.device), iters=cfg.iters, warmup=cfg.warmup, out_root=cfg.out,
+                   timeout=cfg.timeout, slots_of=placement.slots_of, master_addr=cfg.master_addr,
+                   master_port=cfg.master_port, container_exec=cfg.container_exec)
+
+
+def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: str = "all_reduce",
+            sizes: list[int], iters: int = 20, warmup: int = 5, out_root: str = "results",
+            groups: list[list[int]] | None = None, group_names: list[str] | None = None,
+            timeout: float = 120.0, slots_of: dict[str, int] | None = None,
+            master_addr: str | None = None, master_port: int | None = None,
+            environ: dict[str, str] | None = None, container_exec: str | None = None) -> dict[str, Any]:
+    """Launch the comm ranks, wait, and return a "comm" record (also appended to its results.jsonl).
+
+    groups: lists of global ranks measured one group after another (default:
+    all ranks); group_names label them in the rows (default "all" / "g<i>").
+    """
+    if op not in collectives.MEASURED:
+        raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {op!r}")
+    if iters < 1 or warmup < 0:
+        raise BadInput(f"--iters/--warmup: need iters >= 1 and warmup >= 0, got {iters}/{warmup}")
+    environ = dict(os.environ if environ is None else environ)
+    world = sum(len(s) for s in resources.values())
+    groups = groups or [list(range(world))]
+    names = group_names or ["all" if len(g) == world else f"g{i}" for i, g in enumerate(groups)]
+    run_id = results.new_run_id(out_root, prefix="comm-")
+    run_dir = os.path.abspath(os.path.join(out_root, run_id))
+    lp = build(resources, launcher, run_dir, device, master_addr, master_port, environ=environ,
+               module="bench.worker.comm", container_exec=container_exec)
+    plan = plan_json(lp, resources, device, timeout)
+    corrupt = environ.get(CORRUPT_ENV, "")
+    spec = {"op": op, "sizes": sizes, "iters": iters, "warmup": warmup, "dtype": "float32",
+            "groups": groups, "group_names": names,
+            "corrupt_rank": int(corrupt) if corrupt.isdigit() else None}
+    results.write_json_atomic(os.path.join(run_dir, "comm.json"), spec)
+    results.write_json_atomic(os.path.join(run_dir, "plan.json"), plan)
+    write_files(lp, resources, slots_of)
+    outcome = execute(lp, run_dir, timeout=timeout)
+    body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "duration_s": outcome.duration_s,
+                            "comm": {k: v for k, v in spec.items() if k != "corrupt_rank"}, "plan": plan,
+                            "provenance": provenance.collect(plan, outcome.summary)}
+    status = outcome.status
+    if status == "ok" and outcome.summary is not None:
+        body["rows"] = rows_from_summary(outcome.summary, op, names)
+        body["wrong"] = sum(r["wrong"] for r in body["rows"])
+        if body["wrong"]:
+            status = "failed"
+            body["error"] = {"where": "check", "reason": f"{body['wrong']} wrong value(s) after {op}: "
+                             "a rank received data other than what was sent (see the #wrong column)"}
+    else:
+        body["error"] = outcome.error or {"where": "launcher", "reason": "no summary"}
+    rec = results.make_record("comm", status, **body)
+    results.append(os.path.join(run_dir, "results.jsonl"), rec)
+    return rec

@@ -1,0 +1,68 @@
+"""Where a job runs: (launch config, host selection) -> resources, launcher and device, before anything starts.
+
+    from bench.jobs.plan import plan_resources
+    p = plan_resources(cfg, HostSelection(hostfile="hostfiles/tesla"))
+    p.resources, p.launcher, p.device     # {"tesla-node1": [0], ...}, "pdsh", "cuda"
+
+bench run, bench comm, sweeps, validate and tune plan the same way, so a
+point of a sweep runs where `bench run` with the same options would.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from bench.cluster.hostfile import HostSelection, parse_hostfile, resolve_resources
+from bench.cluster.smi import gpu_count
+from bench.core.config import LaunchConfig
+from bench.core.errors import BadInput
+from bench.launch.registry import default_for, get
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    resources: dict[str, list[int]]     # host -> slots, in hostfile order
+    slots_of: dict[str, int] | None     # the hostfile's slot counts (None: this machine)
+    launcher: str
+    device: str                         # the device planned from this node; the probe may change it
+
+    @property
+    def world(self) -> int:
+        return sum(len(s) for s in self.resources.values())
+
+
+def local_gpu_count() -> int:
+    """GPUs on this node without importing torch (nvidia-smi -L), 0 when none answer."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return 0
+    return gpu_count()[0]
+
+
+def plan_resources(cfg: LaunchConfig, hosts: HostSelection) -> Placement:
+    """The resources, hostfile slots, launcher and device of a job; BadInput names what cannot be."""
+    gpus_here = local_gpu_count() if cfg.device != "cpu" else 0
+    device = cfg.device if cfg.device != "auto" else ("cuda" if gpus_here else "cpu")
+    implicit = get(cfg.launcher).implicit_hosts() if cfg.launcher and not hosts.hostfile else None
+    if hosts.hostfile or implicit is not None:
+        slots_of = parse_hostfile(hosts.hostfile) if hosts.hostfile else implicit
+        resources = resolve_resources(slots_of, hosts.include, hosts.exclude,
+                                      -1 if hosts.num_nodes is None else hosts.num_nodes, cfg.gpus or -1)
+        launcher = cfg.launcher or default_for(len(resources))
+        if not get(launcher).remote and len(resources) > 1:
+            raise BadInput(f"--launcher local: the hostfile selects {len(resources)} hosts; use pdsh, openmpi or slurm")
+        if not get(launcher).remote:
+            resources = {"localhost": list(range(len(next(iter(resources.values())))))}
+        return Placement(resources, slots_of, launcher, device)
+    for option, given in (("--include", hosts.include), ("--exclude", hosts.exclude),
+                          ("--num-nodes", hosts.num_nodes is not None)):
+        if given:
+            raise BadInput(f"{option}: needs --hostfile")
+    if cfg.launcher is not None and get(cfg.launcher).remote:
+        raise BadInput(f"--launcher {cfg.launcher}: needs --hostfile")
+    if device == "cuda" and cfg.device == "cuda" and not gpus_here:
+        raise BadInput("--device cuda: no GPU is visible on this node (nvidia-smi -L lists none)")
+    n = cfg.gpus or (gpus_here if device == "cuda" else 2)
+    if device == "cuda" and n > gpus_here:
+        raise BadInput(f"--gpus {n}: this node has {gpus_here} GPU(s)")
+    return Placement({"localhost": list(range(n))}, None, default_for(1), device)

@@ -1,0 +1,108 @@
+"""One training job: plan it, launch its ranks, watch them, and record the result.
+
+    from bench.jobs.train import run
+    rec = run(RunConfig(gpus=2, dataset="synthetic", steps=30), HostSelection())
+
+The ranks are started by DeepSpeed's own launcher (bench.launch) in their
+own process session; their figures come back through summary.json in the
+run directory, never through stdout. The record says how it ended: ok,
+failed (the failing rank named, with its last log lines), oom, interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Callable
+
+from bench.analysis import figures
+from bench.cluster.hostfile import HostSelection
+from bench.core import dsconfig, provenance, results
+from bench.core.config import RunConfig
+from bench.jobs.gate import check_precision, device_of, inspect_cluster
+from bench.jobs.plan import plan_resources
+from bench.launch.execute import Outcome, execute
+from bench.launch.plan import build, plan_json, write_files
+
+
+def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: bool = False,
+        out_dir: str | None = None, extra: dict[str, Any] | None = None,
+        inspected: tuple[list[dict], dict] | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+    """Plan, launch and record one run; returns its record (None for a dry run, which prints the plan).
+
+    inspected: (inventory, verdict) already taken by the caller (bench validate
+    probes once for all its runs), so this run does not reach the hosts again.
+    """
+    placement = plan_resources(cfg, hosts)
+    resources, device = placement.resources, placement.device
+    check_precision(cfg.precision, device)
+    world = placement.world
+    if cfg.dataset != "synthetic":
+        from bench.core import datasets  # numpy: not for `bench --help`
+
+        if cfg.download:
+            datasets.fetch(cfg.dataset, cfg.data_dir)
+        datasets.check_data_dir(cfg.dataset, cfg.data_dir)
+    nominal_steps = cfg.steps or 50
+    ds = dsconfig.build(cfg, world, nominal_steps)
+    dsconfig.batch_sizes(ds, world)
+    root = out_dir or cfg.out
+
+    def build_launch(run_dir: str, device: str):
+        return build(resources, placement.launcher, run_dir, device, cfg.master_addr, cfg.master_port,
+                     container_exec=cfg.container_exec)
+
+    # Every refusal of the input comes before any host is reached or any run dir reserved.
+    build_launch(os.path.join(root, "PENDING"), device)
+    # A dry run reaches no host: it prints what would be launched.
+    if inspected is not None:
+        inventory, verdict = inspected
+    elif dry_run:
+        inventory, verdict = [], {}
+    else:
+        inventory, verdict = inspect_cluster(cfg, placement, quiet, precision=cfg.precision,
+                                             micro_batch=cfg.micro_batch)
+    device = device_of(cfg, placement, verdict)
+    check_precision(cfg.precision, device)
+    run_id = "DRY-RUN" if dry_run else results.new_run_id(root)
+    run_dir = os.path.abspath(os.path.join(root, run_id))
+    lp = build_launch(run_dir, device)
+    plan = plan_json(lp, resources, device, cfg.timeout)
+    if dry_run:
+        print(json.dumps({"config": cfg.to_dict(), "plan": plan, "deepspeed_config": ds,
+                          "env_file": lp.env_file, "command": lp.shell()}, indent=2))
+        return None
+
+    if cfg.steps is None and cfg.epochs is None:
+        cfg = cfg.replace(steps=nominal_steps)
+    results.write_json_atomic(os.path.join(run_dir, "config.json"), cfg.to_dict())
+    results.write_json_atomic(os.path.join(run_dir, "plan.json"), plan)
+    results.write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds)
+    write_files(lp, resources, placement.slots_of)
+
+    if device == "cpu" and not quiet:
+        print(f"bench: no GPU: running on CPU with gloo, {world} rank(s)", file=sys.stderr)
+    outcome = execute(lp, run_dir, timeout=cfg.timeout, on_progress=on_progress)
+    rec = record(cfg, plan, run_id, run_dir, outcome, {"inventory": inventory, "verdict": verdict, **(extra or {})})
+    results.append(os.path.join(run_dir, "results.jsonl"), rec)
+    return rec
+
+
+def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outcome,
+           extra: dict[str, Any]) -> dict[str, Any]:
+    summary = outcome.summary
+    body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "config": cfg.to_dict(), "plan": plan,
+                            "duration_s": outcome.duration_s, **extra}
+    body["provenance"] = provenance.collect(plan, summary)
+    if outcome.status == "ok" and summary is not None:
+        body["figures"] = figures.from_summary(
+            summary, micro_batch=cfg.micro_batch, grad_accum=cfg.grad_accum, planned_world=plan["world_size"],
+            flops_per_image=summary.get("flops_per_image"), precision=cfg.precision)
+        sanity = body["figures"]["sanity"]
+        if not all(sanity.values()):
+            body["warnings"] = [f"sanity: {k} is false" for k, v in sanity.items() if not v]
+    else:
+        body["error"] = outcome.error
+    return results.make_record("run", outcome.status, **body)

@@ -1,0 +1,168 @@
+"""What every launcher is: a small class that turns a Job into the argv that starts its ranks.
+
+    from bench.launch.registry import get
+    launcher = get("pdsh")
+    argv = launcher.command(job)        # an argument list; nothing is started
+
+A Launcher subclass says, in its class attributes, everything bench does
+differently for it elsewhere (how the nodes are probed, whether they are
+preflighted over ssh, whether its runner may be sent SIGTERM), so no other
+module compares a launcher's name. Every launch goes through DeepSpeed's own
+runner (`python -m deepspeed.launcher.runner`), which then uses pdsh, mpirun
+or srun, except where a container prefix makes bench write the pdsh or srun
+command itself (bench.launch.pdsh, bench.launch.slurm).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from bench.cluster.container import ContainerExec
+from bench.cluster.hostfile import include_spec
+
+RUNNER = ["-u", "-m", "deepspeed.launcher.runner"]
+
+
+@dataclass
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]               # environment of the runner process
+    env_file: dict[str, str] = field(default_factory=dict)  # written as .deepspeed_env
+    hostfile: str | None = None
+    launcher: str = "local"
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    entry_script: str | None = None    # written by write_files; runs `module` (slurm drops --module)
+    module: str = "bench.worker"
+    container: list[str] | None = None  # what enters the image on each node (bench.cluster.container)
+
+    def shell(self) -> str:
+        """The exact command, copy-pasteable (for --dry-run and logs)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()) if k in _SHOWN_ENV)
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+_SHOWN_ENV = ("DS_ENV_FILE", "OMP_NUM_THREADS", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR",
+              "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "GLOO_SOCKET_IFNAME",
+              "NCCL_SOCKET_IFNAME")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a launcher needs to know of one launch; built by bench.launch.plan.build."""
+
+    resources: dict[str, list[int]]   # host -> slots, in hostfile order
+    run_dir: str                      # absolute
+    device: str                       # cuda or cpu
+    master_addr: str
+    master_port: int
+    module: str                       # the rank entry point (bench.worker trains, bench.worker.comm times)
+    environ: dict[str, str]           # the launching shell's environment
+    rank_env: dict[str, str]          # what every rank gets (bench.launch.environment)
+    container: ContainerExec | None = None
+    python: str = sys.executable
+
+    @property
+    def hostfile(self) -> str:
+        return os.path.join(self.run_dir, "hostfile")
+
+    @property
+    def include(self) -> str:
+        return include_spec(self.resources)
+
+    def runner(self) -> list[str]:
+        """DeepSpeed's runner under this interpreter."""
+        return [self.python, *RUNNER]
+
+    def image_python(self) -> list[str]:
+        """The container prefix (binding the results root) and the image's interpreter."""
+        assert self.container is not None
+        return [*self.container.prefix(os.path.dirname(self.run_dir)), self.container.python]
+
+    def entry(self) -> list[str]:
+        """The rank entry point as the runner's --module takes it."""
+        return ["--module", self.module, "--run-dir", self.run_dir]
+
+
+class Launcher:
+    """One way of starting ranks. Subclasses set the attributes and implement command()."""
+
+    name: ClassVar[str]
+    remote: ClassVar[bool] = True
+    """Ranks may run on other hosts: they get .deepspeed_env, and are stopped there over ssh."""
+    probe_via: ClassVar[str] = "ssh"
+    """How bench takes the nodes' inventory: local, ssh, openmpi (mpirun + mpi4py) or slurm (srun)."""
+    preflight_ssh: ClassVar[bool] = True
+    """Check every host over ssh before launch (Slurm nodes often allow no ssh)."""
+    stop_with_sigterm: ClassVar[bool] = True
+    """False where the runner's own SIGTERM handler does harm (DeepSpeed's pdsh runner: pkill -f)."""
+    lists_every_slot: ClassVar[bool] = False
+    """The hostfile bench writes lists each host's full slot count; --include picks the slots (pdsh)."""
+
+    def implicit_hosts(self) -> dict[str, int] | None:
+        """The hosts this launcher runs on without a hostfile ({host: slots}), or None: it needs one."""
+        return None
+
+    def check(self, job: Job) -> None:
+        """Refuse, with BadInput naming the option, what this launcher cannot run."""
+
+    def command(self, job: Job) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self, job: Job) -> dict[str, str]:
+        """Variables the runner process needs besides the launching shell's (set only if unset there)."""
+        return {}
+
+    def env_file(self, job: Job) -> dict[str, str]:
+        """What .deepspeed_env holds for the remote ranks; nothing for local ranks, which inherit it."""
+        return dict(job.rank_env) if self.remote else {}
+
+    def entry_script(self, job: Job) -> str | None:
+        """A script in the run dir that runs the module, where the runner cannot start one."""
+        return None
+
+
+class MultiNode(Launcher):
+    """A launcher whose ranks start on the hosts of a hostfile, through DeepSpeed's runner."""
+
+    def command(self, job: Job) -> list[str]:
+        if job.container is not None:
+            return self.container_command(job)
+        return [*self.runner_command(job), *self.entry(job)]
+
+    def runner_command(self, job: Job) -> list[str]:
+        argv = [*job.runner(), "--hostfile", job.hostfile, "--launcher", self.name, "--master_addr",
+                job.master_addr, "--master_port", str(job.master_port)]
+        if len(job.resources) == 1:
+            # DeepSpeed's runner (0.19.8) launches locally whenever one host is
+            # selected, whatever --launcher says: one remote host would quietly
+            # run on this machine instead.
+            argv += ["--force_multi"]
+        return argv + self.runner_options(job)
+
+    def runner_options(self, job: Job) -> list[str]:
+        return []
+
+    def entry(self, job: Job) -> list[str]:
+        return job.entry()
+
+    def container_command(self, job: Job) -> list[str]:
+        """Every rank started through the image's prefix (the MPI hybrid model)."""
+        raise NotImplementedError
+
+    def environment(self, job: Job) -> dict[str, str]:
+        return {"DS_ENV_FILE": os.path.join(job.run_dir, ".deepspeed_env")}
+
+
+def require_leading_slots(name: str, resources: dict[str, list[int]]) -> None:
+    """mpirun and srun place ranks by count: only the first N slots of a host can be chosen."""
+    from bench.core.errors import BadInput
+
+    for host, slots in resources.items():
+        if slots != list(range(len(slots))):
+            raise BadInput(f"--launcher {name}: cannot select slots {slots} on {host}; "
+                           "exclude whole hosts or keep the first N slots (use pdsh for slot selection)")

@@ -1,0 +1,72 @@
+"""The environment of the ranks: what bench sets, what it forwards from this shell, and what it refuses.
+
+    rank_environment("cpu", os.environ)   # OMP_NUM_THREADS, TORCH_EXTENSIONS_DIR, PATH, DS_ACCELERATOR, NCCL_*, ...
+
+Remote ranks get these through .deepspeed_env (KEY=VALUE lines only, values
+no remote shell can expand: check_env_value); local ranks inherit them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from bench.core.errors import BadInput
+from bench.core.provenance import SECRET_WORDS
+
+# Forwarded to every rank when set here (DeepSpeed forwards only PYTHON*, UCX*,
+# MV2*, MLFLOW* and NCCL* by itself).
+FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_", "OMP_NUM_THREADS",
+                    "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR", "DEEPSPEED_TIMEOUT")
+# DeepSpeed's runner double-quotes values outside this set, which still lets a
+# remote shell expand $(...): refuse them instead.
+_SAFE_VALUE = re.compile(r"^[\w@%+=:,./-]*$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def is_secret(name: str) -> bool:
+    return any(w in name for w in SECRET_WORDS)
+
+
+def check_env_value(key: str, value: str, source: str) -> None:
+    if not _ENV_KEY.match(key):
+        raise BadInput(f"{source}: {key!r} is not an environment variable name")
+    if not _SAFE_VALUE.match(value):
+        raise BadInput(f"{source}: {key} has characters a remote shell would expand or split: {value!r}")
+
+
+def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Variables every rank needs, plus the user's NCCL_*/GLOO_* settings."""
+    environ = dict(os.environ if environ is None else environ)
+    env: dict[str, str] = {
+        # One thread per rank unless the user says otherwise: two ranks on two
+        # cores with default threading oversubscribe and run at half speed.
+        "OMP_NUM_THREADS": environ.get("OMP_NUM_THREADS", "1"),
+        "TORCH_EXTENSIONS_DIR": environ.get(
+            "TORCH_EXTENSIONS_DIR", os.path.join(os.path.expanduser("~"), ".cache", "vitbench", "torch_extensions")),
+        # The venv's bin first, so JIT builds on remote ranks find its ninja.
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), environ.get("PATH", "/usr/bin:/bin")]),
+    }
+    if device == "cpu":
+        env["DS_ACCELERATOR"] = "cpu"
+    for k, v in environ.items():
+        # DeepSpeed's launcher logs every forwarded NCCL_* value: a secret set
+        # under such a name would land in the run's logs, so it stays here.
+        if k.startswith(FORWARD_PREFIXES) and k not in env and not is_secret(k):
+            env[k] = v
+    return env
+
+
+def runner_exports(env: dict[str, str], env_file: dict[str, str], run_dir: str, device: str) -> dict[str, str]:
+    """What DeepSpeed's runner (0.19.8, runner.main) exports to remote ranks, in its order.
+
+    PYTHON*, MLFLOW*, MV2*, UCX* (and NCCL* with the CUDA accelerator) from
+    its environment, PYTHONPATH led by its working directory (the run dir),
+    then every line of the env file.
+    """
+    env = dict(env, PYTHONPATH=os.pathsep.join(p for p in (run_dir, env.get("PYTHONPATH")) if p))
+    prefixes = ("MLFLOW", "PYTHON", "MV2", "UCX") + (("NCCL",) if device == "cuda" else ())
+    exports = {k: v.strip() for k, v in env.items() if k.startswith(prefixes)}
+    exports.update(env_file)
+    return exports

@@ -1,0 +1,193 @@
+"""Start the launcher, watch the ranks, and say how it ended.
+
+The runner process gets its own session, so bench can stop it and
+everything it forked (pdsh, ssh, local ranks) by process group, never by
+`pkill -f`. Ranks record their PIDs in ranks/rank<R>.json-style files; a
+hung run (no progress for `timeout` seconds, and at least the ranks'
+collective timeout + 15 s) or Ctrl-C ends the group, then any rank still
+alive, on every host, by PID (bench.cleanup).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bench.launch import memcg
+from bench.launch.base import LaunchPlan
+from bench.launch.diagnose import diagnose
+from bench.launch.registry import get
+
+
+@dataclass
+class Outcome:
+    status: str                       # ok, failed, oom, interrupted
+    rc: int | None
+    duration_s: float
+    summary: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    rank_files: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "local") -> None:
+    """SIGTERM the launcher's process group, SIGKILL what is left after `grace` s."""
+    if not get(launcher).stop_with_sigterm:
+        # DeepSpeed's pdsh runner answers SIGTERM by running `pkill -f "<python>
+        # -u -m deepspeed.launcher.launch"` on every host: every DeepSpeed job
+        # there by that python dies (and where hosts share a PID namespace, the
+        # whole machine's). SIGKILL leaves it no handler; kill_ranks stops ours by PID.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # The runner is gone, but not always its group (DeepSpeed's launch.py still
+    # stopping its ranks): bench returns only once nothing it started is left.
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+# How long past the ranks' collective timeout the watchdog waits: ranks blocked
+# on a hung peer then report their own timeout first, and the one still silent
+# is the culprit (with the watchdog first, every rank is silent alike).
+_REPORT_GRACE_S = 15.0
+
+
+def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
+            on_progress: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    """Run the plan to its end; on_progress gets each new progress.json the ranks write (a bar, say)."""
+    plan_timeout = (_read_json(os.path.join(run_dir, "plan.json")) or {}).get("collective_timeout_s")
+    if isinstance(plan_timeout, (int, float)):
+        timeout = max(timeout, plan_timeout + _REPORT_GRACE_S)
+    log_path = os.path.join(run_dir, "logs", "launcher.log")
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    progress_path = os.path.join(run_dir, "progress.json")
+    t0 = time.time()
+    hung = False
+    oom_before, vm_oom_before = memcg.oom_kills(), memcg.system_oom_kills()
+    with open(log_path, "ab") as log, _sigterm_interrupts() as got:
+        proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=run_dir)
+        last_change, last_seen = time.time(), None
+        try:
+            while proc.poll() is None:
+                time.sleep(0.5)
+                prog = _read_json(progress_path)
+                marker = (prog or {}).get("time")
+                if marker != last_seen:
+                    last_seen, last_change = marker, time.time()
+                    if prog and on_progress is not None:
+                        on_progress(prog)
+                elif time.time() - last_change > timeout:
+                    hung = True
+                    stop_group(proc, launcher=lp.launcher)
+                    break
+        except KeyboardInterrupt:
+            # A second Ctrl-C must not cut the stop short and leave ranks behind.
+            with _shielded():
+                stop_group(proc, launcher=lp.launcher)
+                cleanup = kill_remote_ranks(lp, run_dir)
+            return Outcome("interrupted", proc.returncode, time.time() - t0,
+                           error={"where": "bench", "reason": f"interrupted ({got[0]})", **cleanup})
+    rc = proc.wait()
+    duration = time.time() - t0
+    with _shielded():
+        cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or hung else {}
+        kill_ranks(run_dir)
+    summary = _read_json(os.path.join(run_dir, "summary.json"))
+    rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
+                  if r]
+    if rc == 0 and summary is not None and not hung:
+        return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
+    oom_after = memcg.oom_kills()
+    oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"
+                  if oom_before is not None and oom_after is not None and oom_after > oom_before else "")
+    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed)
+    vm_oom_after = memcg.system_oom_kills()
+    if not oom_killed and vm_oom_before is not None and vm_oom_after is not None and vm_oom_after > vm_oom_before:
+        error["hint"] = (f"the kernel OOM-killed {vm_oom_after - vm_oom_before} process(es) on this machine "
+                         "during the run (/proc/vmstat oom_kill); a rank that stopped without a report may be one")
+    return Outcome(status, rc, duration, error=error, rank_files=rank_files)
+
+
+def kill_ranks(run_dir: str) -> list[int]:
+    """Stop this machine's ranks that outlived their launcher, by the PIDs they recorded."""
+    from bench.launch.cleanup import kill_here
+    return kill_here(run_dir)
+
+
+def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
+    """Stop the ranks here and on every other host of the plan by their recorded PIDs (bench.cleanup over ssh).
+
+    pdsh's ssh sessions have no tty, so remote ranks outlive them; mpirun and
+    srun stop their own, but a rank that ignores them (SIGSTOPped, blocked in
+    the kernel) is stopped here too. DeepSpeed's own remote stop is `pkill -f`,
+    which stop_group keeps from running. Returns cleanup.summary(): PIDs killed
+    per host, and hosts that could not be reached.
+    """
+    from bench.launch.cleanup import stop_ranks, summary
+    return summary(stop_ranks(run_dir, remote=get(lp.launcher).remote, env=lp.env))
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """SIGTERM (kill, `timeout`, a scheduler) stops the run like Ctrl-C; yields [signal name]."""
+    got = ["SIGINT"]
+
+    def handler(signum, frame):
+        got[0] = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield got
+        return
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _shielded():
+    """Ignore SIGINT and SIGTERM while the ranks are being stopped."""
+    try:
+        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

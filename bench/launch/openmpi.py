@@ -1,0 +1,48 @@
+"""Ranks on a hostfile's hosts through Open MPI's mpirun (DeepSpeed's OpenMPIRunner).
+
+    OpenMPI().command(job) == [python, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", HF,
+                               "--launcher", "openmpi", "--master_addr", A, "--master_port", P,
+                               "--launcher_args", "--bind-to none --oversubscribe ...",
+                               "--module", "bench.worker", "--run-dir", RUN_DIR]
+
+In a container it is the MPI hybrid model, `mpirun ... apptainer exec ...
+python -u -m MODULE`, through the runner's --no_python.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from bench.cluster.mpirun import mpirun_args
+from bench.cluster.remote import is_local
+from bench.core.errors import BadInput
+from bench.launch.base import Job, MultiNode, require_leading_slots
+
+
+class OpenMPI(MultiNode):
+    name = "openmpi"
+    probe_via = "openmpi"
+
+    def check(self, job: Job) -> None:
+        require_leading_slots(self.name, job.resources)
+        if job.container is not None and job.container.in_container:
+            here = [h for h in job.resources if is_local(h)]
+            if here:
+                raise BadInput(f"--launcher openmpi: {here[0]} is this node, where mpirun would start ranks itself, "
+                               f"inside this container, which has no {job.container.argv[0]}; launch from a node "
+                               "outside the hostfile, or use --launcher pdsh")
+
+    def runner_options(self, job: Job) -> list[str]:
+        return ["--launcher_args", shlex.join(mpirun_args(job.environ))]
+
+    def environment(self, job: Job) -> dict[str, str]:
+        # mpirun refuses to run as root without both; a user's own values win.
+        allow = {k: job.environ.get(k, "1") for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")}
+        return {**super().environment(job), **allow}
+
+    def container_command(self, job: Job) -> list[str]:
+        # --no_python: DeepSpeed's OpenMPIRunner then runs the "script" (the
+        # container binary) as is, `mpirun ... apptainer exec ... python -u -m
+        # MODULE`; --module must go, or it would put `-m` before apptainer.
+        return [*self.runner_command(job), "--no_python", *job.image_python(), "-u", "-m", job.module,
+                "--run-dir", job.run_dir]

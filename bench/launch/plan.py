@@ -1,0 +1,101 @@
+"""(resources, launcher, run dir) -> a LaunchPlan: the runner's argv, its environment and the files it reads.
+
+    from bench.launch.plan import build, write_files
+    lp = build({"n1": [0], "n2": [0]}, "pdsh", run_dir, "cpu")
+    write_files(lp, resources, slots_of)       # hostfile, .deepspeed_env, rank_entry.py where needed
+    print(lp.shell())                          # the exact command, copy-pasteable
+
+Knows nothing of the model. Each launcher is a class (bench.launch.registry)
+that makes its own argv; what they share is here: exact resources (a
+resolved hostfile), an environment file of KEY=VALUE lines with values no
+remote shell can expand, a free rendezvous port, and the remote ranks
+started inside the image bench runs in (bench.cluster.container).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from bench.cluster import container
+from bench.launch.base import Job, LaunchPlan
+from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
+from bench.launch.registry import get
+from bench.launch.slurm import entry_script_text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: str,
+          master_addr: str | None = None, master_port: int | None = None,
+          environ: dict[str, str] | None = None, module: str = "bench.worker",
+          container_exec: str | None = None) -> LaunchPlan:
+    """The runner argv and environments for this run (nothing is started here).
+
+    container_exec: RunConfig.container_exec; with a multi-node launcher,
+    remote ranks start inside that image, or the one bench runs in
+    (bench.cluster.container). One node needs no prefix: bench is already there.
+    """
+    kind = get(launcher)
+    environ = dict(os.environ if environ is None else environ)
+    run_dir = os.path.abspath(run_dir)
+    hosts = list(resources)
+    ce = container.resolve(container_exec, environ) if kind.remote else None
+    rank_env = rank_environment(device, environ)
+    if ce is not None and ce.in_container:
+        # This PATH is the image's, not the nodes': exported there it could only
+        # hide the host's apptainer. Inside, the image sets its own (Apptainer
+        # never passes the host's PATH in).
+        del rank_env["PATH"]
+    for k, v in rank_env.items():
+        check_env_value(k, v, "environment")
+    job = Job(resources=resources, run_dir=run_dir, device=device,
+              master_addr=master_addr or ("127.0.0.1" if not kind.remote else hosts[0]),
+              master_port=master_port or free_port(), module=module, environ=environ, rank_env=rank_env,
+              container=ce)
+    kind.check(job)
+    # The runner's own environment, which local ranks inherit: without the
+    # secret-named variables DeepSpeed would log (see rank_environment).
+    env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and is_secret(k))}
+    env.update(rank_env)
+    env.update(kind.environment(job))
+    return LaunchPlan(argv=kind.command(job), env=env, env_file=kind.env_file(job),
+                      hostfile=job.hostfile if kind.remote else None, launcher=kind.name,
+                      master_addr=job.master_addr, master_port=job.master_port, entry_script=kind.entry_script(job),
+                      module=module, container=ce.prefix(os.path.dirname(run_dir)) if ce is not None else None)
+
+
+def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, timeout: float) -> dict:
+    """The run's plan.json: what the ranks read (rendezvous, collective timeout) and the record keeps.
+
+    The collective timeout is the run's --timeout, at least 30 s; the ranks
+    apply it to every process group and execute's watchdog waits past it.
+    """
+    return {"world_size": sum(len(s) for s in resources.values()), "nodes": len(resources),
+            "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
+            "master_port": lp.master_port, "collective_timeout_s": max(30, int(timeout)), "command": lp.argv,
+            "container": lp.container}
+
+
+def hostfile_text(slots: dict[str, int]) -> str:
+    return "".join(f"{h} slots={n}\n" for h, n in slots.items())
+
+
+def write_files(plan: LaunchPlan, resources: dict[str, list[int]], slots_of: dict[str, int] | None) -> None:
+    """The resolved hostfile and the .deepspeed_env (KEY=VALUE lines only), and rank_entry.py where needed."""
+    if plan.hostfile:
+        kind = get(plan.launcher)
+        counts = {h: (slots_of or {}).get(h, max(s) + 1) if kind.lists_every_slot else len(s)
+                  for h, s in resources.items()}
+        with open(plan.hostfile, "w") as f:
+            f.write(hostfile_text(counts))
+    if plan.env_file:
+        with open(plan.env["DS_ENV_FILE"], "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in plan.env_file.items()))
+    if plan.entry_script:
+        with open(plan.entry_script, "w") as f:
+            f.write(entry_script_text(plan.module))

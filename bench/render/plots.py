@@ -1,0 +1,178 @@
+"""PNG plots of a report's groups (matplotlib, Agg backend, imported only here).
+
+Per sweep group:
+  <sweep>-scaling.png    throughput, speedup and efficiency against GPUs with
+                         the ideal lines (the study's Vector series beside ours
+                         with --compare-paper); weak: throughput and E_w
+  <sweep>-breakdown.png  step time per point in parts: data, forward,
+                         backward without the all-reduce, all-reduce, optimizer
+  <sweep>-batch.png      throughput and accuracy against the micro batch, one
+                         line per GPU count (batch and paper sweeps)
+Plots draw what the analysis computed; nothing is re-derived here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from bench.analysis import report_analysis as ra
+
+PARTS = ("data", "forward", "backward", "allreduce", "optimizer")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "runs"
+
+
+def write_all(out_dir: str, groups: list[ra.Group], *, compare_paper: bool = False) -> list[str]:
+    from bench.core.errors import BadInput
+
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"--plots: cannot create {out_dir!r} ({e.strerror})") from None
+    written = []
+    ref = ra.paper_reference() if compare_paper else None
+    for g in groups:
+        base = os.path.join(out_dir, _slug(g.sweep))
+        if any(len(s["points"]) for s in g.scaling):
+            written.append(scaling(base + "-scaling.png", g, ref))
+        if any(r["parts_s"] for r in g.rows):
+            written.append(breakdown(base + "-breakdown.png", g))
+        if g.suite in ("batch", "paper") and len({r["micro_batch"] for r in g.rows}) > 1:
+            written.append(batch_curves(base + "-batch.png", g))
+    return written
+
+
+def scaling(path: str, g: ra.Group, ref: dict[str, Any] | None) -> str:
+    plt = _plt()
+    weak = all(s["kind"] == "weak" for s in g.scaling)
+    panels = 2 if weak else 3
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.2))
+    top = max((p["gpus"] for s in g.scaling for p in s["points"]), default=1)
+    if ref and not weak:
+        top = max(top, 8)
+    xs_ideal = list(range(1, top + 1))
+    for s in g.scaling:
+        pts = s["points"]
+        ns = [p["gpus"] for p in pts]
+        line = axes[0].plot(ns, [p["images_per_s"] for p in pts], "o-", label=s["series"])[0]
+        one = next((p for p in pts if p["gpus"] == 1), None)
+        if one:
+            ideal = [one["images_per_s"] * n for n in ns]
+            axes[0].plot(ns, ideal, ":", color=line.get_color(), alpha=0.6, label=f"ideal ({s['series']})")
+        if weak:
+            e = [(p["gpus"], p["weak_efficiency"]) for p in pts if p["weak_efficiency"] is not None]
+            axes[1].plot([n for n, _ in e], [v * 100 for _, v in e], "o-", label=s["series"])
+            continue
+        sp = [(p["gpus"], p["speedup"], p["efficiency"]) for p in pts if p["speedup"] is not None]
+        axes[1].plot([n for n, _, _ in sp], [v for _, v, _ in sp], "o-", color=line.get_color(), label=s["series"])
+        axes[2].plot([n for n, _, _ in sp], [e * 100 for _, _, e in sp], "o-", color=line.get_color(),
+                     label=s["series"])
+    if ref and not weak:
+        for st in ref["strong"]:
+            if st["name"] == "tesla":
+                continue
+            pts = [p for p in st["points"] if p["gpus"] <= top]
+            kw = dict(linestyle="--", marker="s", alpha=0.7, label=f"study {st['name']}")
+            axes[1].plot([p["gpus"] for p in pts], [p["speedup"] for p in pts], **kw)
+            axes[2].plot([p["gpus"] for p in pts], [p["efficiency"] * 100 for p in pts], **kw)
+    if ref and weak:
+        stated = sorted((int(n), e) for n, e in ref["weak_efficiency"].items())
+        axes[1].plot([n for n, _ in stated], [e * 100 for _, e in stated], "s", color="C1", markersize=8,
+                     label="study (Vector, stated)")
+    axes[0].set(title="throughput", xlabel="GPUs (ranks)", ylabel="images/s")
+    if weak:
+        axes[1].axhline(100, color="k", linestyle=":", label="ideal")
+        axes[1].set(title="weak-scaling efficiency E_w = T1/TN", xlabel="GPUs (ranks)", ylabel="%")
+    else:
+        axes[1].plot(xs_ideal, xs_ideal, "k:", label="ideal S = N")
+        axes[1].set(title="speedup S = T1/TN", xlabel="GPUs (ranks)", ylabel="x")
+        axes[2].axhline(100, color="k", linestyle=":", label="ideal")
+        axes[2].set(title="efficiency E = S/N", xlabel="GPUs (ranks)", ylabel="%")
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{g.sweep} ({g.suite})")
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: str) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def breakdown(path: str, g: ra.Group) -> str:
+    plt = _plt()
+    rows = [r for r in g.rows if r["parts_s"]]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 3), 4.5))
+    names = [str(r["id"]).split("/", 1)[-1] for r in rows]
+    # The all-reduce is timed inside backward: stack it apart, not on top of it.
+    stacks = {
+        "data": [r["parts_s"].get("data", 0) for r in rows],
+        "forward": [r["parts_s"].get("forward", 0) for r in rows],
+        "backward (compute)": [max(r["parts_s"].get("backward", 0) - r["parts_s"].get("allreduce", 0), 0)
+                               for r in rows],
+        "all-reduce": [r["parts_s"].get("allreduce", 0) for r in rows],
+        "optimizer": [r["parts_s"].get("optimizer", 0) for r in rows],
+    }
+    bottom = [0.0] * len(rows)
+    for label, vals in stacks.items():
+        ms = [v * 1000 for v in vals]
+        ax.bar(names, ms, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, ms)]
+    ax.set(title=f"{g.sweep}: step time by part (mean per step)", ylabel="ms")
+    ax.tick_params(axis="x", rotation=30, labelsize=8)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(plt, fig, path)
+
+
+def batch_curves(path: str, g: ra.Group) -> str:
+    plt = _plt()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
+    by_gpus: dict[int, list[dict[str, Any]]] = {}
+    for r in g.rows:
+        if r["status"] == "ok":
+            by_gpus.setdefault(r["gpus"], []).append(r)
+    for n, rs in sorted(by_gpus.items()):
+        rs = sorted(rs, key=lambda r: r["micro_batch"])
+        mbs = [r["micro_batch"] for r in rs]
+        line = a1.plot(mbs, [r["images_per_s"] for r in rs], "o-", label=f"{n} GPU(s)")[0]
+        a2.plot(mbs, [(r["train_acc"] or 0) * 100 for r in rs], "o-", color=line.get_color(),
+                label=f"train, {n} GPU(s)")
+        test = [(r["micro_batch"], r["test_acc"]) for r in rs if r["test_acc"] is not None]
+        if test:
+            a2.plot([m for m, _ in test], [t * 100 for _, t in test], "s--", color=line.get_color(),
+                    label=f"test, {n} GPU(s)")
+    oom = [r for r in g.rows if r["status"] == "oom"]
+    for r in oom:
+        a1.axvline(r["micro_batch"], color="r", alpha=0.3)
+    mbs_all = sorted({r["micro_batch"] for r in g.rows if r["micro_batch"]})
+    for ax in (a1, a2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(mbs_all, [str(m) for m in mbs_all])
+        ax.minorticks_off()
+        ax.set_xlabel("micro batch per GPU")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    a1.set(title="throughput" + (" (red: OOM)" if oom else ""), ylabel="images/s")
+    a2.set(title="accuracy", ylabel="%")
+    fig.suptitle(f"{g.sweep} ({g.suite})")
+    return _save(plt, fig, path)

@@ -1,0 +1,110 @@
+"""The one way a rank starts and ends, for training ranks and comm ranks alike.
+
+    def run(run_dir: str, rank: int) -> str: ...     # the rank's work; returns its "is OK" detail
+    sys.exit(rank_main("bench.worker", run))
+
+A rank started by DeepSpeed's launcher (local, pdsh, openmpi, slurm):
+  - finds its rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID),
+  - sends its stdout and stderr to logs/rank<R>.log in the run dir,
+  - records "<hostname> <pid>" in ranks/pid-<R> (bench stops ranks by these
+    PIDs, never by pattern),
+  - runs, then prints `[host:rank] is OK: ...`; or, on any failure, writes
+    ranks/rank<R>.json with status failed or oom and the error, prints
+    `[host:rank] is broken: ...`, and exits at once with os._exit (1, or 3
+    for OOM): the destructors of a process group whose peer died can block
+    interpreter shutdown for ever (seen with gloo), and the launcher, and so
+    the whole job, would wait on this process.
+Results never travel through stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import traceback
+from typing import Callable
+
+from bench.core.results import write_json_atomic
+
+_RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+_LOCAL_RANK_ENV = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+
+
+def env_rank() -> int:
+    for name in _RANK_ENV:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def env_local_rank() -> int:
+    for name in _LOCAL_RANK_ENV:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def map_launcher_env(plan: dict) -> None:
+    """Give torch.distributed its variables under mpirun and srun too.
+
+    DeepSpeed's openmpi and slurm runners start the ranks without RANK,
+    WORLD_SIZE, LOCAL_RANK and MASTER_ADDR; DeepSpeed would then discover
+    them through mpi4py. Mapping them here needs no MPI in Python, and the
+    rendezvous address is the one bench planned (--master-addr).
+    """
+    env = os.environ
+    if "RANK" in env:
+        return
+    for rank, size, local in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                              ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")):
+        if rank in env:
+            env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"] = env[rank], env[size], env.get(local, "0")
+            env.setdefault("MASTER_ADDR", plan["master_addr"])
+            env.setdefault("MASTER_PORT", str(plan["master_port"]))
+            return
+
+
+def redirect_output(run_dir: str, rank: int) -> None:
+    os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
+    fd = os.open(os.path.join(run_dir, "logs", f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def is_oom(e: BaseException) -> bool:
+    text = f"{type(e).__name__} {e}"
+    return ("OutOfMemoryError" in text or "out of memory" in text
+            or "can't allocate memory" in text or isinstance(e, MemoryError))
+
+
+def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None = None) -> int:
+    """Start a rank of the run dir given by --run-dir, run `run(run_dir, rank)`, and report how it ended."""
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("--run-dir", required=True)
+    args, _ = p.parse_known_args(argv)  # DeepSpeed's launcher may append --local_rank=N
+    run_dir, rank, host = args.run_dir, env_rank(), socket.gethostname()
+    redirect_output(run_dir, rank)
+    os.makedirs(os.path.join(run_dir, "ranks"), exist_ok=True)
+    with open(os.path.join(run_dir, "ranks", f"pid-{rank}"), "w") as f:
+        f.write(f"{host} {os.getpid()}\n")
+    image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    print(f"[{host}:{rank}] {prog} pid {os.getpid()} starting" + (f" in container {image}" if image else ""),
+          flush=True)
+    try:
+        detail = run(run_dir, rank)
+    except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then exit non-zero
+        status = "oom" if is_oom(e) else "failed"
+        traceback.print_exc()
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), {
+            "rank": rank, "host": host, "status": status, "error": f"{type(e).__name__}: {first}"})
+        print(f"[{host}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
+        sys.stderr.flush()
+        os._exit(3 if status == "oom" else 1)
+    print(f"[{host}:{rank}] is {detail}", flush=True)
+    return 0

@@ -1,0 +1,63 @@
+"""The process group of a rank, set up once for training ranks and comm ranks alike.
+
+    world, rank, local_rank, device = init(plan, backend_via_deepspeed=True)
+
+Every process group gets the run's collective timeout (plan.json
+collective_timeout_s), the world group and the ones created later
+(DeepSpeed's data-parallel group, bench comm's pairs) alike: new_group()
+takes torch's module default (30 min), so without this a rank blocked on a
+hung or cut-off peer waits half an hour.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from bench.worker.bootstrap import env_local_rank, map_launcher_env
+
+
+def _skip_shm_comm_build() -> None:
+    """Do not JIT-build DeepSpeed's CPU shared-memory all-reduce op.
+
+    DeepSpeed's TorchBackend compiles it at init_distributed (~30 s, and a
+    shared build directory that concurrent runs rebuild in turn), yet only
+    inference_all_reduce uses it: training all-reduces go through
+    torch.distributed, so bench measures the same thing without it.
+    """
+    import importlib
+
+    # Not `import deepspeed.comm.torch as m`: the package's `torch` attribute is
+    # the torch library itself, which that form would bind instead.
+    ds_torch = importlib.import_module("deepspeed.comm.torch")
+    ds_torch.build_shm_op = lambda: None
+
+
+def init(plan: dict, *, via_deepspeed: bool):
+    """(world size, rank, local rank, torch.device) of this rank, its process group initialised.
+
+    via_deepspeed: through deepspeed.init_distributed (training: DeepSpeed's
+    comm layer then knows the group); else plain torch.distributed (comm ranks
+    need no DeepSpeed to move bytes).
+    """
+    import torch
+    import torch.distributed as dist
+
+    map_launcher_env(plan)
+    backend = "nccl" if plan["device"] == "cuda" else "gloo"
+    timeout = datetime.timedelta(seconds=plan["collective_timeout_s"])
+    dist.distributed_c10d.default_pg_timeout = timeout
+    dist.distributed_c10d.default_pg_nccl_timeout = timeout
+    if via_deepspeed:
+        import deepspeed
+
+        _skip_shm_comm_build()
+        deepspeed.init_distributed(dist_backend=backend, timeout=timeout)
+    else:
+        dist.init_process_group(backend=backend, timeout=timeout)
+    local_rank = env_local_rank()
+    if plan["device"] == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    return dist.get_world_size(), dist.get_rank(), local_rank, device

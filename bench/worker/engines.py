@@ -1,0 +1,41 @@
+"""The model and the training engine of a rank: a timm ViT under DeepSpeed or plain DDP.
+
+    model = create_model(cfg, spec, num_classes)
+    engine = build_engine(cfg, model, ds_config, device)
+    out = engine(x); engine.backward(loss); engine.step()
+
+bench's ranks (bench.worker.main) and the benchmarks/ scripts build them
+here, so a benchmark measures exactly what `bench run` runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.core.config import RunConfig
+from bench.core.models import ModelSpec
+
+
+def create_model(cfg: RunConfig, spec: ModelSpec, num_classes: int):
+    """The timm model of spec with the run's activation checkpointing and torch.compile."""
+    import timm
+    import torch
+
+    model = timm.create_model(spec.timm_name, pretrained=False, num_classes=num_classes, img_size=spec.img_size,
+                              **spec.kwargs)
+    if cfg.activation_checkpointing and hasattr(model, "set_grad_checkpointing"):
+        model.set_grad_checkpointing(True)
+    if cfg.compile:
+        model = torch.compile(model)
+    return model
+
+
+def build_engine(cfg: RunConfig, model, ds_config: dict[str, Any], device):
+    """DeepSpeed's engine for ds_config, or the DDP baseline with the same optimizer and clipping."""
+    if cfg.engine == "ddp":
+        from bench.worker.ddp import DDPEngine
+        return DDPEngine(model, ds_config, device)
+    import deepspeed
+
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    return engine

@@ -1,0 +1,43 @@
+"""Unit tests start no process: a test that needs one is marked `process` (and `make test-fast` skips it).
+
+The guard below makes the rule checkable rather than a comment: any
+subprocess or fork from an unmarked unit test fails that test,
+naming the command it tried to start.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+# Importing torch runs `ldconfig -p` (to find CUDA's libraries): that is not a
+# test starting a process, so torch is imported here, before any guard, once.
+# Several unit tests import torch or DeepSpeed anyway (their collection does).
+try:
+    import torch  # noqa: F401
+except ImportError:
+    pass
+
+
+class ProcessLaunched(AssertionError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def no_processes(request, monkeypatch):
+    if request.node.get_closest_marker("process"):
+        yield
+        return
+
+    def refuse(what):
+        def guard(*args, **kwargs):
+            shown = args[1] if what == "subprocess" and len(args) > 1 else args[:1]
+            raise ProcessLaunched(f"a unit test started a process ({what}: {shown!r}); mark the test `process`")
+        return guard
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("subprocess"))
+    monkeypatch.setattr(os, "fork", refuse("fork"))
+    monkeypatch.setattr(os, "posix_spawn", refuse("posix_spawn"))
+    yield
