@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from bench.core import gpus
-from bench.analysis import metrics
+from bench.analysis import metrics, volume
 
 CPU_NO_PEAK = "CPU: the GPU table has no CPU peak, so no MFU"
 
@@ -78,9 +78,59 @@ def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_imag
     }
 
 
+def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | None, world: int, strategy: str,
+                 bytes_per_element: int, accum: int = 1) -> dict[str, Any]:
+    """Per rank and step, what the training's collectives moved and how long they were in flight (METRICS.md).
+
+    Steady steps only. bytes_per_step is what a rank sends (S x volume factor,
+    summed over its calls); the analytic volume is bench.analysis.volume's.
+    """
+    per_rank, ops = [], {}
+    for r in ranks:
+        steps = (r.get("comm_steps") or [])[r["warmup_steps"]:]
+        if not steps:
+            return {"bytes_per_step": None, "seconds_per_step": None, "reason": "the ranks recorded no collectives"}
+        sent = _mean([sum(o["sent_bytes"] for o in s["ops"].values()) for s in steps])
+        secs = None if r.get("comm_timing") else _mean([s["seconds"] for s in steps])
+        per_rank.append({"rank": r["rank"], "bytes_per_step": sent, "seconds_per_step": secs})
+        if r is ranks[0]:
+            for name in sorted({k for s in steps for k in s["ops"]}):
+                calls = [s["ops"].get(name) for s in steps]
+                ops[name] = {key: _mean([(c or {}).get(key) or 0.0 for c in calls])
+                             for key in ("calls", "buffer_bytes", "sent_bytes")}
+                ops[name]["seconds"] = None if secs is None else _mean([(c or {}).get("seconds") or 0.0 for c in calls])
+    seconds = None if any(p["seconds_per_step"] is None for p in per_rank) else _mean(
+        [p["seconds_per_step"] for p in per_rank])
+    out: dict[str, Any] = {
+        "bytes_per_step": _mean([p["bytes_per_step"] for p in per_rank]), "seconds_per_step": seconds,
+        "per_rank": per_rank, "ops_rank0": ops, "timing": ranks[0].get("comm_timing") or COMM_TIMING}
+    if params:
+        analytic = volume.analytic_comm_bytes(params, bytes_per_element, world, strategy, accum)
+        out["analytic"] = {"bytes_per_step": analytic, "formula": volume.analytic_formula(strategy, accum),
+                           "params": params, "bytes_per_element": bytes_per_element, "n": world, "m": accum}
+        out["measured_over_analytic"] = out["bytes_per_step"] / analytic if analytic else None
+    return out
+
+
+def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: int, stage: int,
+                   precision: str) -> dict[str, Any]:
+    """Model-state bytes per rank: measured (the tensors held), the ZeRO paper's formula, DeepSpeed's estimate."""
+    measured = [r.get("model_states") or {} for r in ranks]
+    params = (summary.get("model") or {}).get("params")
+    return {"measured_per_rank": measured,
+            "measured": max(measured, key=lambda m: m.get("total", 0)) if measured else None,
+            "formula": volume.model_state_formula(params, world, stage, precision) if params else None,
+            "deepspeed_estimate": summary.get("deepspeed_estimate")}
+
+
+COMM_TIMING = ("host clock: per step, the time at least one collective was in flight (issue to completion, "
+               "overlapping calls counted once; CPU/gloo: completion is when the bytes have moved)")
+
+
 def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, planned_world: int,
                  flops_per_image: float | None = None, peak_flops: float | None = None,
-                 precision: str | None = None) -> dict[str, Any]:
+                 precision: str | None = None, strategy: str = "zero0",
+                 comm_bytes_per_element: int | None = None) -> dict[str, Any]:
     ranks = sorted(summary["ranks"], key=lambda r: r["rank"])
     world = summary["world_size"]
     per_step_images = micro_batch * grad_accum * world
@@ -104,7 +154,6 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "images_per_s_per_rank": [r["images_per_s"] for r in ranks],
         "step_s": dataclasses.asdict(step),
         "parts_s": parts,
-        "comm_share": metrics.comm_share(parts.get("allreduce", 0.0), step_mean),
         "data_share": parts.get("data", 0.0) / step_mean,
         "steps_per_epoch": summary["steps_per_epoch"],
         "epoch_s": step_mean * summary["steps_per_epoch"],
@@ -122,6 +171,19 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "sanity": {"loss_finite": finite, "loss_fell": loss_fell(curve),
                    "world_size_as_planned": world == planned_world},
     }
+    params = (summary.get("model") or {}).get("params")
+    b = comm_bytes_per_element or volume.comm_bytes_per_element(precision or "fp32")
+    comm = comm_figures(ranks, step_mean, params, world, strategy, b, grad_accum)
+    figures["comm"] = comm
+    if comm["seconds_per_step"] is not None:
+        figures["comm_share"] = metrics.comm_share(comm["seconds_per_step"], step_mean)
+        figures["comm_share_reason"] = None
+    else:
+        figures["comm_share"] = None
+        figures["comm_share_reason"] = comm.get("reason") or comm["timing"]
+    stage = int(strategy[4:]) if strategy.startswith("zero") else 0
+    figures["model_states"] = memory_figures(ranks, summary, world, stage, precision or "fp32")
+    figures["model_states_bytes"] = (figures["model_states"]["measured"] or {}).get("total")
     figures.update(mfu_figures(ranks, images_per_s, flops_per_image, precision, peak_flops))
     for entry, tf, u in zip(figures["ranks"], figures.get("tflops_per_rank", []), figures.get("mfu_per_rank", [])):
         entry["tflops"], entry["mfu"] = tf, u

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from bench.analysis.stats import Summary, percentile, summary
+from bench.analysis.stats import Summary, _finite_list, percentile, summary
 from bench.core import collectives
 
 __all__ = ["Summary", "percentile", "summary"]  # distributions: bench.analysis.stats, used here too
@@ -141,16 +141,19 @@ def amdahl_fit(ns: Sequence[int], speedups: Sequence[float]) -> float:
 # --- communication ----------------------------------------------------------
 
 
-def comm_share(allreduce_s: float, step_s: float) -> float:
-    """Share of a step spent in the gradient all-reduce: allreduce_s / step_s.
+def comm_share(comm_s: float, step_s: float) -> float:
+    """Share of a step with a collective in flight: comm_s / step_s.
 
-    Both from the same timer breakdown (DeepSpeed's wall_clock_breakdown).
-    An all-reduce longer than its step means the timers disagree: ValueError.
+    comm_s is the union of the step's collectives' intervals (issue to
+    completion), clipped to the step (bench.worker.comm_counter), so it
+    cannot exceed the step: a larger one means the clocks disagree (ValueError).
+    It counts waiting for the slowest rank as communication, and overlapped
+    communication as in flight: an upper bound on what the step loses to it.
     """
-    a = _non_negative("allreduce_s", allreduce_s)
+    a = _non_negative("comm_s", comm_s)
     s = _positive("step_s", step_s)
-    if a > s:
-        raise ValueError(f"allreduce_s: {a} s exceeds step_s {s} s")
+    if a > s * (1 + 1e-9):
+        raise ValueError(f"comm_s: {a} s exceeds step_s {s} s")
     return a / s
 
 
@@ -199,24 +202,45 @@ def predicted_dp_efficiency(
     busbw_bytes_per_s: float,
     n: int,
     overlap: float = 0.0,
+    t_sync_s: float | None = None,
 ) -> float:
     """Predicted data-parallel efficiency at N GPUs from 1-GPU measurements.
 
         t_comm = grad_bytes * 2(n-1)/n / busbw
-        E(N)   = t_compute / (t_compute + (1 - overlap) * t_comm)
+        E(N)   = t_compute / (t_sync + (1 - overlap) * t_comm)
 
-    Assumes a fixed per-GPU batch (per-GPU compute time unchanged by N), one
-    all-reduce of all gradients per step at the bus bandwidth measured for a
-    message of that size, identical GPUs (no straggler), and a fraction
-    ``overlap`` (0..1) of the all-reduce hidden behind the backward pass.
-    Bucket latency, optimizer-step changes and stragglers are not modelled,
-    so it is an upper bound on what a real run should reach.
+    t_sync is the expected step of the slowest of the N ranks (expected_slowest:
+    a synchronous step waits for it); without step-to-step jitter it is
+    t_compute (the default). Assumes a fixed per-GPU batch, one all-reduce of
+    all gradients per step at the bus bandwidth measured for a message of that
+    size, and a fraction ``overlap`` (0..1) of it hidden behind backward.
+    Bucket latency and optimizer-step changes are not modelled.
     """
     tc = _positive("t_compute_s", t_compute_s)
+    ts = tc if t_sync_s is None else _positive("t_sync_s", t_sync_s)
     if not isinstance(overlap, (int, float)) or not 0 <= overlap <= 1:
         raise ValueError(f"overlap: must be in [0, 1], got {overlap!r}")
     t_comm = allreduce_seconds(grad_bytes, busbw_bytes_per_s, n)
-    return tc / (tc + (1 - overlap) * t_comm)
+    return tc / (ts + (1 - overlap) * t_comm)
+
+
+def expected_slowest(step_samples: Sequence[Sequence[float]], draws: int = 4000, seed: int = 0) -> float:
+    """E[max over ranks of one step each]: each rank's step drawn from its own measured steps.
+
+        t_sync = mean over d of max_r x_(r, d),  x_(r, d) drawn from rank r's steps
+
+    A synchronous step ends when its slowest rank arrives, so a cluster whose
+    ranks jitter step to step (shared cores, thermal, OS noise) steps slower
+    than any rank's mean even when no rank is slow on average. Bootstrap
+    (seeded: the same samples give the same figure).
+    """
+    import random
+
+    pools = [_finite_list("step_samples", s) for s in step_samples]
+    if not pools:
+        raise ValueError("step_samples: empty")
+    rng = random.Random(seed)
+    return math.fsum(max(rng.choice(p) for p in pools) for _ in range(draws)) / draws
 
 
 # --- distributions and stragglers -------------------------------------------

@@ -73,11 +73,29 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
         "dataset_fraction": cfg.get("dataset_fraction"),
         "images_per_s": fig.get("images_per_s"), "step_s": (fig.get("step_s") or {}).get("median"),
         "epoch_s": fig.get("epoch_s"), "parts_s": fig.get("parts_s"),
-        # DDP overlaps its all-reduce inside backward: no exclusive time to show.
-        "comm_share": None if engine == "ddp" else fig.get("comm_share"),
+        "comm_share": fig.get("comm_share"), "comm_share_reason": fig.get("comm_share_reason"),
+        **comm_and_memory(fig),
         "peak_memory_bytes": max(mem) if mem else None, "memory_kind": fig.get("memory_kind"),
         "train_acc": fig.get("train_acc"), "test_acc": fig.get("test_acc"),
         "reason": (rec.get("error") or {}).get("reason"),
+    }
+
+
+def comm_and_memory(fig: dict[str, Any]) -> dict[str, Any]:
+    """The communication and model-state figures of one point, flat (bench.analysis.figures made them)."""
+    comm = fig.get("comm") or {}
+    states = fig.get("model_states") or {}
+    measured, formula = states.get("measured") or {}, states.get("formula") or {}
+    return {
+        "comm_bytes": comm.get("bytes_per_step"), "comm_bytes_analytic": (comm.get("analytic") or {}).get("bytes_per_step"),
+        "comm_formula": (comm.get("analytic") or {}).get("formula"), "comm_over_analytic": comm.get("measured_over_analytic"),
+        "comm_s": comm.get("seconds_per_step"),
+        "comm_ops": {op: v.get("sent_bytes") for op, v in (comm.get("ops_rank0") or {}).items()},
+        "states": {k: measured.get(k) for k in ("params", "grads", "master_params", "optimizer_states", "buffers",
+                                                 "total")} if measured else None,
+        "states_formula": {k: formula.get(k) for k in ("params", "grads", "master_params", "optimizer_states",
+                                                        "total")} if formula else None,
+        "states_deepspeed": (states.get("deepspeed_estimate") or {}).get("bytes_per_rank"),
     }
 
 
@@ -189,6 +207,10 @@ def analyse(g: Group) -> None:
             g.scaling.append(strong_series(f"paper mb={mb} {place}", rs, base))
     elif g.suite == "placement":
         g.ratios = _ratio("packed over spread", rows, "placement", "packed", "spread")
+        one = next((r for r in rows if r["labels"].get("placement") == "one" and _ok(r)), None)
+        for r in rows:  # each placement's efficiency against one GPU alone: E = X_N / (N X_1)
+            if one is not None and _ok(r) and r["gpus"] and r["images_per_s"]:
+                r["efficiency"] = r["images_per_s"] / (r["gpus"] * one["images_per_s"])
     elif g.suite == "ddp":
         g.ratios = _ratio("deepspeed over ddp", rows, "engine", "deepspeed", "ddp")
 

@@ -45,6 +45,8 @@ class Collective:
     name: str
     factor: Callable[[int], float]
     """busbw = algbw * factor(n)."""
+    volume: Callable[[int], float]
+    """Bytes one rank sends, on average over the group, per byte of S (a ring algorithm's, METRICS.md)."""
     gathered: bool
     """True when S is n times one rank's buffer (all_gather's output, reduce_scatter's input)."""
     in_place: bool
@@ -56,6 +58,10 @@ class Collective:
 
     def busbw_factor(self, n: int) -> float:
         return self.factor(n)
+
+    def volume_factor(self, n: int) -> float:
+        """What a rank sends per byte of S in a group of n: S x volume_factor(n) is its share of the traffic."""
+        return self.volume(n)
 
     def nccl_bytes(self, per_rank_bytes: float, n: int) -> float:
         """S for algbw = S / t: nccl-tests' size for this op from one rank's buffer bytes."""
@@ -82,14 +88,17 @@ class Collective:
         raise ValueError(f"{self.name}: no exact result is defined")
 
 
+_RING = lambda n: (n - 1) / n  # noqa: E731 - the (n-1)/n of a ring: each rank sends all but its own part
 _TABLE = (
-    Collective("all_reduce", lambda n: 2 * (n - 1) / n, gathered=False, in_place=True, in_ranks=False, measured=True),
-    Collective("all_gather", lambda n: (n - 1) / n, gathered=True, in_place=False, in_ranks=False, measured=True),
-    Collective("reduce_scatter", lambda n: (n - 1) / n, gathered=True, in_place=False, in_ranks=True, measured=True),
-    Collective("broadcast", lambda n: 1.0, gathered=False, in_place=True, in_ranks=False, measured=True),
-    # Known to the formulas (a trace may hold them), not timed by bench comm.
-    Collective("reduce", lambda n: 1.0, gathered=False, in_place=True, in_ranks=False, measured=False),
-    Collective("all_to_all", lambda n: (n - 1) / n, gathered=False, in_place=False, in_ranks=False, measured=False),
+    Collective("all_reduce", lambda n: 2 * (n - 1) / n, lambda n: 2 * (n - 1) / n, gathered=False, in_place=True,
+               in_ranks=False, measured=True),
+    Collective("all_gather", _RING, _RING, gathered=True, in_place=False, in_ranks=False, measured=True),
+    Collective("reduce_scatter", _RING, _RING, gathered=True, in_place=False, in_ranks=True, measured=True),
+    # A pipelined broadcast (reduce) passes S along the ring: n-1 of the n ranks send it once.
+    Collective("broadcast", lambda n: 1.0, _RING, gathered=False, in_place=True, in_ranks=False, measured=True),
+    # Known to the formulas (training issues them, a trace may hold them), not timed by bench comm.
+    Collective("reduce", lambda n: 1.0, _RING, gathered=False, in_place=True, in_ranks=False, measured=False),
+    Collective("all_to_all", _RING, _RING, gathered=False, in_place=False, in_ranks=False, measured=False),
 )
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in _TABLE}
 MEASURED: tuple[str, ...] = tuple(c.name for c in _TABLE if c.measured)

@@ -36,7 +36,9 @@ def build(cfg: RunConfig, world_size: int, total_steps: int) -> dict[str, Any]:
     }
     zero = ds["zero_optimization"]
     if cfg.zero_stage > 0:
-        zero["overlap_comm"] = cfg.overlap_comm
+        # Written out even when not given, as DeepSpeed's default (ZeroConfig: on at stage 3 only),
+        # so ds_config.json and the record say what ran.
+        zero["overlap_comm"] = cfg.overlap_comm if cfg.overlap_comm is not None else cfg.zero_stage == 3
         if cfg.bucket_size is not None:
             zero["reduce_bucket_size"] = cfg.bucket_size
             if cfg.zero_stage < 3:
@@ -57,8 +59,46 @@ def build(cfg: RunConfig, world_size: int, total_steps: int) -> dict[str, Any]:
     if cfg.activation_checkpointing:
         ds["activation_checkpointing"] = {"partition_activations": False}
     if cfg.deepspeed_config:
+        generated = ds
         ds = merge(ds, load_user(cfg.deepspeed_config))
+        check_agrees(generated, ds, cfg.deepspeed_config)
     return ds
+
+
+# What bench's loop, figures and MFU take from its own options: a user JSON may tune everything else.
+_OWNED = (
+    (("train_micro_batch_size_per_gpu",), "--micro-batch"),
+    (("gradient_accumulation_steps",), "--grad-accum"),
+    (("train_batch_size",), "--micro-batch x --grad-accum x ranks"),
+    (("zero_optimization", "stage"), "--zero-stage"),
+    (("zero_optimization", "offload_optimizer", "device"), "--offload"),
+    (("fp16", "enabled"), "--precision"),
+    (("bf16", "enabled"), "--precision"),
+)
+
+
+def _get(d: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def check_agrees(generated: dict[str, Any], merged: dict[str, Any], path: str) -> None:
+    """Refuse a user JSON that sets a key bench's options decide to something else (never a silent mismatch).
+
+    bench's loop feeds --micro-batch images and counts --grad-accum micro steps
+    per optimizer step, and its figures and MFU assume --zero-stage and
+    --precision: were DeepSpeed to run other values, every figure would be wrong.
+    """
+    for keys, option in _OWNED:
+        ours, theirs = _get(generated, keys), _get(merged, keys)
+        if keys[-1] == "enabled":  # absent and false are one thing to DeepSpeed
+            ours, theirs = bool(ours), bool(theirs)
+        if theirs != ours:
+            raise BadInput(f"{path}: {'.'.join(keys)} is {theirs!r} but bench's {option} gives {ours!r}; "
+                           f"set it with {option.split()[0]} instead")
 
 
 def adamw_impl(impl: str) -> dict[str, bool]:

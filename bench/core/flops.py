@@ -111,8 +111,14 @@ def timm_vit_config(model: Any, img_size: int | tuple[int, int] | None = None) -
     (attention-pool heads, gated MLPs, uneven blocks) raise ValueError.
     """
     try:
-        pe = model.patch_embed
         blocks = list(model.blocks)
+        # A gated MLP (timm's GluMlp, SwiGLU, SwiGLUPacked) multiplies two fc1 halves: fc1 is 2H wide but
+        # fc2 reads H, so the count below would be a third too high. Refused, not guessed.
+        gated = [type(b.mlp).__name__ for b in blocks
+                 if hasattr(b.mlp, "fc1_g") or hasattr(b.mlp, "chunk_dim") or "glu" in type(b.mlp).__name__.lower()]
+        if gated:
+            raise ValueError(f"model: gated MLP ({gated[0]}) is not counted")
+        pe = model.patch_embed
         width = int(model.embed_dim)
         prefix = int(model.num_prefix_tokens)
         num_classes = int(model.num_classes)

@@ -13,7 +13,8 @@ import time
 
 from bench.analysis import metrics
 from bench.analysis.stragglers import find
-from bench.experiments.node_checks import _rate, _summary
+from bench.analysis.volume import comm_bytes_per_element
+from bench.experiments.node_checks import _rate, _summary, solo_runs
 from bench.experiments.validation import CLUSTER, Validation, run_one
 
 ORDER = ("preflight", "inventory", "throughput", "bandwidth", "training", "stragglers", "scaling")
@@ -29,6 +30,13 @@ def training(v: Validation) -> None:
         v.add("training", CLUSTER, "SKIP", reason="no good node left")
         return
     hosts = {h: v.resources[h] for h in v.good}
+    measured_alone = set(v.figures["node_images_per_s"])
+    if len(hosts) > 1 and measured_alone > set(hosts):
+        # Nodes may share cores, a switch or a power budget: the single-node reference for the efficiency is
+        # measured with the same nodes busy as in the data-parallel run, not with the ones since left out.
+        _, solo = solo_runs(v, list(hosts), "reference")
+        v.figures["reference"] = {h: {"images_per_s": s["images_per_s"], "samples": s["samples"]}
+                                  for h, s in solo.items()}
     rec = run_one(v, hosts, v.level.dp_steps)
     v.runs["training"] = rec.get("run_dir", "")
     world = sum(len(s) for s in hosts.values())
@@ -51,13 +59,23 @@ def training(v: Validation) -> None:
         if off:
             problems.append(f"rank(s) {off} ended far from the median final loss {med:.3f}")
     v.figures["dp"] = {"world_size": fig["world_size"], "images_per_s": fig["images_per_s"], "hosts": list(hosts)}
-    v.figures["rank_compute_s"] = {f"{r['host']}:{r['local_rank']}": r["parts_s"]["forward"] +
-                                   max(r["parts_s"]["backward"] - r["parts_s"]["allreduce"], 0.0) for r in ranks}
+    v.figures["rank_compute_s"] = {f"{r['host']}:{r['local_rank']}": _own_work(r) for r in ranks}
     v.figures.setdefault("params", (summary.get("model") or {}).get("params"))
     v.add("training", CLUSTER, "FAIL" if problems else "PASS",
           f"{fig['images_per_s']:.1f} img/s, world {fig['world_size']}, loss {fig['loss']['first']:.3f} -> "
           f"{fig['loss']['last']:.3f}", f"world size {world}, loss falls, ranks agree",
           "; ".join(problems) or f"{len(ranks)} ranks, {steps.pop() if steps else '?'} steps each", t0=t0)
+
+
+def _own_work(rank: dict) -> float:
+    """A rank's mean step minus its time with a collective in flight: its own work, waiting left out.
+
+    In a synchronous step every rank's wall-clock step equals the slowest's;
+    the difference is spent inside the collectives, waiting for it.
+    """
+    steps = rank["step_s"]
+    comm = [s.get("seconds") or 0.0 for s in (rank.get("comm_steps") or [])[rank.get("warmup_steps", 0):]]
+    return max(sum(steps) / len(steps) - (sum(comm) / len(comm) if comm else 0.0), 1e-9)
 
 
 def stragglers(v: Validation) -> None:
@@ -71,49 +89,61 @@ def stragglers(v: Validation) -> None:
     params = v.figures.get("params") or 0
     n = (v.figures.get("dp") or {}).get("world_size") or len(v.resources)
     found = find(rank_compute_s=ranks, node_step_s=v.figures["node_step_s"], node_busbw=v.figures["node_busbw"],
-                 grad_bytes=4.0 * params, n=max(n, len(v.figures["node_busbw"])))
+                 grad_bytes=params * comm_bytes_per_element(v.cfg.precision), n=max(n, len(v.figures["node_busbw"])))
     v.figures["stragglers"] = [s.to_dict() for s in found]
     if not found:
         v.add("stragglers", CLUSTER, "SKIP", reason="fewer than two nodes or ranks measured")
         return
     top = found[0]
-    status = "WARN" if top.cost >= STRAGGLER_WARN else "PASS"
+    # A cost within what the nodes' means move run to run (3 standard errors) is noise, not a straggler.
+    noise = 3 * max((v.figures.get("node_step_se") or {}).values(), default=0.0)
+    line = max(STRAGGLER_WARN, noise)
+    status = "WARN" if top.cost >= line else "PASS"
     where = f"{top.host}:{top.slot}" if top.slot is not None else top.host
     v.add("stragglers", CLUSTER, status, f"{top.kind} {where}: costs {top.cost:.1%}",
-          f"WARN at {STRAGGLER_WARN:.0%}", f"{top.reason}; to drop it: --exclude {top.exclude}")
-
-
-def _nearest(rows: list[dict], nbytes: float) -> dict:
-    return min(rows, key=lambda r: abs(math.log(r["size"]) - math.log(max(nbytes, 1))))
+          f"WARN at {line:.0%} (the larger of {STRAGGLER_WARN:.0%} and 3 standard errors of a node's mean step, "
+          f"{noise:.0%})",
+          f"{top.reason}; to drop it: --exclude {top.exclude}" if status == "WARN" else
+          f"the slowest part ({top.reason}) costs less than the WARN line: no straggler")
 
 
 def scaling(v: Validation) -> None:
     dp = v.figures.get("dp")
     params = v.figures.get("params")
-    solo = {h: v.figures["node_images_per_s"][h] for h in (dp or {}).get("hosts", []) if h in
-            v.figures["node_images_per_s"]}
+    ref = v.figures.get("reference") or {h: {"images_per_s": x, "samples": (v.figures.get("node_step_samples") or {})
+                                                 .get(h, [])} for h, x in v.figures["node_images_per_s"].items()}
+    solo = {h: ref[h]["images_per_s"] for h in (dp or {}).get("hosts", []) if h in ref}
     if not dp or not params or not solo:
         v.add("scaling", CLUSTER, "SKIP", reason="needs the per-node throughput and the data-parallel run")
         return
-    n, grad = dp["world_size"], 4.0 * params
-    t_compute = metrics.percentile([v.figures["node_step_s"][h] for h in solo], 50)
+    n, grad = dp["world_size"], params * comm_bytes_per_element(v.cfg.precision)
+    # The step of the median node: measured efficiency divides by n x the median node's throughput too.
+    t_compute = v.level.micro_batch / metrics.percentile(list(solo.values()), 50)
+    pools = [ref[h]["samples"] for h in dp["hosts"] for _ in v.resources[h] if ref.get(h, {}).get("samples")]
+    # Every rank waits for the slowest each step: the expected slowest of one draw per rank.
+    t_sync = metrics.expected_slowest(pools) if len(pools) == n else t_compute
     rows = v.figures.get("busbw_rows") or []
     members = set(dp["hosts"])
     same_set = members == set(v.figures["node_busbw"])
-    usable = [r for r in rows if (r["group"] == "all" and same_set) or
-              (r["group"] != "all" and set(r["group"].split("+")) <= members)]
+    # The training's own message: the whole gradient, over the same set of nodes where measured so.
+    size = max((r["size"] for r in rows), default=0)
+    usable = [r for r in rows if r["size"] == size and ((r["group"] == "all" and same_set) or
+              (r["group"] != "all" and set(r["group"].split("+")) <= members))]
     if n > 1 and not usable:
         v.add("scaling", CLUSTER, "SKIP", reason="no bus bandwidth measured between the training nodes")
         return
-    busbw = min(r["busbw"] for r in usable if r["size"] == _nearest(usable, grad)["size"]) if n > 1 else 1.0
-    predicted = metrics.predicted_dp_efficiency(t_compute, grad, busbw, n)
+    whole = [r for r in usable if r["group"] == "all"]
+    busbw = (whole or [min(usable, key=lambda r: r["busbw"])])[0]["busbw"] if n > 1 else 1.0
+    predicted = metrics.predicted_dp_efficiency(t_compute, grad, busbw, n, t_sync_s=max(t_sync, t_compute))
     measured = dp["images_per_s"] / (n * metrics.percentile(list(solo.values()), 50))
     v.figures["scaling"] = {"predicted": predicted, "measured": measured, "n": n, "t_compute_s": t_compute,
-                            "grad_bytes": grad, "busbw": busbw}
+                            "t_sync_s": t_sync, "grad_bytes": grad, "busbw": busbw, "busbw_size": size,
+                            "t_comm_s": metrics.allreduce_seconds(grad, busbw, n) if n > 1 else 0.0}
     short = measured < 0.5 * predicted
     v.add("scaling", CLUSTER, "WARN" if short else "PASS", f"measured {measured:.0%} at {n} ranks",
           f"predicted {predicted:.0%}",
-          f"model: {t_compute * 1e3:.1f} ms compute, {grad / 1e6:.3g} MB gradients at {_rate(busbw)}"
+          f"model: {t_compute * 1e3:.1f} ms compute, the slowest of {n} ranks {t_sync * 1e3:.1f} ms, "
+          f"{grad / 1e6:.3g} MB gradients at {_rate(busbw)}"
           + ("; under half the prediction: something the model leaves out (stragglers, contention, latency)"
              if short else ""))
 

@@ -17,7 +17,7 @@ Suites (the study is arXiv 2602.21081, see bench/paper.py):
              batch fixed, micro = global / N: the textbook one) and study
              (fixed per-GPU batch over the whole data set: the study's)
   weak       the study's: data share base x N, so steps per epoch stay fixed
-  placement  the same GPU count packed on one node vs one per node
+  placement  one GPU alone, then the same GPU count packed on one node vs one per node
   zero       ZeRO 0/1/2/3 and 2+offload by precision
   ddp        DeepSpeed ZeRO-0 vs plain PyTorch DDP at the same GPU counts
   paper      the study's recipe: ViT-B/16 at 224, AdamW 1e-4, 5 epochs,
@@ -41,7 +41,7 @@ from bench.launch.registry import MULTI_HOST_DEFAULT
 
 SUITES = ("batch", "accum", "strong", "weak", "placement", "zero", "ddp", "paper")
 SENSES = ("fixed-global", "study")
-ZERO_VARIANTS = ("0", "1", "2", "3", "2+offload", "3+offload")
+ZERO_VARIANTS = ("0", "1", "2", "3", "1+offload", "2+offload", "3+offload")
 
 
 def _csv(kind: type) -> Callable[[str], tuple]:
@@ -65,7 +65,7 @@ class SuiteOptions:
 
     values: tuple[str, ...] | None = opt(
         "the swept values: micro batches (batch, paper), accumulation steps (accum), "
-        "ZeRO variants 0,1,2,3,2+offload,3+offload (zero)", default=None, parse=_csv(str), metavar="LIST",
+        "ZeRO variants 0,1,2,3,1+offload,2+offload,3+offload (zero)", default=None, parse=_csv(str), metavar="LIST",
         group="sweep")
     gpu_counts: tuple[int, ...] | None = opt("GPU (rank) counts, e.g. 1,2,4; default: the suite's, up to the pool",
                                              default=None, parse=_csv(int), metavar="LIST", group="sweep")
@@ -182,7 +182,8 @@ def _placement(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     if default < 2 and not opts.gpu_counts:
         raise BadInput("placement: no host has >= 2 slots, so nothing can be packed on one node")
     counts = gpu_counts(opts.gpu_counts, pool, [default])
-    points = []
+    # One GPU alone: the T1 that each placement's efficiency X_N / (N X_1) is measured against.
+    points = [_point("placement", "placement/one/gpus=1", base, pool, one_node(pool, 1), {"placement": "one"})]
     for n in counts:
         if n < 2:
             raise BadInput(f"--gpu-counts: placement needs >= 2 GPUs per point, got {n}")

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from bench.analysis import figures
+from bench.analysis import figures, volume
 from bench.cluster.hostfile import HostSelection
 from bench.core import dsconfig, provenance, results
 from bench.core.config import RunConfig
@@ -29,11 +29,15 @@ from bench.launch.plan import build, plan_json, write_files
 def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: bool = False,
         out_dir: str | None = None, extra: dict[str, Any] | None = None,
         inspected: tuple[list[dict], dict] | None = None,
-        on_progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any] | None:
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        start_barrier: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Plan, launch and record one run; returns its record (None for a dry run, which prints the plan).
 
     inspected: (inventory, verdict) already taken by the caller (bench validate
     probes once for all its runs), so this run does not reach the hosts again.
+    start_barrier: {"dir", "count", "timeout_s"}: the ranks start their first
+    step only once `count` runs have reached it (bench.worker.barrier), so
+    runs launched together are measured together.
     """
     placement = plan_resources(cfg, hosts)
     resources, device = placement.resources, placement.device
@@ -70,6 +74,8 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     run_dir = os.path.abspath(os.path.join(root, run_id))
     lp = build_launch(run_dir, device)
     plan = plan_json(lp, resources, device, cfg.timeout)
+    if start_barrier:
+        plan["start_barrier"] = start_barrier
     if dry_run:
         print(json.dumps({"config": cfg.to_dict(), "plan": plan, "deepspeed_config": ds,
                           "env_file": lp.env_file, "command": lp.shell()}, indent=2))
@@ -85,13 +91,14 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     if device == "cpu" and not quiet:
         print(f"bench: no GPU: running on CPU with gloo, {world} rank(s)", file=sys.stderr)
     outcome = execute(lp, run_dir, timeout=cfg.timeout, on_progress=on_progress)
-    rec = record(cfg, plan, run_id, run_dir, outcome, {"inventory": inventory, "verdict": verdict, **(extra or {})})
+    rec = record(cfg, plan, run_id, run_dir, outcome, {"inventory": inventory, "verdict": verdict, **(extra or {})},
+                 ds_config=ds)
     results.append(os.path.join(run_dir, "results.jsonl"), rec)
     return rec
 
 
 def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outcome,
-           extra: dict[str, Any]) -> dict[str, Any]:
+           extra: dict[str, Any], ds_config: dict[str, Any] | None = None) -> dict[str, Any]:
     summary = outcome.summary
     body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "config": cfg.to_dict(), "plan": plan,
                             "duration_s": outcome.duration_s, **extra}
@@ -99,7 +106,10 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
     if outcome.status == "ok" and summary is not None:
         body["figures"] = figures.from_summary(
             summary, micro_batch=cfg.micro_batch, grad_accum=cfg.grad_accum, planned_world=plan["world_size"],
-            flops_per_image=summary.get("flops_per_image"), precision=cfg.precision)
+            flops_per_image=summary.get("flops_per_image"), precision=cfg.precision,
+            strategy=volume.strategy_of(cfg.engine, cfg.zero_stage),
+            comm_bytes_per_element=volume.comm_bytes_per_element(
+                cfg.precision, (ds_config or {}).get("communication_data_type")))
         sanity = body["figures"]["sanity"]
         if not all(sanity.values()):
             body["warnings"] = [f"sanity: {k} is false" for k, v in sanity.items() if not v]

@@ -5,7 +5,11 @@ Per sweep group:
                          the ideal lines (the study's Vector series beside ours
                          with --compare-paper); weak: throughput and E_w
   <sweep>-breakdown.png  step time per point in parts: data, forward,
-                         backward without the all-reduce, all-reduce, optimizer
+                         backward, optimizer; beside them the time a collective
+                         was in flight (it happens inside those parts)
+  <sweep>-comm-memory.png  zero/ddp/placement: bytes sent per step, measured and
+                         analytic, and the model states per rank by category with
+                         the ZeRO paper's formula and DeepSpeed's estimate
   <sweep>-batch.png      throughput and accuracy against the micro batch, one
                          line per GPU count (batch and paper sweeps)
 Plots draw what the analysis computed; nothing is re-derived here.
@@ -19,7 +23,7 @@ from typing import Any
 
 from bench.analysis import report_analysis as ra
 
-PARTS = ("data", "forward", "backward", "allreduce", "optimizer")
+PARTS = ("data", "forward", "backward", "optimizer")
 
 
 def _plt():
@@ -52,6 +56,8 @@ def write_all(out_dir: str, groups: list[ra.Group], *, compare_paper: bool = Fal
             written.append(breakdown(base + "-breakdown.png", g))
         if g.suite in ("batch", "paper") and len({r["micro_batch"] for r in g.rows}) > 1:
             written.append(batch_curves(base + "-batch.png", g))
+        if g.suite in ("zero", "ddp", "placement") and any(r["states"] for r in g.rows):
+            written.append(comm_memory(base + "-comm-memory.png", g))
     return written
 
 
@@ -123,24 +129,52 @@ def breakdown(path: str, g: ra.Group) -> str:
     rows = [r for r in g.rows if r["parts_s"]]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 3), 4.5))
     names = [str(r["id"]).split("/", 1)[-1] for r in rows]
-    # The all-reduce is timed inside backward: stack it apart, not on top of it.
-    stacks = {
-        "data": [r["parts_s"].get("data", 0) for r in rows],
-        "forward": [r["parts_s"].get("forward", 0) for r in rows],
-        "backward (compute)": [max(r["parts_s"].get("backward", 0) - r["parts_s"].get("allreduce", 0), 0)
-                               for r in rows],
-        "all-reduce": [r["parts_s"].get("allreduce", 0) for r in rows],
-        "optimizer": [r["parts_s"].get("optimizer", 0) for r in rows],
-    }
+    xs = list(range(len(rows)))
     bottom = [0.0] * len(rows)
-    for label, vals in stacks.items():
-        ms = [v * 1000 for v in vals]
-        ax.bar(names, ms, bottom=bottom, label=label)
+    for part in PARTS:
+        ms = [r["parts_s"].get(part, 0) * 1000 for r in rows]
+        ax.bar([x - 0.2 for x in xs], ms, width=0.4, bottom=bottom, label=part)
         bottom = [b + v for b, v in zip(bottom, ms)]
-    ax.set(title=f"{g.sweep}: step time by part (mean per step)", ylabel="ms")
+    # Communication happens inside forward, backward and the optimizer step: a bar of its own, not a layer.
+    comm = [(r["comm_s"] or 0) * 1000 for r in rows]
+    ax.bar([x + 0.2 for x in xs], comm, width=0.4, color="0.3", hatch="//", label="collectives in flight")
+    for x, r in zip(xs, rows):
+        if r["comm_s"] is None:
+            ax.text(x + 0.2, 0, "n/a", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(xs, names)
+    ax.set(title=f"{g.sweep}: step time by part (mean per step) and time with a collective in flight", ylabel="ms")
     ax.tick_params(axis="x", rotation=30, labelsize=8)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
+    return _save(plt, fig, path)
+
+
+def comm_memory(path: str, g: ra.Group) -> str:
+    plt = _plt()
+    rows = [r for r in g.rows if r["status"] == "ok" and r["states"]]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(10, 1.6 * len(rows) + 4), 4.5))
+    names = [str(r["id"]).split("/", 1)[-1] for r in rows]
+    xs = list(range(len(rows)))
+    a1.bar([x - 0.2 for x in xs], [(r["comm_bytes"] or 0) / 1e6 for r in rows], width=0.4, label="measured")
+    a1.bar([x + 0.2 for x in xs], [(r["comm_bytes_analytic"] or 0) / 1e6 for r in rows], width=0.4,
+           label="analytic (ZeRO paper)")
+    a1.set(title="bytes one rank sends per optimizer step", ylabel="MB")
+    bottom = [0.0] * len(rows)
+    for cat in ("params", "grads", "master_params", "optimizer_states"):
+        mb = [(r["states"].get(cat) or 0) / 1e6 for r in rows]
+        a2.bar(xs, mb, width=0.5, bottom=bottom, label=cat)
+        bottom = [b + v for b, v in zip(bottom, mb)]
+    a2.plot(xs, [((r["states_formula"] or {}).get("total") or 0) / 1e6 for r in rows], "kD", label="formula total")
+    est = [(x, r["states_deepspeed"] / 1e6) for x, r in zip(xs, rows) if r["states_deepspeed"]]
+    if est:
+        a2.plot([x for x, _ in est], [v for _, v in est], "r^", label="DeepSpeed estimate (mixed precision)")
+    a2.set(title="model states per rank (measured tensors)", ylabel="MB")
+    for ax in (a1, a2):
+        ax.set_xticks(xs, names)
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
+        ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"{g.sweep} ({g.suite})")
     return _save(plt, fig, path)
 
 

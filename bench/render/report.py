@@ -41,8 +41,55 @@ def points_table(g: ra.Group):
         status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]"
         t.add_row(str(r["id"]), status, str(r["gpus"] or "-"), batch, _f(r["images_per_s"], ",.1f"),
                   _f(r["step_s"], ".1f", 1000, " ms"), _f(r["epoch_s"], ",.2f", 1, " s"),
-                  "n/a" if r["engine"] == "ddp" else _pct(r["comm_share"]), mem, _pct(r["train_acc"]),
+                  _pct(r["comm_share"]), mem, _pct(r["train_acc"]),
                   _pct(r["test_acc"]))
+    return t
+
+
+def _mb(x: Any) -> str:
+    return _f(x, ",.3f", 1e-6, " MB")
+
+
+def _short(point_id: Any) -> str:
+    return str(point_id).split("/", 1)[-1]
+
+
+def comm_table(g: ra.Group):
+    """Per point: bytes a rank sends per step, measured and analytic, and the time a collective was in flight."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=f"{g.sweep}: communication per rank and optimizer step (METRICS.md)", box=box.SIMPLE,
+              title_justify="left")
+    for c in ("point", "sent", "analytic", "formula", "measured/analytic", "in flight", "share", "E = X/(N X1)",
+              "ops (sent)"):
+        t.add_column(c, justify="left" if c in ("point", "formula", "ops (sent)") else "right")
+    for r in g.rows:
+        if r["status"] != "ok":
+            continue
+        ops = ", ".join(f"{op} {_mb(v)}" for op, v in sorted(r["comm_ops"].items()) if v)
+        t.add_row(_short(r["id"]), _mb(r["comm_bytes"]), _mb(r["comm_bytes_analytic"]), r["comm_formula"] or "-",
+                  _f(r["comm_over_analytic"], ".2f", 1, "x"), _f(r["comm_s"], ".1f", 1000, " ms"),
+                  _pct(r["comm_share"]) if r["comm_share"] is not None else "null", _pct(r.get("efficiency")), ops)
+    return t
+
+
+def memory_table(g: ra.Group):
+    """Per point: model-state bytes per rank, measured from the tensors, the ZeRO paper's, DeepSpeed's estimate."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=f"{g.sweep}: model states per rank (METRICS.md)", box=box.SIMPLE, title_justify="left")
+    for c in ("point", "measured", "params", "grads", "master", "optimizer", "formula", "DeepSpeed est.",
+              "buffers"):
+        t.add_column(c, justify="left" if c == "point" else "right")
+    for r in g.rows:
+        if r["status"] != "ok" or not r["states"]:
+            continue
+        s, f = r["states"], r["states_formula"] or {}
+        t.add_row(_short(r["id"]), _mb(s.get("total")), _mb(s.get("params")), _mb(s.get("grads")),
+                  _mb(s.get("master_params")), _mb(s.get("optimizer_states")), _mb(f.get("total")),
+                  _mb(r["states_deepspeed"]), _mb(s.get("buffers")))
     return t
 
 
@@ -92,6 +139,13 @@ def _study_for(s: dict[str, Any]) -> dict[str, Any] | None:
 
 def print_group(console, g: ra.Group, compare_paper: bool) -> None:
     console.print(points_table(g))
+    if g.suite in ("zero", "ddp", "placement") or any(r["states"] for r in g.rows if g.suite == "runs"):
+        console.print(comm_table(g))
+        console.print(memory_table(g))
+        for r in g.rows:
+            if r["status"] == "ok" and r["comm_share"] is None and r["comm_share_reason"]:
+                console.print(f"  {r['id']}: communication time null: {r['comm_share_reason']}", markup=False,
+                              highlight=False)
     for s in g.scaling:
         console.print(scaling_table(s, _study_for(s) if compare_paper else None))
         stated = paper_batch_speedup(s) if compare_paper else None

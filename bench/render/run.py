@@ -17,6 +17,10 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x * 100:.1f}%"
 
 
+def _mb(b: float | None) -> str:
+    return "-" if b is None else f"{b / 1e6:,.3f} MB"
+
+
 def _mib(b: float) -> str:
     return f"{b / 2**20:,.0f} MiB"
 
@@ -42,10 +46,29 @@ def run_table(rec: dict[str, Any]) -> Table:
     t.add_row("images/s per rank", ", ".join(f"{x:,.1f}" for x in fig["images_per_s_per_rank"]), "")
     t.add_row("step time", _ms(step["median"]),
               f"min {_ms(step['min'])}  p90 {_ms(step['p90'])}  max {_ms(step['max'])}")
-    for k in ("data", "forward", "backward", "allreduce", "optimizer"):
-        note = "part of backward (DeepSpeed breakdown)" if k == "allreduce" else ""
-        t.add_row(f"  {k}", _ms(parts.get(k)), note)
-    t.add_row("communication share", _pct(fig["comm_share"]), "all-reduce / step")
+    for k in ("data", "forward", "backward", "optimizer"):
+        t.add_row(f"  {k}", _ms(parts.get(k)), "")
+    comm = fig.get("comm") or {}
+    analytic = comm.get("analytic") or {}
+    if comm.get("bytes_per_step") is not None:
+        ops = ", ".join(f"{op} x{v['calls']:g}" for op, v in sorted((comm.get("ops_rank0") or {}).items()))
+        t.add_row("communication / step", _mb(comm["bytes_per_step"]), f"sent per rank: {ops}")
+        if analytic:
+            t.add_row("  analytic", _mb(analytic["bytes_per_step"]),
+                      f"{analytic['formula']}; measured {comm['measured_over_analytic']:.2f}x")
+    t.add_row("  in flight", _ms(comm.get("seconds_per_step")), "union of collectives' intervals per step"
+              if comm.get("seconds_per_step") is not None else (fig.get("comm_share_reason") or ""))
+    t.add_row("communication share", _pct(fig["comm_share"]),
+              "in flight / step" if fig["comm_share"] is not None else "null: see above")
+    states = (fig.get("model_states") or {})
+    measured, formula = states.get("measured") or {}, states.get("formula") or {}
+    if measured:
+        t.add_row("model states / rank", _mb(measured["total"]),
+                  f"params {_mb(measured['params'])}, grads {_mb(measured['grads'])}, master "
+                  f"{_mb(measured['master_params'])}, optimizer {_mb(measured['optimizer_states'])}")
+        est = (states.get("deepspeed_estimate") or {}).get("bytes_per_rank")
+        t.add_row("  formula", _mb(formula.get("total")),
+                  "ZeRO paper" + (f"; DeepSpeed's estimate {_mb(est)} (mixed precision)" if est else ""))
     t.add_row("data share", _pct(fig["data_share"]), "")
     t.add_row("time per epoch", f"{fig['epoch_s']:,.1f} s",
               f"{'estimated from ' if fig['epoch_s_estimated'] else ''}{fig['steps_per_epoch']} steps/epoch")

@@ -14,10 +14,11 @@ only at the accumulation boundary (`no_sync` before it), clipped to norm
 same hyper-parameters. torch.distributed is already initialised
 (bench.worker.dist).
 
-Not measured: the all-reduce share. DDP overlaps its bucketed all-reduces
-with backward inside autograd hooks, so there is no exclusive all-reduce
-time to read (DeepSpeed's ZeRO-0 timer measures an all-reduce that runs
-after backward); the record's allreduce part is 0 and the report says so.
+Communication: DDP overlaps its bucketed all-reduces with backward inside
+autograd hooks. Its reducer would call the process group from C++, out of
+Python's sight, so the engine registers torch's Python allreduce hook (the
+same arithmetic): every bucket then passes through torch.distributed.all_reduce,
+where bench.worker.comm_counter counts it as it counts DeepSpeed's.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class DDPEngine:
         model = model.to(device)
         ids = [device.index] if device.type == "cuda" else None
         self.ddp = DistributedDataParallel(model, device_ids=ids)
+        # torch's own Python allreduce hook (the built-in's arithmetic: divide by n, sum): the reduction then
+        # goes through torch.distributed.all_reduce, where bench counts DeepSpeed's collectives too.
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        self.ddp.register_comm_hook(None, default_hooks.allreduce_hook)
         params = ds_config["optimizer"]["params"]
         # The same AdamW implementation (--adamw: fused/foreach) DeepSpeed's torch_adam path gets.
         impl = {k: params[k] for k in ("fused", "foreach") if k in params}

@@ -3,12 +3,13 @@
 Each optimizer step is timed in parts with a device sync around each part,
 so the parts add up to the step:
   data      fetching and augmenting the micro batch(es)
-  forward   model forward + loss
-  backward  engine.backward: autograd, plus the gradient all-reduce where
-            DeepSpeed does it inside backward (ZeRO 0 without overlap)
-  allreduce DeepSpeed's own 'bwd_allreduce_microstep' timer, a part of
-            backward (its share is reported apart, not added again)
-  optimizer engine.step
+  forward   model forward + loss (ZeRO-3's parameter all-gathers happen here)
+  backward  engine.backward: autograd, and the gradient reductions an engine
+            issues during it (DDP's bucketed all-reduce, ZeRO's reduce buckets)
+  optimizer engine.step (ZeRO-0/1's boundary all-reduce at DeepSpeed's
+            step, ZeRO-1/2's all-gather of the updated partitions)
+Communication is counted apart, by what was issued in each step
+(bench.worker.comm_counter), because it happens inside all three parts.
 The first `timing_warmup` steps are kept apart and excluded from throughput.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 
 @dataclass
@@ -25,7 +26,6 @@ class StepTimes:
     data: list[float] = field(default_factory=list)
     forward: list[float] = field(default_factory=list)
     backward: list[float] = field(default_factory=list)
-    allreduce: list[float] = field(default_factory=list)
     optimizer: list[float] = field(default_factory=list)
     step: list[float] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
@@ -49,7 +49,14 @@ def batches_forever(batches, start_epoch: int = 0):
         epoch += 1
 
 
-def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None) -> StepTimes:
+def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None, counter=None,
+          on_last_step_backward=None) -> StepTimes:
+    """Train total_steps optimizer steps; counter (CommCounter) sees each step's collectives.
+
+    on_last_step_backward() runs after each backward of the last step, before its engine.step: gradients
+    and optimizer states both exist then (at every micro step: ZeRO-1 accumulates whole gradients until
+    the boundary, ZeRO-2 partitions them as it goes). Its time is not the step's.
+    """
     import torch
     import torch.nn.functional as F
 
@@ -58,14 +65,16 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
     stream = batches_forever(batches)
     engine.train()
     for step in range(total_steps):
-        t_data = t_fwd = t_bwd = t_red = t_opt = 0.0
+        t_data = t_fwd = t_bwd = t_opt = 0.0
         # Loss and hits stay on the device until the step ends: one fetch per
         # step, not two per micro batch (each fetch is a device sync).
         loss_dev = correct_dev = None
         seen = 0
         sync()
+        if counter is not None:
+            counter.begin_step()
         t_step = time.perf_counter()
-        for _ in range(accum):
+        for micro in range(accum):
             t0 = time.perf_counter()
             _, x, y = next(stream)
             sync()
@@ -77,14 +86,18 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
             engine.backward(loss)
             sync()
             t3 = time.perf_counter()
+            t_bwd += t3 - t2
+            if on_last_step_backward is not None and step + 1 == total_steps:
+                on_last_step_backward()
+                excluded = time.perf_counter() - t3  # the measurement is not part of the step
+                t_step += excluded
+                t3 += excluded
             engine.step()
             sync()
             t4 = time.perf_counter()
             t_data += t1 - t0
             t_fwd += t2 - t1
-            t_bwd += t3 - t2
             t_opt += t4 - t3
-            t_red += _ds_allreduce_seconds(engine)
             with torch.no_grad():
                 hits = (out.argmax(dim=1) == y).sum()
                 loss_dev = loss.detach() if loss_dev is None else loss_dev + loss.detach()
@@ -92,7 +105,9 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
                 seen += y.numel()
         loss_sum, correct = torch.stack([loss_dev.double(), correct_dev.double()]).tolist()
         step_time = time.perf_counter() - t_step
-        for name, value in (("data", t_data), ("forward", t_fwd), ("backward", t_bwd), ("allreduce", t_red),
+        if counter is not None:
+            counter.end_step()
+        for name, value in (("data", t_data), ("forward", t_fwd), ("backward", t_bwd),
                             ("optimizer", t_opt), ("step", step_time), ("loss", loss_sum / accum),
                             ("acc", correct / max(seen, 1))):
             getattr(times, name).append(value)
@@ -101,15 +116,6 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
         if on_step is not None:
             on_step(step, times)
     return times
-
-
-def _ds_allreduce_seconds(engine) -> float:
-    """The all-reduce part of the last backward, from DeepSpeed's breakdown timers (ms)."""
-    get = getattr(engine, "get_wall_clock_timers", None)
-    if get is None:
-        return 0.0
-    timers: dict[str, Any] = get() or {}
-    return float(timers.get("bwd_allreduce_microstep", 0.0)) / 1000.0
 
 
 def evaluate(model, batches, device) -> tuple[int, int]:

@@ -31,7 +31,7 @@ def run(run_dir: str) -> dict:
 
     from bench.core import datasets, models, synthetic
     from bench.worker import data as wdata
-    from bench.worker import dist, loop
+    from bench.worker import comm_counter, dist, loop, model_states
     from bench.worker.engines import build_engine, create_model
 
     cfg = RunConfig.load(os.path.join(run_dir, "config.json"))
@@ -41,6 +41,8 @@ def run(run_dir: str) -> dict:
         ds_config = json.load(f)
 
     torch.manual_seed(cfg.seed)
+    # Before the group exists: DeepSpeed binds its collectives when it starts (see comm_counter).
+    counter = comm_counter.install(plan["device"])
     # Both engines start their group through DeepSpeed: the DDP baseline then differs in the engine alone.
     world, rank, local_rank, device = dist.init(plan, via_deepspeed=True)
 
@@ -66,6 +68,10 @@ def run(run_dir: str) -> dict:
     if rank == 0:
         write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds_config)
 
+    if plan.get("start_barrier"):
+        from bench.worker.barrier import wait
+        waited = wait(run_dir, plan["start_barrier"], rank)
+        print(f"start barrier: waited {waited:.2f} s", flush=True)
     progress_path = os.path.join(run_dir, "progress.json")
     t_start = time.time()
 
@@ -76,8 +82,10 @@ def run(run_dir: str) -> dict:
                                               "epochs": -(-total_steps // steps_per_epoch),
                                               "elapsed_s": time.time() - t_start, "time": time.time()})
 
+    states: list[dict] = []
     times = loop.train(engine, train_batches, total_steps=total_steps, accum=cfg.grad_accum, device=device,
-                       on_step=on_step)
+                       on_step=on_step, counter=counter,
+                       on_last_step_backward=lambda: states.append(model_states.measure(engine.module, engine.optimizer)))
 
     test = None
     if cfg.eval and test_ds is not None:
@@ -88,9 +96,14 @@ def run(run_dir: str) -> dict:
         test = {"correct": int(t[0]), "seen": int(t[1]), "accuracy": float(t[0] / max(t[1], 1))}
 
     rec = rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine)
-    rec["total_steps"] = total_steps
+    rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
+               comm_timing=counter.timing_reason)
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
 
+    # ZeRO-3 leaves each module parameter empty outside forward: ds_numel is its full size.
+    n_params = sum(getattr(p, "ds_numel", p.numel()) for p in engine.module.parameters())
+    largest = max((sum(getattr(p, "ds_numel", p.numel()) for p in m.parameters(recurse=False))
+                   for m in engine.module.modules()), default=0)
     gathered: list = [None] * world
     torch.distributed.all_gather_object(gathered, rec)
     if rank == 0:
@@ -98,8 +111,9 @@ def run(run_dir: str) -> dict:
             "world_size": world, "ranks": gathered, "test": test, "total_steps": total_steps,
             "steps_per_epoch": steps_per_epoch, "num_classes": train_ds.num_classes,
             "train_samples": train_batches.num_samples * world,
-            "model": {"timm_name": spec.timm_name, "img_size": spec.img_size,
-                      "params": sum(p.numel() for p in engine.module.parameters())},
+            "model": {"timm_name": spec.timm_name, "img_size": spec.img_size, "params": n_params,
+                      "largest_layer_params": largest},
+            "deepspeed_estimate": deepspeed_estimate(cfg, plan, n_params, largest),
             "flops_per_image": _train_flops(engine.module, spec.img_size),
             "versions": _versions(device)})
     torch.distributed.barrier()
@@ -128,11 +142,35 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
         "steady_steps": len(step_s),
         "step_s": step_s,
         "parts_s": {k: sum(getattr(times, k)[steady]) / len(step_s)
-                    for k in ("data", "forward", "backward", "allreduce", "optimizer")},
+                    for k in ("data", "forward", "backward", "optimizer")},
         "loss": times.loss, "train_acc": times.acc,
         "peak_memory_bytes": int(peak_mem),
         "memory_kind": "device" if device.type == "cuda" else "rss",
     }
+
+
+def deepspeed_estimate(cfg, plan: dict, params: int, largest_layer: int) -> dict:
+    """DeepSpeed's own model-state estimate per accelerator, for the ZeRO stages it ships an estimator for.
+
+    estimate_zero2/3_model_states_mem_needs assume mixed-precision training
+    on GPUs (2-byte parameters, fp32 master, gradients and Adam states); the
+    record says so beside the figure.
+    """
+    if cfg.engine != "deepspeed" or cfg.zero_stage < 2:
+        return {"bytes_per_rank": None, "reason": "DeepSpeed ships model-state estimators for ZeRO-2 and ZeRO-3 only"}
+    counts = [len(s) for s in plan["resources"].values()]
+    gpus_per_node, nodes = max(counts), len(counts)
+    if cfg.zero_stage == 2:
+        from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+        cpu, gpu = estimate_zero2_model_states_mem_needs(params, gpus_per_node, nodes, cpu_offload=cfg.offload)
+        call = "estimate_zero2_model_states_mem_needs"
+    else:
+        from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+        cpu, gpu, _ = estimate_zero3_model_states_mem_needs(params, largest_layer, gpus_per_node, nodes,
+                                                            cpu_offload=cfg.offload, cpu_offload_params=False)
+        call = "estimate_zero3_model_states_mem_needs"
+    return {"bytes_per_rank": int(gpu), "cpu_bytes_per_node": int(cpu), "how": f"deepspeed {call}", "reason":
+            "DeepSpeed's estimate assumes mixed precision (2-byte weights, fp32 master, grads and Adam states)"}
 
 
 def _train_flops(model, img_size: int) -> float | None:

@@ -1,11 +1,12 @@
 """`bench validate` on real hosts (netns + sshd, see netns.py): healthy, a throttled link, a dead sshd.
 
 Each scenario runs validate once (quick level: the micro ViT, synthetic
-data, two message sizes) with the cluster's env: the ssh wrapper first on
-PATH and GLOO_SOCKET_IFNAME=vb0. The hosts share this machine's cores, so
-per-node figures are judged against each other with generous tolerances;
-the broken host is made broken enough (a 1 Mbit/s link, no sshd) that no
-contention can hide it.
+data, messages of its gradient's size) with the cluster's env: the ssh
+wrapper first on PATH and GLOO_SOCKET_IFNAME=vb0. The hosts share this
+machine's two cores, which makes every per-node figure jitter: a healthy
+cluster must still PASS with no WARN, and a broken host (a throttled link,
+half a CPU, no sshd) must be named with the right kind. Predicted and
+measured data-parallel efficiency must agree (see _prediction_holds).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import time
 import xml.etree.ElementTree as ET
 
 import pytest
+
+import contextlib
+import os
 
 from bench.core import results
 from tests.conftest import bench, one_json
@@ -56,13 +60,24 @@ def _junit_matches(junit, rec: dict) -> None:
     assert failed == {f"{c['check']} [{c['node']}]" for c in rec["checks"] if c["status"] == "FAIL"}
 
 
+def _prediction_holds(rec: dict) -> None:
+    # The measured efficiency itself moves by up to +-8 points from run to run here (three hosts time-slice
+    # two cores); a prediction cannot agree more closely than the measurement repeats. On independent nodes
+    # the jitter the model takes from the single-node runs is the real one (METRICS.md).
+    s = rec["measured"]["scaling"]
+    assert abs(s["predicted"] - s["measured"]) <= 0.15, s
+
+
 def test_healthy_cluster_passes_with_every_check_listed(cluster, tmp_path):
     proc, rec, junit = _validate(cluster, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     results.validate(rec)
-    assert rec["kind"] == "validate" and rec["result"] in ("PASS", "WARN") and rec["failed_hosts"] == []
+    assert rec["kind"] == "validate" and rec["failed_hosts"] == []
     _every_node_listed(rec, cluster.hosts)
-    assert all(c["status"] in ("PASS", "WARN") for c in rec["checks"]), rec["checks"]
+    # Nothing is wrong with these hosts: no WARN either (a straggler that does not exist is a false alarm).
+    assert rec["result"] == "PASS", [c for c in rec["checks"] if c["status"] != "PASS"]
+    assert all(c["status"] == "PASS" for c in rec["checks"]), rec["checks"]
+    _prediction_holds(rec)
     assert _status(rec, "training", "cluster")["status"] == "PASS"
     assert rec["measured"]["dp"]["world_size"] == 3
     assert rec["measured"]["scaling"]["predicted"] > 0 and rec["measured"]["scaling"]["measured"] > 0
@@ -74,7 +89,8 @@ def test_healthy_cluster_passes_with_every_check_listed(cluster, tmp_path):
 
 def test_throttled_link_is_named_and_left_out(cluster, tmp_path):
     slow = cluster.hosts[1]
-    tbf = ["tc", "qdisc", "add", "dev", "vb0", "root", "tbf", "rate", "1mbit", "burst", "32kbit", "latency", "400ms"]
+    # 100 Mbit/s against the veth bridge's ~18 Gbit/s: slow enough that no contention can hide it.
+    tbf = ["tc", "qdisc", "add", "dev", "vb0", "root", "tbf", "rate", "100mbit", "burst", "64kbit", "latency", "50ms"]
     r = cluster.exec_in(slow, tbf)
     assert r.returncode == 0, r.stderr
     try:
@@ -94,7 +110,49 @@ def test_throttled_link_is_named_and_left_out(cluster, tmp_path):
     top = rec["measured"]["stragglers"][0]
     assert (top["kind"], top["host"], top["exclude"]) == ("link", slow, slow)
     assert f"--exclude {slow}" in _status(rec, "stragglers", "cluster")["reason"]
+    # Judged after measuring it again: the reason says how often it was slow.
+    assert "below the WARN line in 3 of 3 measurement(s)" in _status(rec, "bandwidth", slow)["reason"]
+    _prediction_holds(rec)
     _junit_matches(junit, rec)
+
+
+@contextlib.contextmanager
+def _half_a_cpu(cluster, host):
+    """The host's sshd (so every rank started over ssh) in a cgroup v1 CPU quota of half a core."""
+    cg = f"/sys/fs/cgroup/cpu/vitbench-test-{os.getpid()}"
+    if not os.path.isdir("/sys/fs/cgroup/cpu"):
+        pytest.skip("no cgroup v1 cpu controller here")
+    os.makedirs(cg, exist_ok=True)
+    with open(f"{cg}/cpu.cfs_period_us", "w") as f:
+        f.write("100000")
+    with open(f"{cg}/cpu.cfs_quota_us", "w") as f:
+        f.write("50000")
+    pid = cluster.sshd_pids[host]
+    with open(f"{cg}/cgroup.procs", "w") as f:
+        f.write(str(pid))
+    try:
+        yield
+    finally:
+        with open(f"{cg}/cgroup.procs") as f:
+            left = f.read().split()
+        for p in left:
+            with contextlib.suppress(OSError), open("/sys/fs/cgroup/cpu/cgroup.procs", "w") as f:
+                f.write(p)
+        with contextlib.suppress(OSError):
+            os.rmdir(cg)
+
+
+def test_host_with_half_a_cpu_is_named_as_the_straggler(cluster, tmp_path):
+    slow = cluster.hosts[1]
+    with _half_a_cpu(cluster, slow):
+        proc, rec, junit = _validate(cluster, tmp_path)
+    assert proc.stdout.strip(), proc.stderr[-3000:]
+    results.validate(rec)
+    top = rec["measured"]["stragglers"][0]
+    assert top["host"] == slow and top["kind"] in ("gpu", "node"), rec["measured"]["stragglers"]
+    row = _status(rec, "stragglers", "cluster")
+    assert row["status"] == "WARN" and f"--exclude {slow}" in row["reason"]
+    _prediction_holds(rec)
 
 
 def test_host_without_sshd_is_named_at_once(cluster, tmp_path):

@@ -170,7 +170,9 @@ CASES: list[Case] = [
     _ds_case("ds-batch-bool", '{"train_micro_batch_size_per_gpu": true}'),
     _ds_case("ds-batch-negative", '{"gradient_accumulation_steps": -1}'),
     _ds_case("ds-zero-not-object", '{"zero_optimization": 3}'),
-    _ds_case("ds-batch-inconsistent", '{"train_batch_size": 7}', "--deepspeed-config"),
+    _ds_case("ds-batch-inconsistent", '{"train_batch_size": 7}', "{d}/ds.json: train_batch_size is 7 but"),
+    _ds_case("ds-precision-disagrees", '{"bf16": {"enabled": true}}', "{d}/ds.json: bf16.enabled is True but"),
+    _ds_case("ds-accum-disagrees", '{"gradient_accumulation_steps": 2}', "{d}/ds.json: gradient_accumulation_steps is 2"),
     _ds_case("ds-empty-file", "", "{d}/ds.json:1"),
     # --- run options ----------------------------------------------------------------------
     Case("opt-micro-batch-zero", ["--micro-batch", "0"], "--micro-batch"),

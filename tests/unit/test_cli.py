@@ -37,7 +37,7 @@ def test_run_help_lists_generated_options():
     (["--steps", "10", "--epochs", "1"], "--steps"),
     (["--precision", "fp8"], "--precision"),
     (["--dataset", "imagenet"], "--dataset"),
-    (["--offload", "--zero-stage", "1"], "--offload"),
+    (["--offload", "--zero-stage", "0"], "--offload"),
     (["--dataset-fraction", "0"], "--dataset-fraction"),
     (["--lr", "-1"], "--lr"),
     (["--gpus", "0"], "--gpus"),

@@ -50,17 +50,41 @@ def test_schedules():
 def test_user_json_merges_deeply_and_wins(tmp_path):
     user = tmp_path / "ds.json"
     user.write_text(json.dumps({"zero_optimization": {"stage": 1, "overlap_comm": True}, "steps_per_print": 7}))
-    ds = dsconfig.build(RunConfig(deepspeed_config=str(user)), 2, 10)
+    ds = dsconfig.build(RunConfig(zero_stage=1, deepspeed_config=str(user)), 2, 10)
     assert ds["zero_optimization"] == {"stage": 1, "overlap_comm": True}
     assert ds["steps_per_print"] == 7 and ds["optimizer"]["type"] == "AdamW"
 
 
-def test_user_json_that_breaks_the_batch_identity_is_named(tmp_path):
+@pytest.mark.parametrize("user_json,needle", [
+    # bench's loop feeds --micro-batch images and counts --grad-accum micro steps: DeepSpeed must agree.
+    ({"train_batch_size": 1000}, "train_batch_size is 1000 but bench's --micro-batch x --grad-accum x ranks gives 64"),
+    ({"train_micro_batch_size_per_gpu": 8}, "train_micro_batch_size_per_gpu is 8 but bench's --micro-batch gives 32"),
+    ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps is 4 but bench's --grad-accum gives 1"),
+    # The figures (volume, memory formulas, MFU's peak) follow --zero-stage and --precision.
+    ({"zero_optimization": {"stage": 2}}, "zero_optimization.stage is 2 but bench's --zero-stage gives 0"),
+    ({"bf16": {"enabled": True}}, "bf16.enabled is True but bench's --precision gives False"),
+    ({"zero_optimization": {"stage": 0}, "fp16": {"enabled": False}}, None),  # saying what bench says is fine
+])
+def test_user_json_that_disagrees_with_benchs_options_is_refused_naming_the_key(tmp_path, user_json, needle):
     user = tmp_path / "ds.json"
-    user.write_text(json.dumps({"train_batch_size": 1000}))
-    ds = dsconfig.build(RunConfig(deepspeed_config=str(user)), 2, 10)
-    with pytest.raises(BadInput, match="train_batch_size 1000"):
-        dsconfig.batch_sizes(ds, 2)
+    user.write_text(json.dumps(user_json))
+    if needle is None:
+        dsconfig.build(RunConfig(deepspeed_config=str(user)), 2, 10)
+        return
+    with pytest.raises(BadInput) as e:
+        dsconfig.build(RunConfig(deepspeed_config=str(user)), 2, 10)
+    assert str(e.value) == f"{user}: {needle}; set it with {needle.split('bench' + chr(39) + 's ')[1].split()[0]} instead"
+
+
+def test_overlap_comm_is_deepspeeds_default_unless_given_and_offload_works_from_stage_1():
+    zero = {s: dsconfig.build(RunConfig(zero_stage=s), 2, 10)["zero_optimization"] for s in (1, 2, 3)}
+    assert [zero[s]["overlap_comm"] for s in (1, 2, 3)] == [False, False, True]
+    assert dsconfig.build(RunConfig(zero_stage=3, overlap_comm=False), 2, 10)["zero_optimization"][
+        "overlap_comm"] is False
+    off = dsconfig.build(RunConfig(zero_stage=1, offload=True), 2, 10)["zero_optimization"]
+    assert off["offload_optimizer"]["device"] == "cpu"
+    with pytest.raises(BadInput, match="^--offload: optimizer offload needs ZeRO stage 1, 2 or 3, got stage 0$"):
+        RunConfig(offload=True)
 
 
 @pytest.mark.parametrize("text,needle", [

@@ -126,3 +126,15 @@ def test_timm_attention_pool_is_refused():
     model = timm.create_model("vit_tiny_patch16_224", global_pool="map")
     with pytest.raises(ValueError, match="attention-pool"):
         timm_vit_config(model)
+
+
+@pytest.mark.parametrize("mlp_layer", ["GluMlp", "SwiGLUPacked", "SwiGLU"])
+def test_timm_gated_mlp_is_refused_not_overcounted(mlp_layer):
+    # fc1 of a GluMlp is 2H wide but fc2 reads H: counted as a plain MLP it would be a third too high.
+    timm = pytest.importorskip("timm")
+    from timm import layers
+
+    model = timm.create_model("vit_tiny_patch16_224", mlp_layer=getattr(layers, mlp_layer),
+                              **({"act_layer": "silu"} if mlp_layer != "GluMlp" else {}))
+    with pytest.raises(ValueError, match=r"gated MLP \((GluMlp|SwiGLU)\) is not counted"):
+        timm_vit_config(model)

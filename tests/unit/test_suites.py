@@ -119,10 +119,11 @@ def test_placement_packed_vs_spread():
     pool = hostpool("n1 slots=4\nn2 slots=4\nn3 slots=1\n")
     pts = plan("placement", BASE, SuiteOptions(), pool)
     assert [(p.id, p.include) for p in pts] == [
+        ("placement/one/gpus=1", "n1:0"),  # T1 of both placements' efficiency
         ("placement/packed/gpus=3", "n1:0,1,2"), ("placement/spread/gpus=3", "n1:0@n2:0@n3:0")]
     pts = plan("placement", BASE, SuiteOptions(gpu_counts=(2,)), pool)
-    assert [p.include for p in pts] == ["n1:0,1", "n1:0@n2:0"]
-    assert [p.labels["placement"] for p in pts] == ["packed", "spread"]
+    assert [p.include for p in pts] == ["n1:0", "n1:0,1", "n1:0@n2:0"]
+    assert [p.labels["placement"] for p in pts] == ["one", "packed", "spread"]
     with pytest.raises(BadInput, match="--gpu-counts: 4 GPUs one per node needs 4 hosts"):
         plan("placement", BASE, SuiteOptions(gpu_counts=(4,)), pool)
 
@@ -147,8 +148,10 @@ def test_zero_cpu_precisions_and_variants():
     assert {p.config.precision for p in plan("zero", BASE, SuiteOptions(), gpu)} == {"fp32", "fp16", "bf16"}
     with pytest.raises(BadInput, match="--precisions: fp16 needs a GPU"):
         plan("zero", BASE, SuiteOptions(precisions=("fp16",)), LOCAL2)
-    with pytest.raises(BadInput, match="unknown ZeRO variant '1\\+offload'"):
-        plan("zero", BASE, SuiteOptions(values=("1+offload",)), LOCAL2)
+    with pytest.raises(BadInput, match="unknown ZeRO variant '0\\+offload'"):
+        plan("zero", BASE, SuiteOptions(values=("0+offload",)), LOCAL2)
+    assert ids(plan("zero", BASE, SuiteOptions(values=("1+offload",), precisions=("fp32",)), LOCAL2)) == [
+        "zero/stage=1+offload/fp32/gpus=2"]
 
 
 def test_ddp_pairs_engines():

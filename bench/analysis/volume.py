@@ -1,0 +1,71 @@
+"""What data-parallel strategies must move and hold, analytically: the formulas beside the measured figures.
+
+    analytic_comm_bytes(params=86e6, bytes_per_element=4, n=8, strategy="zero3")   # 3 x Psi x b x (n-1)/n
+    model_state_formula(params=86e6, n=8, stage=2, precision="bf16")               # per category, bytes per rank
+
+Both follow the ZeRO paper (Rajbhandari et al., SC'20, sections 5 and 7) for
+Psi parameters, b bytes per element of the communicated or stored dtype and
+n data-parallel ranks (METRICS.md, "Communication per step" and "Model
+states per rank"). Pure Python.
+"""
+
+from __future__ import annotations
+
+
+def _comm_factor(strategy: str, accum: int) -> tuple[float, str]:
+    """(k, formula) with volume = k Psi b (n-1)/n per optimizer step of `accum` micro steps.
+
+    DDP and ZeRO 0-1 reduce once per optimizer step (DDP's no_sync, ZeRO's
+    boundary): a reduce-scatter and an all-gather, 2 Psi. ZeRO-2 reduces its
+    gradient partitions at every micro step and all-gathers the updated
+    parameters once: (m + 1) Psi. ZeRO-3 all-gathers the parameters in forward
+    and again in backward and reduce-scatters the gradients, every micro step: 3 m Psi.
+    """
+    if strategy in ("ddp", "zero0", "zero1"):
+        return 2.0, "2 Psi b (n-1)/n"
+    if strategy == "zero2":
+        return accum + 1.0, "(m+1) Psi b (n-1)/n" if accum > 1 else "2 Psi b (n-1)/n"
+    if strategy == "zero3":
+        return 3.0 * accum, "3 m Psi b (n-1)/n" if accum > 1 else "3 Psi b (n-1)/n"
+    raise ValueError(f"strategy: unknown {strategy!r}")
+
+
+def strategy_of(engine: str, zero_stage: int) -> str:
+    """'ddp' or 'zero<stage>': the key the formulas below take."""
+    return "ddp" if engine == "ddp" else f"zero{zero_stage}"
+
+
+def comm_bytes_per_element(precision: str, communication_data_type: str | None = None) -> int:
+    """b of the gradients on the wire: DeepSpeed's communication_data_type when set, else the training dtype."""
+    dtype = communication_data_type or precision
+    return {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2}[dtype]
+
+
+def analytic_comm_bytes(params: float, bytes_per_element: float, n: int, strategy: str, accum: int = 1) -> float:
+    """Bytes one rank sends per optimizer step: k x Psi x b x (n-1)/n (k: _comm_factor)."""
+    if n < 1 or params < 0 or bytes_per_element <= 0 or accum < 1:
+        raise ValueError(f"need n >= 1, params >= 0, bytes > 0, accum >= 1; got {n}, {params}, "
+                         f"{bytes_per_element}, {accum}")
+    return _comm_factor(strategy, accum)[0] * params * bytes_per_element * (n - 1) / n
+
+
+def analytic_formula(strategy: str, accum: int = 1) -> str:
+    return _comm_factor(strategy, accum)[1]
+
+
+def model_state_formula(params: float, n: int, stage: int, precision: str) -> dict[str, float]:
+    """The ZeRO paper's model states per rank, by category, in bytes.
+
+    b = 2 for fp16/bf16 weights and gradients, 4 for fp32. Adam keeps two fp32
+    moments (8 Psi); mixed precision adds an fp32 master copy (4 Psi: the
+    paper's K = 12), fp32 training needs none (K = 8). ZeRO partitions over
+    n ranks: stage 1 the optimizer states (master included), stage 2 also the
+    gradients, stage 3 also the parameters. DDP is stage 0.
+    """
+    b = 2 if precision in ("fp16", "bf16") else 4
+    part = {1: n if stage >= 1 else 1, 2: n if stage >= 2 else 1, 3: n if stage >= 3 else 1}
+    out = {"params": b * params / part[3], "grads": b * params / part[2],
+           "master_params": (4 * params if b == 2 else 0.0) / part[1],
+           "optimizer_states": 8 * params / part[1]}
+    out["total"] = sum(out.values())
+    return out

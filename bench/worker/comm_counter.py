@@ -1,0 +1,168 @@
+"""Every collective a training rank issues, counted per optimizer step: op, buffer bytes, calls and time.
+
+    counter = install(device)            # before the process group exists (see why below)
+    counter.begin_step(); ... train one step ...; counter.end_step()
+    counter.per_step()                   # one {op: {calls, buffer_bytes, sent_bytes, seconds}} per step
+
+How it sees them. torch.distributed's Python collectives (all_reduce,
+all_gather_into_tensor, reduce_scatter_tensor, broadcast, ... and their
+older aliases) are wrapped, in torch.distributed and in distributed_c10d,
+before the process group is created: DeepSpeed's comm layer binds its
+all-gather and reduce-scatter functions when it starts (TorchBackend), and
+every ZeRO stage, offload or not, reaches the wire through these functions.
+The DDP baseline reduces through the same all_reduce (bench.worker.ddp
+registers torch's Python allreduce hook), so both engines are counted by the
+same code at the same cost. Only the outermost call counts (an alias that
+calls the new name is one collective).
+
+What it records per call: the op (bench.core.collectives' name), S (the
+size nccl-tests' algbw divides by: the buffer of all_reduce and broadcast,
+the gathered output of all_gather, the full input of reduce_scatter), the
+group's size n, and the bytes this rank sends, S x volume_factor(n) (METRICS.md,
+"Communication per step"), and its interval in flight on the host clock:
+from the call to its return, or, for async_op=True, to the completion of the
+Work's future (a callback). A step's communication time is the union of its
+intervals within the step: the time at least one collective was in flight
+(queued async collectives and ZeRO-3's prefetches overlap each other; a sum
+would count them twice), so it never exceeds the step. On CPU/gloo completion is when the bytes have moved. On GPUs
+NCCL runs on its own streams and a host clock sees the launch, not the
+transfer: seconds are then None, with the reason, never 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+from typing import Any, Callable
+
+from bench.core import collectives
+
+# torch.distributed function -> (collective, the argument that holds S, whether it is a list of tensors)
+_WRAPPED: dict[str, tuple[str, str, bool]] = {
+    "all_reduce": ("all_reduce", "tensor", False),
+    "all_reduce_coalesced": ("all_reduce", "tensors", True),
+    "broadcast": ("broadcast", "tensor", False),
+    "reduce": ("reduce", "tensor", False),
+    "all_gather_into_tensor": ("all_gather", "output_tensor", False),
+    "_all_gather_base": ("all_gather", "output_tensor", False),
+    "all_gather": ("all_gather", "tensor_list", True),
+    "reduce_scatter_tensor": ("reduce_scatter", "input", False),
+    "_reduce_scatter_base": ("reduce_scatter", "input", False),
+    "reduce_scatter": ("reduce_scatter", "input_list", True),
+    "all_to_all_single": ("all_to_all", "input", False),
+}
+GPU_TIMING = ("on GPUs NCCL moves the bytes on its own streams, overlapped with compute: a host clock sees only "
+              "the launch, so no communication time is claimed (bytes are counted exactly)")
+
+
+def _nbytes(value: Any, is_list: bool) -> int:
+    tensors = value if is_list else [value]
+    return sum(t.numel() * t.element_size() for t in tensors if hasattr(t, "element_size"))
+
+
+class CommCounter:
+    def __init__(self, timed: bool, world_size: Callable[[Any], int]):
+        self.timed = timed
+        self.timing_reason = None if timed else GPU_TIMING
+        self._size = world_size
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._steps: list[dict[str, Any]] = []
+        self._current: dict[str, Any] | None = None
+
+    # --- step boundaries (the training loop) -----------------------------------------
+    def begin_step(self) -> None:
+        with self._lock:
+            self._current = {"ops": {}, "intervals": [], "begin": time.perf_counter(), "end": None}
+            self._steps.append(self._current)
+
+    def end_step(self) -> None:
+        with self._lock:
+            if self._current is not None:
+                self._current["end"] = time.perf_counter()
+            self._current = None
+
+    def per_step(self) -> list[dict[str, Any]]:
+        """Each step: {"ops": {op: {calls, buffer_bytes, sent_bytes, seconds}}, "seconds": union in flight}.
+
+        An op's seconds add its calls' intervals; the step's seconds are their
+        union. Both None where untimed (GPUs).
+        """
+        with self._lock:
+            return [{"ops": {op: {"calls": int(v[0]), "buffer_bytes": v[1], "sent_bytes": v[2],
+                                  "seconds": v[3] if self.timed else None} for op, v in step["ops"].items()},
+                     "seconds": union_length(step["intervals"], step["begin"], step["end"]) if self.timed else None}
+                    for step in self._steps]
+
+    # --- the wrapper ------------------------------------------------------------------
+    def _add(self, bucket: dict[str, Any] | None, op: str, s: float, sent: float, t0: float, t1: float) -> None:
+        if bucket is None:
+            return
+        with self._lock:
+            v = bucket["ops"].setdefault(op, [0, 0.0, 0.0, 0.0])
+            v[0] += 1
+            v[1] += s
+            v[2] += sent
+            v[3] += t1 - t0
+            bucket["intervals"].append((t0, t1))
+
+    def wrap(self, name: str, original: Callable) -> Callable:
+        op, arg, is_list = _WRAPPED[name]
+        sig = inspect.signature(original)
+        volume = collectives.get(op).volume_factor
+
+        @functools.wraps(original)
+        def counted(*args, **kwargs):
+            local = self._local
+            if getattr(local, "depth", 0) or self._current is None:
+                return original(*args, **kwargs)
+            bound = sig.bind_partial(*args, **kwargs)
+            s = _nbytes(bound.arguments.get(arg), is_list)
+            n = self._size(bound.arguments.get("group"))
+            bucket = self._current
+            local.depth = 1
+            t0 = time.perf_counter()
+            try:
+                work = original(*args, **kwargs)
+            finally:
+                local.depth = 0
+            sent = s * volume(n) if n > 1 else 0.0
+            if bound.arguments.get("async_op") and work is not None and self.timed:
+                future = work.get_future()
+                future.add_done_callback(lambda _f: self._add(bucket, op, s, sent, t0, time.perf_counter()))
+            else:
+                self._add(bucket, op, s, sent, t0, time.perf_counter())
+            return work
+        return counted
+
+
+def union_length(intervals: list[tuple[float, float]], lo: float = float("-inf"),
+                 hi: float | None = None) -> float:
+    """Total length of the union of [start, end] intervals, each clipped to [lo, hi] (a step's own time)."""
+    hi = float("inf") if hi is None else hi
+    total, end = 0.0, float("-inf")
+    for a, b in sorted((max(a, lo), min(b, hi)) for a, b in intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def install(device_type: str) -> CommCounter:
+    """Wrap torch.distributed's collectives (call before the process group is created)."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    counter = CommCounter(timed=device_type != "cuda", world_size=lambda g: dist.get_world_size(g))
+    for name in _WRAPPED:
+        original = getattr(c10d, name, None) or getattr(dist, name, None)
+        if original is None:
+            continue
+        counted = counter.wrap(name, original)
+        for module in (dist, c10d):
+            if getattr(module, name, None) is original:
+                setattr(module, name, counted)
+    return counter
