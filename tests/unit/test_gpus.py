@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.analysis import figures
 from bench.core import gpus
 from bench.cluster.probe import parse_nvidia_smi_q, parse_nvidia_smi_table, parse_query_csv
 
@@ -128,3 +129,17 @@ def test_peak_tflops_reads_the_table():
     assert gpus.peak_tflops(t4, "fp16") == t4.fp16_tflops
     assert gpus.peak_tflops(t4, "bf16") is None
     assert t4.to_dict()["source"] == t4.source
+
+
+@pytest.mark.parametrize("name", [
+    "NVIDIA H100 NVL", "NVIDIA GH200 480GB", "NVIDIA A40", "NVIDIA L40", "NVIDIA A30", "NVIDIA RTX A6000",
+    "NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 4060", "NVIDIA GeForce RTX 4060 Ti",
+    "NVIDIA GeForce RTX 4070", "NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4080", "NVIDIA GeForce RTX 4090",
+    "NVIDIA GeForce RTX 5070", "NVIDIA GeForce RTX 5070 Ti", "NVIDIA GeForce RTX 5080", "NVIDIA GeForce RTX 5090",
+])
+def test_common_cluster_gpus_have_a_peak_so_mfu_is_not_null(name):
+    # The names as nvidia-smi and NVML print them (issue 16: MFU null on common cluster GPUs).
+    spec = gpus.lookup(name)
+    assert spec is not None and spec.source.strip()
+    assert gpus.peak_tflops(spec, "fp32") and gpus.peak_tflops(spec, "bf16") > gpus.peak_tflops(spec, "fp32")
+    assert figures.peak_flops_of(name, "bf16")[0] == gpus.peak_tflops(spec, "bf16") * 1e12
