@@ -11,11 +11,15 @@ model, `mpirun -n N apptainer exec --nv vit.sif python ...`.
 
 Detection (no option given): Apptainer sets APPTAINER_CONTAINER (and, for
 compatibility, SINGULARITY_CONTAINER) to the image inside the container;
-SingularityCE sets only SINGULARITY_CONTAINER. `--nv` is added when the
-host's driver was bound in: Apptainer's --nv puts libcuda.so into
-/.singularity.d/libs and nvidia-smi into /usr/bin. NVIDIA_VISIBLE_DEVICES
-and /dev/nvidia0 say nothing here: the CUDA base image sets the former in
-its ENV, and Apptainer mounts the host's /dev with or without --nv.
+SingularityCE sets only SINGULARITY_CONTAINER.
+
+`--nv` (bind the host's driver and GPUs) is decided by what the nodes are,
+never by the node bench runs on, which is often a GPU-less login node: the
+probes and preflight always enter with --nv (on a node without a driver
+Apptainer warns and goes on), so a GPU node is seen as one; the ranks get
+--nv when the plan's device, taken from the nodes' inventory, is cuda
+(bench.launch.plan.build; with_nv). A prefix the user wrote with --nv or
+--nvccli is left as written.
 
 `--container-exec "BIN exec [OPTIONS] IMAGE"` supplies or overrides the
 prefix (e.g. a different image path on the nodes), `--container-exec none`
@@ -27,7 +31,6 @@ Nothing here imports torch; the prefix is an argument list.
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from dataclasses import dataclass
@@ -36,7 +39,7 @@ from bench.core.containerspec import OPTION, SAFE_WORD, parse
 from bench.core.errors import BadInput
 
 # Re-exported: callers of the container layer read the text rules here too.
-__all__ = ["OPTION", "ContainerExec", "detect", "nv_bound", "parse", "remote_python", "resolve",
+__all__ = ["OPTION", "ContainerExec", "detect", "parse", "remote_python", "resolve",
            "running_in_container"]
 
 
@@ -53,6 +56,13 @@ class ContainerExec:
     def image(self) -> str:
         return self.argv[-1]
 
+    def with_nv(self) -> "ContainerExec":
+        """The same prefix binding the host's NVIDIA driver (--nv), unless it already binds it (--nv, --nvccli)."""
+        if any(a in ("--nv", "--nvccli") for a in self.argv):
+            return self
+        return ContainerExec(argv=(self.argv[0], self.argv[1], "--nv", *self.argv[2:]), python=self.python,
+                             source=self.source, in_container=self.in_container)
+
     def prefix(self, bind: str) -> list[str]:
         """argv with `-B bind` after `exec`: the ranks write their logs and figures under bind.
 
@@ -68,13 +78,7 @@ def running_in_container(environ: dict[str, str] | None = None) -> str | None:
     return env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER") or None
 
 
-def nv_bound(root: str = "/") -> bool:
-    """True when Apptainer's --nv (or --nvccli) bound the host's NVIDIA driver into this container."""
-    return bool(glob.glob(os.path.join(root, ".singularity.d", "libs", "libcuda.so*"))
-                or os.path.exists(os.path.join(root, "usr", "bin", "nvidia-smi")))
-
-
-def detect(environ: dict[str, str] | None = None, root: str = "/") -> ContainerExec | None:
+def detect(environ: dict[str, str] | None = None) -> ContainerExec | None:
     """The prefix that runs the image bench is in on another node, or None outside a container."""
     env = os.environ if environ is None else environ
     for binary, var in (("apptainer", "APPTAINER_CONTAINER"), ("singularity", "SINGULARITY_CONTAINER")):
@@ -88,16 +92,16 @@ def detect(environ: dict[str, str] | None = None, root: str = "/") -> ContainerE
     if not SAFE_WORD.match(image):
         raise BadInput(f"{var}: the image path {image!r} has characters a remote shell would split or expand; "
                        f"give {OPTION} \"{binary} exec IMAGE\" with a plain path")
-    argv = (binary, "exec", *(["--nv"] if nv_bound(root) else []), image)
+    argv = (binary, "exec", image)
     return ContainerExec(argv=argv, python=sys.executable, source=var, in_container=True)
 
 
-def resolve(text: str | None, environ: dict[str, str] | None = None, root: str = "/") -> ContainerExec | None:
+def resolve(text: str | None, environ: dict[str, str] | None = None) -> ContainerExec | None:
     """The prefix for remote ranks: --container-exec when given ("none": no prefix), else detected."""
     if text == "none":
         return None
     if text is None:
-        return detect(environ, root)
+        return detect(environ)
     inside = running_in_container(environ) is not None
     # Inside the image bench's own interpreter is the image's; from a host
     # install, the image's `python` is whatever its PATH finds first (vit.def
@@ -106,7 +110,8 @@ def resolve(text: str | None, environ: dict[str, str] | None = None, root: str =
                          in_container=inside)
 
 
-def remote_python(container_exec: str | None = None, environ: dict[str, str] | None = None) -> list[str]:
+def remote_python(container_exec: str | None = None, environ: dict[str, str] | None = None,
+                  nv: bool = True) -> list[str]:
     """The interpreter a command on another node starts: the image's through the prefix, else sys.executable.
 
     For bench's other remote commands (preflight, inventory, cleanup), which
@@ -114,4 +119,6 @@ def remote_python(container_exec: str | None = None, environ: dict[str, str] | N
     directory by itself.
     """
     ce = resolve(container_exec, environ)
+    if ce is not None and nv:
+        ce = ce.with_nv()  # a GPU node must be seen as one by the probe (see the module docstring)
     return [*ce.argv, ce.python] if ce is not None else [sys.executable]

@@ -56,7 +56,10 @@ def collect(plan: dict[str, Any], summary: dict[str, Any] | None) -> dict[str, A
         "git_revision": git_revision(),
         "launcher_host": os.uname().nodename,
         "hosts": sorted({r["host"] for r in ranks}) if ranks else list(plan["resources"]),
-        "devices": [{"rank": r["rank"], "host": r["host"], "device": r["device"]} for r in ranks],
+        "devices": [{"rank": r["rank"], "host": r["host"], "device": r["device"],
+                     **({"gpu": r["gpu"]} if r.get("gpu") else {})} for r in ranks],
+        # Each rank's own allowlisted environment, where it differs from the launching shell's.
+        "rank_env": {str(r["rank"]): r["env"] for r in ranks if r.get("env") is not None and r["env"] != allowed_env()},
         # Versions the ranks ran with, else those of the launching node.
         "versions": (summary or {}).get("versions") or {
             n: _dist_version(n) for n in ("torch", "deepspeed", "timm")},

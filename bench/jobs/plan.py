@@ -32,16 +32,43 @@ class Placement:
         return sum(len(s) for s in self.resources.values())
 
 
+def visible_gpus(environ: dict[str, str] | None = None) -> list[int]:
+    """The GPUs of this node a job may use, by nvidia-smi's index (PCI bus order), torch-free.
+
+    All that `nvidia-smi -L` lists, or those a CUDA_VISIBLE_DEVICES set here
+    names: the user's choice is the GPUs the ranks use (bench.launch.local
+    passes them to DeepSpeed as --include localhost:IDS, which sets each
+    rank's CUDA_VISIBLE_DEVICES, with CUDA_DEVICE_ORDER=PCI_BUS_ID so an index
+    means what nvidia-smi and NVML number).
+    """
+    env = os.environ if environ is None else environ
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and not cvd.strip():
+        return []
+    count = gpu_count()[0]
+    if cvd is None:
+        return list(range(count))
+    ids = []
+    for item in cvd.split(","):
+        item = item.strip()
+        if not item.isdigit():
+            raise BadInput(f"CUDA_VISIBLE_DEVICES: {item!r}: bench picks GPUs by their index as nvidia-smi -L "
+                           "numbers them; give indices (GPU UUIDs and MIG instances are not supported)")
+        if count and int(item) >= count:
+            raise BadInput(f"CUDA_VISIBLE_DEVICES: GPU {item} does not exist (nvidia-smi -L lists {count})")
+        ids.append(int(item))
+    return ids
+
+
 def local_gpu_count() -> int:
-    """GPUs on this node without importing torch (nvidia-smi -L), 0 when none answer."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-        return 0
-    return gpu_count()[0]
+    """GPUs this node may use without importing torch, 0 when none answer."""
+    return len(visible_gpus())
 
 
 def plan_resources(cfg: LaunchConfig, hosts: HostSelection) -> Placement:
     """The resources, hostfile slots, launcher and device of a job; BadInput names what cannot be."""
-    gpus_here = local_gpu_count() if cfg.device != "cpu" else 0
+    visible = visible_gpus() if cfg.device != "cpu" else []
+    gpus_here = len(visible)
     device = cfg.device if cfg.device != "auto" else ("cuda" if gpus_here else "cpu")
     implicit = get(cfg.launcher).implicit_hosts() if cfg.launcher and not hosts.hostfile else None
     if hosts.hostfile or implicit is not None:
@@ -52,7 +79,11 @@ def plan_resources(cfg: LaunchConfig, hosts: HostSelection) -> Placement:
         if not get(launcher).remote and len(resources) > 1:
             raise BadInput(f"--launcher local: the hostfile selects {len(resources)} hosts; use pdsh, openmpi or slurm")
         if not get(launcher).remote:
-            resources = {"localhost": list(range(len(next(iter(resources.values())))))}
+            # This machine: the hostfile's slots are its GPUs' indices, kept as given (host:0,2 is GPUs 0 and 2).
+            if device == "cuda" and os.environ.get("CUDA_VISIBLE_DEVICES"):
+                raise BadInput("CUDA_VISIBLE_DEVICES: set here while the hostfile's slots choose the GPUs too; "
+                               "give one of them")
+            resources = {"localhost": next(iter(resources.values()))}
         return Placement(resources, slots_of, launcher, device)
     for option, given in (("--include", hosts.include), ("--exclude", hosts.exclude),
                           ("--num-nodes", hosts.num_nodes is not None)):
@@ -65,4 +96,6 @@ def plan_resources(cfg: LaunchConfig, hosts: HostSelection) -> Placement:
     n = cfg.gpus or (gpus_here if device == "cuda" else 2)
     if device == "cuda" and n > gpus_here:
         raise BadInput(f"--gpus {n}: this node has {gpus_here} GPU(s)")
-    return Placement({"localhost": list(range(n))}, None, default_for(1), device)
+    # On GPUs a slot is the GPU's index (the first n of those visible here); CPU ranks are numbered.
+    slots = visible[:n] if device == "cuda" else list(range(n))
+    return Placement({"localhost": slots}, None, default_for(1), device)

@@ -36,7 +36,6 @@ class LaunchPlan:
     launcher: str = "local"
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
-    entry_script: str | None = None    # written by write_files; runs `module` (slurm drops --module)
     module: str = "bench.worker"
     container: list[str] | None = None  # what enters the image on each node (bench.cluster.container)
 
@@ -48,7 +47,7 @@ class LaunchPlan:
 
 _SHOWN_ENV = ("DS_ENV_FILE", "OMP_NUM_THREADS", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR",
               "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "GLOO_SOCKET_IFNAME",
-              "NCCL_SOCKET_IFNAME")
+              "NCCL_SOCKET_IFNAME", "CUDA_DEVICE_ORDER")
 
 
 @dataclass(frozen=True)
@@ -120,10 +119,6 @@ class Launcher:
     def env_file(self, job: Job) -> dict[str, str]:
         """What .deepspeed_env holds for the remote ranks; nothing for local ranks, which inherit it."""
         return dict(job.rank_env) if self.remote else {}
-
-    def entry_script(self, job: Job) -> str | None:
-        """A script in the run dir that runs the module, where the runner cannot start one."""
-        return None
 
 
 class MultiNode(Launcher):

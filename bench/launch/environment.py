@@ -19,9 +19,11 @@ from bench.core.provenance import SECRET_WORDS
 # MV2*, MLFLOW* and NCCL* by itself).
 FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_", "OMP_NUM_THREADS",
                     "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR", "DEEPSPEED_TIMEOUT")
+NOT_FORWARDED = ("CUDA_VISIBLE_DEVICES",)
 # DeepSpeed's runner double-quotes values outside this set, which still lets a
 # remote shell expand $(...): refuse them instead.
-_SAFE_VALUE = re.compile(r"^[\w@%+=:,./-]*$")
+# "^" is NCCL's exclusion syntax (NCCL_SOCKET_IFNAME=^lo,docker); no POSIX shell expands it.
+_SAFE_VALUE = re.compile(r"^[\w@%+=:,./^-]*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -50,10 +52,16 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
     }
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
+    else:
+        # A GPU index means what nvidia-smi and NVML number (CUDA's default order, fastest first, can differ
+        # on a node of mixed GPUs): the slots of a hostfile and CUDA_VISIBLE_DEVICES are those indices.
+        env["CUDA_DEVICE_ORDER"] = environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     for k, v in environ.items():
         # DeepSpeed's launcher logs every forwarded NCCL_* value: a secret set
         # under such a name would land in the run's logs, so it stays here.
-        if k.startswith(FORWARD_PREFIXES) and k not in env and not is_secret(k):
+        # CUDA_VISIBLE_DEVICES is this shell's choice of its own GPUs: each node's
+        # launcher sets the ranks' from the slots (bench.launch.local for this one).
+        if k.startswith(FORWARD_PREFIXES) and k not in env and not is_secret(k) and k not in NOT_FORWARDED:
             env[k] = v
     return env
 

@@ -21,7 +21,6 @@ from bench.cluster import container
 from bench.launch.base import Job, LaunchPlan
 from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
 from bench.launch.registry import get
-from bench.launch.slurm import entry_script_text
 
 
 def free_port() -> int:
@@ -45,6 +44,8 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     run_dir = os.path.abspath(run_dir)
     hosts = list(resources)
     ce = container.resolve(container_exec, environ) if kind.remote else None
+    if ce is not None and device == "cuda":
+        ce = ce.with_nv()  # the nodes have GPUs (the plan's device came from their inventory)
     rank_env = rank_environment(device, environ)
     if ce is not None and ce.in_container:
         # This PATH is the image's, not the nodes': exported there it could only
@@ -61,11 +62,15 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     # The runner's own environment, which local ranks inherit: without the
     # secret-named variables DeepSpeed would log (see rank_environment).
     env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and is_secret(k))}
+    if device == "cuda":
+        # The ranks' GPUs are the slots (--include, the hostfile): DeepSpeed's runner must see every GPU to
+        # select them by index, and would otherwise drop this shell's choice in silence.
+        env.pop("CUDA_VISIBLE_DEVICES", None)
     env.update(rank_env)
     env.update(kind.environment(job))
     return LaunchPlan(argv=kind.command(job), env=env, env_file=kind.env_file(job),
                       hostfile=job.hostfile if kind.remote else None, launcher=kind.name,
-                      master_addr=job.master_addr, master_port=job.master_port, entry_script=kind.entry_script(job),
+                      master_addr=job.master_addr, master_port=job.master_port,
                       module=module, container=ce.prefix(os.path.dirname(run_dir)) if ce is not None else None)
 
 
@@ -86,7 +91,7 @@ def hostfile_text(slots: dict[str, int]) -> str:
 
 
 def write_files(plan: LaunchPlan, resources: dict[str, list[int]], slots_of: dict[str, int] | None) -> None:
-    """The resolved hostfile and the .deepspeed_env (KEY=VALUE lines only), and rank_entry.py where needed."""
+    """The resolved hostfile and the .deepspeed_env (KEY=VALUE lines only)."""
     if plan.hostfile:
         kind = get(plan.launcher)
         counts = {h: (slots_of or {}).get(h, max(s) + 1) if kind.lists_every_slot else len(s)
@@ -96,6 +101,3 @@ def write_files(plan: LaunchPlan, resources: dict[str, list[int]], slots_of: dic
     if plan.env_file:
         with open(plan.env["DS_ENV_FILE"], "w") as f:
             f.write("".join(f"{k}={v}\n" for k, v in plan.env_file.items()))
-    if plan.entry_script:
-        with open(plan.entry_script, "w") as f:
-            f.write(entry_script_text(plan.module))

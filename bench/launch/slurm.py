@@ -1,19 +1,20 @@
-"""Ranks on the nodes of a Slurm allocation through srun (DeepSpeed's SlurmRunner).
+"""Ranks on the nodes of a Slurm allocation through srun, the command written by bench.
 
-    Slurm().command(job) == [python, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", HF,
-                             "--launcher", "slurm", "--master_addr", A, "--master_port", P,
-                             "--no_ssh_check", "--include", "n1:0,1@n2:0,1",
-                             RUN_DIR/rank_entry.py, "--run-dir", RUN_DIR]
+    Slurm().command(job) == ["srun", "-n", "4", "--nodelist", "n1,n2", "--nodes", "2",
+                             "--ntasks-per-node", "2", "--kill-on-bad-exit=1", "--export=ALL",
+                             python, "-u", "-m", "bench.worker", "--run-dir", RUN_DIR]
 
 The nodes are reached through srun, never ssh (preflight_ssh, probe_via).
-DeepSpeed's slurm runner (0.19.8) runs `python -u SCRIPT` and drops
---module, so the ranks start from a script in the run dir (already on their
-PYTHONPATH: the runner puts its cwd there) that runs the module.
+DeepSpeed's SlurmRunner (0.19.8) is not used: it passes the ranks'
+environment as `--export=ALL,K=V,...`, which srun splits at every comma, so
+NCCL_IB_HCA=mlx5_0,mlx5_1 or NCCL_SOCKET_IFNAME=^lo,docker arrive cut; it
+drops --module; and it omits --kill-on-bad-exit, so one rank's OOM leaves
+the others waiting for NCCL's watchdog. Here the ranks' variables are in
+srun's own environment, which `--export=ALL` passes whole, and each rank
+maps SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID itself (bench.worker.bootstrap).
 """
 
 from __future__ import annotations
-
-import os
 
 from bench.cluster.slurm import slurm_hosts
 from bench.core.errors import BadInput
@@ -32,38 +33,19 @@ class Slurm(MultiNode):
     def check(self, job: Job) -> None:
         require_leading_slots(self.name, job.resources)
         counts = {h: len(s) for h, s in job.resources.items()}
-        if job.container is not None and len(set(counts.values())) > 1:
-            raise BadInput(f"--launcher slurm: srun needs the same number of ranks on every host, got {counts}")
+        if len(set(counts.values())) > 1:
+            raise BadInput(f"--launcher slurm: srun places the same number of ranks on every host, got {counts}")
 
-    def runner_options(self, job: Job) -> list[str]:
-        return ["--no_ssh_check", "--include", job.include]
-
-    def entry(self, job: Job) -> list[str]:
-        return [self.entry_script(job), "--run-dir", job.run_dir]
-
-    def entry_script(self, job: Job) -> str | None:
-        return os.path.join(job.run_dir, "rank_entry.py") if job.container is None else None
+    def env_file(self, job: Job) -> dict[str, str]:
+        return {}  # the variables travel in srun's environment (environment())
 
     def environment(self, job: Job) -> dict[str, str]:
-        env = super().environment(job)
-        if job.container is not None:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (job.run_dir, job.environ.get("PYTHONPATH")) if p)
-        return env
+        return {}  # no .deepspeed_env: the ranks' variables are already in this (srun's) environment
 
-    def container_command(self, job: Job) -> list[str]:
-        """srun starting every rank inside the image.
-
-        DeepSpeed's SlurmRunner (0.19.8) puts its own sys.executable before the
-        script whatever --no_python says, so it cannot run a container binary.
-        This is its command for an --include'd set (-n, --nodelist, --nodes),
-        with `--export=ALL` alone: the env file's variables are in srun's own
-        environment instead, where a comma in a value cannot split the list.
-        """
+    def command(self, job: Job) -> list[str]:
         total = sum(len(s) for s in job.resources.values())
+        per_node = len(next(iter(job.resources.values())))
+        python = job.image_python() if job.container is not None else [job.python]
         return ["srun", "-n", str(total), "--nodelist", ",".join(job.resources), "--nodes", str(len(job.resources)),
-                "--export=ALL", *job.image_python(), "-u", "-m", job.module, "--run-dir", job.run_dir]
-
-
-def entry_script_text(module: str) -> str:
-    return ("# Written by bench: DeepSpeed's slurm runner cannot start a module.\n"
-            f"import runpy\nrunpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n")
+                "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1", "--export=ALL", *python, "-u", "-m",
+                job.module, "--run-dir", job.run_dir]

@@ -46,6 +46,12 @@ def env_local_rank() -> int:
     return 0
 
 
+def device_index(local_rank: int, visible: int) -> int:
+    """The GPU a rank takes among those it sees: srun --gpus-per-task=1 shows each task one GPU, cuda:0,
+    while its LOCAL_RANK (SLURM_LOCALID) counts the node's tasks."""
+    return local_rank % max(visible, 1)
+
+
 def map_launcher_env(plan: dict) -> None:
     """Give torch.distributed its variables under mpirun and srun too.
 

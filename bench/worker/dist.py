@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 
-from bench.worker.bootstrap import env_local_rank, map_launcher_env
+from bench.worker.bootstrap import device_index, env_local_rank, map_launcher_env
 
 
 def _skip_shm_comm_build() -> None:
@@ -56,8 +56,11 @@ def init(plan: dict, *, via_deepspeed: bool):
         dist.init_process_group(backend=backend, timeout=timeout)
     local_rank = env_local_rank()
     if plan["device"] == "cuda":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        # Under srun --gpus-per-task=1 (or --gpu-bind=single:1) every task sees one GPU, cuda:0, while its
+        # LOCAL_RANK (SLURM_LOCALID) counts the node's tasks: the index is the local rank among the GPUs it sees.
+        index = device_index(local_rank, torch.cuda.device_count())
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
     else:
         device = torch.device("cpu")
     return dist.get_world_size(), dist.get_rank(), local_rank, device

@@ -64,7 +64,10 @@ def test_bench_in_allocation(slurm, out_dir):
     # (--master-addr only because node names do not resolve on these test hosts.)
     argv = [sys.executable, "-m", "bench", "--launcher", "slurm", "--master-addr", slurm.addrs[0],
             "--dataset", "synthetic", "--steps", "20", "--json", *FAST, "--out", out_dir]
-    proc = slurm.run_in_allocation(argv, cwd=REPO, timeout=600)
+    # A value with commas, as NCCL's HCA and interface lists have: DeepSpeed's SlurmRunner would pass it in
+    # `--export=ALL,K=V,...`, which srun splits at every comma.
+    env = dict(slurm.env, NCCL_IB_HCA="mlx5_0,mlx5_1", NCCL_SOCKET_IFNAME="^lo,docker")
+    proc = slurm.run_in_allocation(argv, cwd=REPO, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
@@ -73,8 +76,12 @@ def test_bench_in_allocation(slurm, out_dir):
     assert rec["provenance"]["hosts"] == slurm.nodes
     assert {(d["rank"], d["host"]) for d in rec["provenance"]["devices"]} == set(enumerate(slurm.nodes))
     assert rec["provenance"]["env"]["SLURM_NNODES"] == "3"
-    # srun started the ranks: the launcher's log holds its command line.
-    with open(os.path.join(rec["run_dir"], "logs", "launcher.log")) as f:
-        assert "cmd = srun -n 3 --nodelist node1,node2,node3" in f.read()
+    # bench's own srun started the ranks, ending a step at once when one rank fails.
+    assert rec["plan"]["command"][:5] == ["srun", "-n", "3", "--nodelist", "node1,node2,node3"]
+    assert "--kill-on-bad-exit=1" in rec["plan"]["command"]
+    for rank in range(3):  # every rank, on every node, got the values whole
+        with open(os.path.join(rec["run_dir"], "ranks", f"rank{rank}.json")) as f:
+            got = json.load(f)["env"]
+        assert got["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and got["NCCL_SOCKET_IFNAME"] == "^lo,docker", got
     # Allocation over: no job, no step left behind.
     assert slurm.run(["squeue", "-h", "-t", "PD,R"], timeout=15).stdout.strip() == ""

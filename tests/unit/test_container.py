@@ -31,51 +31,68 @@ IN_IMAGE = dict(ENV, APPTAINER_CONTAINER=SIF, SINGULARITY_CONTAINER=SIF, APPTAIN
 
 # --- detection ----------------------------------------------------------------------------------------------
 def test_detects_apptainer_from_its_environment(tmp_path):
-    ce = container.detect(IN_IMAGE, root=str(tmp_path))
+    ce = container.detect(IN_IMAGE)
     assert ce == container.ContainerExec(argv=("apptainer", "exec", SIF), python=sys.executable,
                                          source="APPTAINER_CONTAINER", in_container=True)
     assert ce.prefix("/shared/results") == ["apptainer", "exec", "-B", "/shared/results", SIF]
 
 
-def test_nv_when_the_driver_was_bound_in(tmp_path):
-    libs = tmp_path / ".singularity.d" / "libs"
-    libs.mkdir(parents=True)
-    (libs / "libcuda.so.1").write_bytes(b"")
-    assert container.detect(IN_IMAGE, root=str(tmp_path)).argv == ("apptainer", "exec", "--nv", SIF)
+def test_nv_is_the_nodes_choice_not_the_launching_nodes(tmp_path):
+    # The login node of the openmpi recipe has no GPU and no driver bound in: the prefix it detects has no
+    # --nv, but the probes enter with it (a GPU node is seen as one) and so do the ranks once the nodes'
+    # inventory made the device cuda; a CPU plan stays without.
+    assert container.detect(IN_IMAGE).argv == ("apptainer", "exec", SIF)
+    assert container.remote_python(None, IN_IMAGE)[:3] == ["apptainer", "exec", "--nv"]
+    gpu = launch.build(HOSTS, "openmpi", str(tmp_path / "r"), "cuda", master_port=29501, environ=IN_IMAGE)
+    cpu = launch.build(HOSTS, "openmpi", str(tmp_path / "r"), "cpu", master_port=29501, environ=IN_IMAGE)
+    assert gpu.container == ["apptainer", "exec", "-B", str(tmp_path), "--nv", SIF]
+    assert cpu.container == ["apptainer", "exec", "-B", str(tmp_path), SIF]
+    # A prefix written with its own driver binding is kept as written.
+    own = container.resolve(f"apptainer exec --nvccli {SIF}", ENV).with_nv()
+    assert own.argv == ("apptainer", "exec", "--nvccli", SIF)
 
 
-def test_nvidia_smi_bound_in_means_nv_too(tmp_path):
-    (tmp_path / "usr" / "bin").mkdir(parents=True)
-    (tmp_path / "usr" / "bin" / "nvidia-smi").write_bytes(b"")
-    assert "--nv" in container.detect(IN_IMAGE, root=str(tmp_path)).argv
+def test_a_dry_run_from_a_gpu_less_node_plans_the_gpu_nodes_with_nv(tmp_path, monkeypatch, capsys):
+    # Recorded T4 inventory for the nodes (tests/fixtures/gpu/nvidia-smi_t4x5.txt); this node has no GPU.
+    from bench.cluster.hostfile import HostSelection
+    from bench.cluster.hetero import verdict
+    from bench.core.config import RunConfig
+    from bench.jobs import train
+    from tests.unit.test_hetero import node
 
-
-def test_no_nv_from_cuda_image_env_alone(tmp_path):
-    # The CUDA base image sets NVIDIA_VISIBLE_DEVICES=all in its ENV, --nv or not.
-    env = dict(IN_IMAGE, NVIDIA_VISIBLE_DEVICES="all")
-    assert container.detect(env, root=str(tmp_path)).argv == ("apptainer", "exec", SIF)
+    hf = tmp_path / "hf"
+    hf.write_text("10.0.0.1 slots=1\n10.0.0.2 slots=1\n")
+    nodes = [dict(node(h, "nvidia-smi_t4x5.txt"), slots=[0]) for h in ("10.0.0.1", "10.0.0.2")]
+    for k, v in IN_IMAGE.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
+    train.run(RunConfig(dataset="synthetic", launcher="openmpi", out=str(tmp_path / "out")),
+              HostSelection(hostfile=str(hf)), dry_run=True, inspected=(nodes, verdict(nodes)))
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["plan"]["device"] == "cuda"
+    assert doc["plan"]["container"] == ["apptainer", "exec", "-B", str(tmp_path / "out"), "--nv", SIF]
 
 
 def test_singularity_when_only_singularity_says_so(tmp_path):
     env = dict(ENV, SINGULARITY_CONTAINER=SIF)
-    ce = container.detect(env, root=str(tmp_path))
+    ce = container.detect(env)
     assert ce.argv == ("singularity", "exec", SIF) and ce.source == "SINGULARITY_CONTAINER"
 
 
 def test_no_container_no_prefix(tmp_path):
-    assert container.detect(ENV, root=str(tmp_path)) is None
-    assert container.resolve(None, ENV, root=str(tmp_path)) is None
+    assert container.detect(ENV) is None
+    assert container.resolve(None, ENV) is None
 
 
 def test_relative_image_is_made_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ce = container.detect(dict(ENV, APPTAINER_CONTAINER="vit.sif"), root=str(tmp_path))
+    ce = container.detect(dict(ENV, APPTAINER_CONTAINER="vit.sif"))
     assert ce.image == str(tmp_path / "vit.sif")
 
 
 def test_image_path_a_shell_would_split_is_refused(tmp_path):
     with pytest.raises(BadInput, match="APPTAINER_CONTAINER: .*--container-exec"):
-        container.detect(dict(ENV, APPTAINER_CONTAINER="/my images/vit.sif"), root=str(tmp_path))
+        container.detect(dict(ENV, APPTAINER_CONTAINER="/my images/vit.sif"))
 
 
 # --- --container-exec ---------------------------------------------------------------------------------------
@@ -86,13 +103,13 @@ def test_explicit_prefix_from_a_host_install_uses_the_images_python():
 
 
 def test_explicit_prefix_inside_the_image_overrides_detection(tmp_path):
-    ce = container.resolve("/usr/bin/singularity exec /nodes/vit.sif", IN_IMAGE, root=str(tmp_path))
+    ce = container.resolve("/usr/bin/singularity exec /nodes/vit.sif", IN_IMAGE)
     assert ce.argv == ("/usr/bin/singularity", "exec", "/nodes/vit.sif")
     assert ce.python == sys.executable and ce.in_container
 
 
 def test_none_turns_detection_off(tmp_path):
-    assert container.resolve("none", IN_IMAGE, root=str(tmp_path)) is None
+    assert container.resolve("none", IN_IMAGE) is None
 
 
 def test_long_bind_becomes_short_for_deepspeeds_parser():
@@ -143,7 +160,6 @@ def test_openmpi_runs_the_container_binary_as_the_script(tmp_path):
         "python", "-u", "-m", "bench.worker", "--run-dir", run_dir,
     ]  # fmt: skip
     assert lp.container == ["apptainer", "exec", "-B", str(tmp_path), "--nv", SIF]
-    assert lp.entry_script is None
 
 
 def test_pdsh_runs_deepspeeds_node_launcher_inside_the_image(tmp_path):
@@ -166,16 +182,16 @@ def test_slurm_starts_each_task_inside_the_image(tmp_path):
     run_dir = str(tmp_path / "run1")
     lp = _explicit("slurm", run_dir)
     assert lp.argv == [
-        "srun", "-n", "4", "--nodelist", "10.0.0.1,10.0.0.2", "--nodes", "2", "--export=ALL",
+        "srun", "-n", "4", "--nodelist", "10.0.0.1,10.0.0.2", "--nodes", "2", "--ntasks-per-node", "2",
+        "--kill-on-bad-exit=1", "--export=ALL",
         "apptainer", "exec", "-B", str(tmp_path), "--nv", SIF, "python", "-u", "-m", "bench.worker",
         "--run-dir", run_dir,
     ]  # fmt: skip
-    assert lp.entry_script is None  # -m works here: no DeepSpeed runner drops it
-    assert lp.env["PYTHONPATH"] == run_dir and lp.env["GLOO_SOCKET_IFNAME"] == "ib0"
+    assert lp.env["GLOO_SOCKET_IFNAME"] == "ib0"  # in srun's own environment: no .deepspeed_env
 
 
 def test_slurm_in_the_image_wants_equal_ranks_per_host(tmp_path):
-    with pytest.raises(BadInput, match="--launcher slurm: srun needs the same number of ranks"):
+    with pytest.raises(BadInput, match="--launcher slurm: srun places the same number of ranks"):
         _explicit("slurm", str(tmp_path / "r"), hosts={"n1": [0, 1], "n2": [0]})
 
 
@@ -247,7 +263,7 @@ def test_pdsh_command_is_deepspeeds_own_but_for_the_prefix(tmp_path, monkeypatch
 
 def test_remote_python_for_other_remote_commands():
     assert container.remote_python(None, ENV) == [sys.executable]
-    inside = container.remote_python(None, IN_IMAGE)  # --nv or not: this machine's /.singularity.d decides
-    assert inside[:2] == ["apptainer", "exec"] and inside[-2:] == [SIF, sys.executable]
-    assert container.remote_python(f"singularity exec {SIF}", ENV) == ["singularity", "exec", SIF, "python"]
+    inside = container.remote_python(None, IN_IMAGE)
+    assert inside[:3] == ["apptainer", "exec", "--nv"] and inside[-2:] == [SIF, sys.executable]
+    assert container.remote_python(f"singularity exec {SIF}", ENV) == ["singularity", "exec", "--nv", SIF, "python"]
     assert container.remote_python("none", IN_IMAGE) == [sys.executable]

@@ -42,6 +42,9 @@ def test_local_command_is_exactly():
     assert Local().command(_job({"localhost": [0, 1]}, )) == [
         *RUNNER, "--hostfile", f"{RUN}/no-hostfile", "--num_gpus", "2", "--master_addr", "10.0.0.1",
         "--master_port", "29501", "--module", "bench.worker", "--run-dir", RUN]
+    gpu = Job(resources={"localhost": [0, 2]}, run_dir=RUN, device="cuda", master_addr="127.0.0.1", master_port=1,
+              module="bench.worker", environ={}, rank_env={})
+    assert Local().command(gpu)[4:8] == ["--hostfile", f"{RUN}/no-hostfile", "--include", "localhost:0,2"]
 
 
 def test_pdsh_command_is_exactly():
@@ -61,10 +64,9 @@ def test_openmpi_command_is_exactly():
 
 
 def test_slurm_command_is_exactly():
-    assert Slurm().command(_job({"n1": [0, 1]})) == [
-        *RUNNER, "--hostfile", f"{RUN}/hostfile", "--launcher", "slurm", "--master_addr", "10.0.0.1",
-        "--master_port", "29501", "--force_multi", "--no_ssh_check", "--include", "n1:0,1",
-        f"{RUN}/rank_entry.py", "--run-dir", RUN]
+    assert Slurm().command(_job({"n1": [0, 1], "n2": [0, 1]})) == [
+        "srun", "-n", "4", "--nodelist", "n1,n2", "--nodes", "2", "--ntasks-per-node", "2", "--kill-on-bad-exit=1",
+        "--export=ALL", PY, "-u", "-m", "bench.worker", "--run-dir", RUN]
 
 
 def test_registry_names_the_configs_launchers_and_nothing_else_compares_a_name():
@@ -108,23 +110,26 @@ def test_pdsh_gets_the_exact_slots_and_the_env_file(tmp_path):
     assert all("=" in line and not line.startswith("#") for line in lines)
 
 
-@pytest.mark.process
-def test_slurm_ranks_start_from_a_script_that_runs_the_module(tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    lp = launch.build(HOSTS, "slurm", str(run_dir), "cpu", master_addr="10.0.0.1", environ=ENV,
-                      module="probe_mod")
-    entry = str(run_dir / "rank_entry.py")
-    assert "--module" not in lp.argv  # DeepSpeed's slurm runner would run `python -u probe_mod`
-    assert _tail(lp.argv, "--include")[:1] == ["10.0.0.1:0,1@10.0.0.2:0,1"]
-    assert lp.argv[-3:] == [entry, "--run-dir", str(run_dir)]
-    launch.write_files(lp, HOSTS, None)
-    (tmp_path / "probe_mod").mkdir()
-    (tmp_path / "probe_mod" / "__main__.py").write_text("import sys; print(__name__, sys.argv[1:])\n")
-    out = subprocess.run([sys.executable, "-u", entry, "--run-dir", "X"], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(tmp_path)), timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "__main__ ['--run-dir', 'X']\n"
+def test_slurm_ranks_get_comma_values_whole_through_sruns_own_environment(tmp_path):
+    # DeepSpeed's SlurmRunner would write --export=ALL,NCCL_IB_HCA=mlx5_0,mlx5_1 and srun splits at commas.
+    env = dict(ENV, NCCL_IB_HCA="mlx5_0,mlx5_1", NCCL_SOCKET_IFNAME="^lo,docker")
+    lp = launch.build(HOSTS, "slurm", str(tmp_path), "cpu", master_addr="10.0.0.1", environ=env)
+    assert [a for a in lp.argv if a.startswith("--export")] == ["--export=ALL"]
+    assert lp.env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and lp.env["NCCL_SOCKET_IFNAME"] == "^lo,docker"
+    assert lp.env_file == {} and "DS_ENV_FILE" not in lp.env
+    assert "--kill-on-bad-exit=1" in lp.argv and lp.argv[-4:] == ["-m", "bench.worker", "--run-dir", str(tmp_path)]
+
+
+def test_local_gpus_are_the_chosen_ones_and_the_shells_choice_is_not_copied_to_other_nodes(tmp_path):
+    # --include host:0,2 (or CUDA_VISIBLE_DEVICES=4,5 here) is what DeepSpeed's launcher gives the ranks.
+    env = dict(ENV, CUDA_VISIBLE_DEVICES="4,5")
+    lp = launch.build({"localhost": [4, 5]}, "local", str(tmp_path), "cuda", environ=env)
+    assert lp.argv[lp.argv.index("--include") + 1] == "localhost:4,5" and "--num_gpus" not in lp.argv
+    assert "CUDA_VISIBLE_DEVICES" not in lp.env and lp.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    cpu = launch.build({"localhost": [0, 1]}, "local", str(tmp_path), "cpu", environ=env)
+    assert cpu.argv[cpu.argv.index("--num_gpus") + 1] == "2"
+    mpi = launch.build(HOSTS, "openmpi", str(tmp_path), "cuda", environ=env)
+    assert "CUDA_VISIBLE_DEVICES" not in mpi.env_file and mpi.env_file["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
 
 def test_slurm_refuses_picked_slots(tmp_path):
@@ -146,3 +151,13 @@ def test_tasks_per_node_refuses_garbage():
 def test_slurm_hosts_outside_an_allocation():
     with pytest.raises(BadInput, match="not inside a Slurm allocation"):
         slurm.slurm_hosts({"PATH": "/usr/bin:/bin"})
+
+
+def test_device_index_is_the_local_rank_among_the_gpus_a_rank_sees():
+    from bench.worker.bootstrap import device_index
+
+    # srun --gpus-per-task=1: every task sees one GPU (cuda:0) while SLURM_LOCALID counts 0..3.
+    assert [device_index(r, 1) for r in range(4)] == [0, 0, 0, 0]
+    # DeepSpeed's launcher on a node: every rank sees the node's chosen GPUs and takes its own.
+    assert [device_index(r, 4) for r in range(4)] == [0, 1, 2, 3]
+    assert device_index(0, 0) == 0
