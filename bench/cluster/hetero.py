@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from bench.cluster import readiness
 from bench.core.gpus import PRECISIONS, WHY_UNSUPPORTED, GpuSpec, is_truncated, lookup, peak_tflops, supports
 from bench.cluster.probe import LIBRARIES, torch_built_for
 
@@ -103,6 +104,7 @@ def verdict(
               [_host(inv)])  # fmt: skip
     _mix(gpus, inventories, gpu_hosts, f)
     _arch(inventories, f)
+    readiness.check(inventories, f)
     result["precisions"] = _precision(gpus, gpu_hosts, precision, f)
     result.update(_straggler(gpus, counts, precision or "fp32", f))
     result.update(_memory(gpus, micro_batch, mem_per_sample_gb, f))

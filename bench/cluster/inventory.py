@@ -76,11 +76,11 @@ def probe_any(launcher: str, resources: dict[str, list[int]], timeout: float,
 
 
 def selected(inv: dict) -> dict:
-    """The inventory limited to the GPUs its slots select: what a run would use."""
+    """The inventory limited to the GPUs its slots select: what a run would use (all_gpu_count: before)."""
     slots = inv.get("slots")
     if slots is None or not inv.get("gpus"):
         return inv
-    return {**inv, "gpus": [g for g in inv["gpus"] if g.get("index") in slots]}
+    return {**inv, "gpus": [g for g in inv["gpus"] if g.get("index") in slots], "all_gpu_count": len(inv["gpus"])}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -148,7 +148,7 @@ def gpus_from_nvml() -> dict:
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
             gpus.append(gpu_record(i, _text(pynvml.nvmlDeviceGetName(h)),
                              pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20, f"{major}.{minor}",
-                             _text(pynvml.nvmlDeviceGetPciInfo(h).busId), "nvml"))  # fmt: skip
+                             _text(pynvml.nvmlDeviceGetPciInfo(h).busId), "nvml", _mig_mode(pynvml, h)))  # fmt: skip
         return {**result(gpus, driver, f"{cuda_int // 1000}.{cuda_int % 1000 // 10}"), "source": "nvml"}
     except pynvml.NVMLError as e:
         return result(error=f"NVML: {e}")
@@ -157,6 +157,15 @@ def gpus_from_nvml() -> dict:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def _mig_mode(pynvml, handle) -> str | None:
+    """'Enabled' or 'Disabled' as NVML reports the current MIG mode; None where the GPU has none (pre-Ampere)."""
+    try:
+        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
+    except pynvml.NVMLError:
+        return None
+    return "Enabled" if current == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1) else "Disabled"
 
 
 def local_gpus() -> dict:

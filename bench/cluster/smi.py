@@ -27,7 +27,7 @@ from dataclasses import dataclass
 # One deadline for every nvidia-smi call: a driver that hangs (a GPU fallen off
 # the bus) must not hold a command longer, and a slow healthy one answers in 1-3 s.
 NVIDIA_SMI_TIMEOUT_S = 20.0
-QUERY_FIELDS = ("index", "name", "memory.total", "compute_cap", "driver_version", "pci.bus_id")
+QUERY_FIELDS = ("index", "name", "memory.total", "compute_cap", "driver_version", "pci.bus_id", "mig.mode.current")
 
 _NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
@@ -59,9 +59,10 @@ def result(gpus: list[dict] | None = None, driver: str | None = None, cuda: str 
 
 
 def gpu_record(index: int, name: str | None, memory_mib: int | None, cc: str | None, bus: str | None,
-         cc_source: str | None) -> dict:  # fmt: skip
+         cc_source: str | None, mig: str | None = None) -> dict:  # fmt: skip
+    """One GPU; mig is its MIG mode as the driver says it (Enabled, Disabled), None where not told."""
     return {"index": index, "name": name, "memory_mib": memory_mib, "cc": cc,
-            "cc_source": cc_source if cc else None, "pci_bus_id": bus}  # fmt: skip
+            "cc_source": cc_source if cc else None, "pci_bus_id": bus, "mig": mig}  # fmt: skip
 
 
 def _mib(value: str | None) -> int | None:
@@ -97,7 +98,7 @@ def parse_query_csv(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> dict:
         index = int(rec["index"]) if rec.get("index") else n
         cc = rec.get("compute_cap")
         gpus.append(gpu_record(index, rec.get("name"), _mib(rec.get("memory.total")), cc, rec.get("pci.bus_id"),
-                         "nvidia-smi"))  # fmt: skip
+                         "nvidia-smi", rec.get("mig.mode.current")))  # fmt: skip
     return result(gpus, driver)
 
 
@@ -155,6 +156,8 @@ def parse_nvidia_smi_q(text: str) -> dict:
                 gpus[-1]["name"] = _none(value)
         elif indent == 8 and section == "FB Memory Usage" and key == "Total":
             gpus[-1]["memory_mib"] = _mib(value)
+        elif indent == 8 and section == "MIG Mode" and key == "Current":
+            gpus[-1]["mig"] = _none(value)
     if not gpus and driver is None:
         return result(error="not nvidia-smi -q output (no header, no GPU section)")
     return result(gpus, driver, cuda)
@@ -214,14 +217,15 @@ def gpu_count() -> tuple[int, str, bool]:
 
 
 def query_gpus() -> dict:
-    """GPUs through `nvidia-smi --query-gpu`; drops compute_cap for drivers that lack it (before ~510)."""
+    """GPUs through `nvidia-smi --query-gpu`; drops the fields a driver lacks (compute_cap, mig.mode.current)."""
     fields = QUERY_FIELDS
-    for _ in range(2):
+    for _ in range(3):
         a = run_smi([f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"])
         if a.failure is None:
             return {**parse_query_csv(a.stdout, fields), "source": "nvidia-smi"}
-        if "compute_cap" in a.stdout + a.stderr and "compute_cap" in fields:
-            fields = tuple(f for f in fields if f != "compute_cap")
-            continue
-        break
+        # Older drivers know neither compute_cap (before ~510) nor the MIG fields (before 450): ask without.
+        unknown = [f for f in ("compute_cap", "mig.mode.current") if f in fields and f in a.stdout + a.stderr]
+        if not unknown:
+            break
+        fields = tuple(f for f in fields if f not in unknown)
     return result(error=f"nvidia-smi {a.failure}" if not a.missing else a.failure)

@@ -1,0 +1,62 @@
+"""Can each node run the job at all? Findings for the verdict (bench.cluster.hetero) before anything launches.
+
+    check(inventories, findings)   # adds "fail" / "warn" findings, each naming its node
+
+  driver-too-old     the driver's CUDA version (NVML, nvidia-smi's header) is of
+                     an older major than the CUDA torch was built for: CUDA cannot
+                     start; an older minor of the same major is a warning (CUDA's
+                     minor-version compatibility runs it, but PTX of the newer
+                     minor cannot be JIT-compiled)
+  torch-no-cuda      the node has GPUs but its torch says torch.cuda.is_available()
+                     is False (a CPU wheel, a broken driver, no /dev/nvidia*)
+  slots-beyond-gpus  the hostfile gives the node more slots than it has GPUs:
+                     ranks past the last GPU would crash on an invalid device
+  mig-enabled        a selected GPU is in MIG mode: bench places one rank per
+                     physical GPU by index and cannot address MIG instances
+Inventories are bench.cluster.probe dicts, limited to the selected GPUs
+(bench.cluster.inventory.selected) and carrying their slots.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def _major_minor(text: str | None) -> tuple[int, int] | None:
+    m = re.match(r"\s*(\d+)\.(\d+)", text or "")
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def check(inventories: list[dict], f) -> None:
+    for inv in inventories:
+        gpus = inv.get("gpus") or []
+        if not gpus:
+            continue
+        host = inv.get("host", "?")
+        torch = inv.get("torch") or {}
+        driver, built = _major_minor(inv.get("cuda_driver_version")), _major_minor(torch.get("cuda"))
+        if driver and built and driver < built:
+            level = "fail" if driver[0] < built[0] else "warn"
+            f.add(level, "driver-too-old",
+                  f"{host}: driver {inv.get('driver_version') or '?'} supports CUDA {inv['cuda_driver_version']}, "
+                  f"torch {torch.get('version') or '?'} was built for CUDA {torch['cuda']}: "
+                  + ("CUDA cannot start; update the driver or install a torch built for CUDA "
+                     f"{driver[0]}.x, or --exclude {host}" if level == "fail" else
+                     "runs by CUDA's minor-version compatibility, but kernels shipped as newer PTX cannot be "
+                     "compiled; update the driver"), [host])
+        if torch.get("cuda_available") is False:
+            f.add("fail", "torch-no-cuda", f"{host} has {len(gpus)} GPU(s) but its torch "
+                  f"{torch.get('version') or '?'} cannot use them (torch.cuda.is_available() is False: a CPU "
+                  f"build, or the driver or /dev/nvidia* is not usable there); fix it or --exclude {host}", [host])
+        slots = inv.get("slots")
+        if slots is not None and inv.get("all_gpu_count") is not None and max(slots) >= inv["all_gpu_count"]:
+            f.add("fail", "slots-beyond-gpus", f"{host}: the hostfile selects slot(s) "
+                  f"{[s for s in slots if s >= inv['all_gpu_count']]} but the node has {inv['all_gpu_count']} GPU(s) "
+                  "(nvidia-smi): those ranks would have no GPU; fix its slots= or --include "
+                  f"{host}:{','.join(str(s) for s in slots if s < inv['all_gpu_count'])}", [host])
+        for g in gpus:
+            if str(g.get("mig") or "").lower() == "enabled":
+                f.add("fail", "mig-enabled", f"GPU {g.get('index')} ({g.get('name') or '?'}) on {host} is in MIG "
+                      "mode: bench places one rank per physical GPU by index and cannot address MIG instances; "
+                      f"disable MIG there (nvidia-smi -i {g.get('index')} -mig 0) or --exclude "
+                      f"{host}:{g.get('index')}", [host])
