@@ -22,13 +22,13 @@ HELP = "measure collective bandwidth (algbw, busbw) and correctness between the 
 
 
 def add_arguments(p) -> None:
-    add_options(p, CommConfig, skip=("strict",))
+    add_options(p, CommConfig)
     add_options(p, HostSelection, skip=("num_gpus",))
     add_json_flag(p, "the record")
 
 
 def main(args) -> int:
-    rec = run(from_args(CommConfig, args), from_args(HostSelection, args))
+    rec = run(from_args(CommConfig, args), from_args(HostSelection, args), quiet=args.json)
     if args.json:
         print(json.dumps(rec))
     else:

@@ -21,16 +21,15 @@ from typing import Any
 
 from bench.analysis.comm_figures import rows_from_summary
 from bench.cluster.hostfile import HostSelection
-from bench.cluster.preflight import check_or_raise
 from bench.core import collectives, provenance, results
 from bench.core.config import LaunchConfig, validate_launch
 from bench.core.errors import BadInput
 from bench.core.options import opt
 from bench.core.sizes import parse_sizes
+from bench.jobs.gate import device_of, inspect_cluster
 from bench.jobs.plan import plan_resources
 from bench.launch.execute import execute
 from bench.launch.plan import build, plan_json, write_files
-from bench.launch.registry import get
 
 CPU_SIZES = "1K:4M"
 GPU_SIZES = "1K:256M"
@@ -63,15 +62,20 @@ class CommConfig(LaunchConfig):
         return parse_sizes(self.sizes or (CPU_SIZES if device == "cpu" else GPU_SIZES))
 
 
-def run(cfg: CommConfig, hosts: HostSelection) -> dict[str, Any]:
-    """Plan as bench run does, preflight the hosts, measure; returns the "comm" record."""
+def run(cfg: CommConfig, hosts: HostSelection, quiet: bool = False) -> dict[str, Any]:
+    """Plan exactly as bench run does (preflight, inventory, the verdict, the nodes' device); measure.
+
+    From a GPU-less head node the compute nodes' GPUs decide the device (NCCL,
+    and the GPU default sizes), not the node bench runs on.
+    """
     placement = plan_resources(cfg, hosts)
-    if get(placement.launcher).preflight_ssh:
-        check_or_raise(list(placement.resources), timeout=15.0, container_exec=cfg.container_exec)
-    return measure(placement.resources, placement.launcher, placement.device, op=cfg.op,
-                   sizes=cfg.size_list(placement.device), iters=cfg.iters, warmup=cfg.warmup, out_root=cfg.out,
-                   timeout=cfg.timeout, slots_of=placement.slots_of, master_addr=cfg.master_addr,
-                   master_port=cfg.master_port, container_exec=cfg.container_exec)
+    inventory, verdict = inspect_cluster(cfg, placement, quiet)
+    device = device_of(cfg, placement, verdict)
+    rec = measure(placement.resources, placement.launcher, device, op=cfg.op, sizes=cfg.size_list(device),
+                  iters=cfg.iters, warmup=cfg.warmup, out_root=cfg.out, timeout=cfg.timeout,
+                  slots_of=placement.slots_of, master_addr=cfg.master_addr, master_port=cfg.master_port,
+                  container_exec=cfg.container_exec, extra={"inventory": inventory, "verdict": verdict})
+    return rec
 
 
 def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: str = "all_reduce",
@@ -79,7 +83,8 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
             groups: list[list[int]] | None = None, group_names: list[str] | None = None,
             timeout: float = 120.0, slots_of: dict[str, int] | None = None,
             master_addr: str | None = None, master_port: int | None = None,
-            environ: dict[str, str] | None = None, container_exec: str | None = None) -> dict[str, Any]:
+            environ: dict[str, str] | None = None, container_exec: str | None = None,
+            extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Launch the comm ranks, wait, and return a "comm" record (also appended to its results.jsonl).
 
     groups: lists of global ranks measured one group after another (default:
@@ -108,7 +113,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     outcome = execute(lp, run_dir, timeout=timeout)
     body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "duration_s": outcome.duration_s,
                             "comm": {k: v for k, v in spec.items() if k != "corrupt_rank"}, "plan": plan,
-                            "provenance": provenance.collect(plan, outcome.summary)}
+                            "provenance": provenance.collect(plan, outcome.summary), **(extra or {})}
     status = outcome.status
     if status == "ok" and outcome.summary is not None:
         body["rows"] = rows_from_summary(outcome.summary, op, names)

@@ -84,3 +84,45 @@ def test_one_table_of_collectives_serves_the_figures_and_the_ranks():
     assert collectives.get("reduce").busbw_factor(4) == 1.0 and not collectives.get("reduce").measured
     with pytest.raises(ValueError, match="unknown collective 'all_scatter'"):
         collectives.get("all_scatter")
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
+def test_the_check_compares_in_bounded_chunks_and_counts_every_wrong_value(op, monkeypatch):
+    # At GPU sizes a whole expected tensor (and an int64 index of n x count) would not fit beside the buffers.
+    torch = pytest.importorskip("torch")
+    from bench.worker import comm as wc
+
+    monkeypatch.setattr(wc, "CHUNK", 37)  # smaller than a segment, not a multiple of the period
+    members, count = [0, 1, 2], 300
+    for me in members:
+        right = wc.expected(torch, op, members, me, count)
+        assert wc.count_wrong(torch, right.clone(), op, members, me, count) == 0
+        bad = right.clone()
+        bad[[0, 100, -1]] += 1
+        assert wc.count_wrong(torch, bad, op, members, me, count) == 3
+    # The pattern is v(r, i) = (r + 1) + (i mod 128) for any start, built without an index tensor.
+    idx = torch.arange(5, 5 + 1000)
+    assert torch.equal(wc.pattern(torch, 2, 1000, start=5), (idx % 128 + 3).float())
+
+
+def test_bench_comm_plans_like_bench_run_from_a_gpu_less_head_node(tmp_path, monkeypatch):
+    # The nodes' inventory decides the device and the default sizes, not this (GPU-less) node. Their GPUs
+    # cannot exist here: the inventory is the recorded T4 node, and the launch is captured, not run.
+    from bench.cluster.hetero import verdict
+    from bench.cluster.hostfile import HostSelection
+    from bench.jobs import comm as job
+    from tests.unit.test_hetero import node
+
+    nodes = [dict(node(h, "nvidia-smi_t4x5.txt"), slots=[0]) for h in ("10.0.0.1", "10.0.0.2")]
+    from bench.cluster.inventory import selected
+
+    monkeypatch.setattr(job, "inspect_cluster",
+                        lambda cfg, placement, quiet: (nodes, verdict([selected(n) for n in nodes])))
+    seen = {}
+    monkeypatch.setattr(job, "measure", lambda resources, launcher, device, **kw: seen.update(device=device, **kw))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi on this node
+    hf = tmp_path / "hf"
+    hf.write_text("10.0.0.1 slots=1\n10.0.0.2 slots=1\n")
+    job.run(job.CommConfig(out=str(tmp_path / "out")), HostSelection(hostfile=str(hf)), quiet=True)
+    assert seen["device"] == "cuda" and max(seen["sizes"]) == 256 << 20
+    assert seen["extra"]["verdict"]["gpus"] == 2
