@@ -162,6 +162,11 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "warmup": {"steps": rank0["warmup_steps"], "seconds": rank0["warmup_s"]},
         "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
         "memory_kind": rank0["memory_kind"],
+        "memory_note": rank0.get("memory_note"),
+        "peak_reserved_bytes": [r.get("peak_reserved_bytes") for r in ranks] if rank0.get("peak_reserved_bytes")
+        is not None else None,
+        "device_used_bytes": [r.get("device_used_bytes") for r in ranks] if rank0.get("device_used_bytes")
+        is not None else None,
         "loss": {"first": curve[0], "last": curve[-1], "curve": curve},
         "train_acc": _mean(acc_window),
         "test_acc": test["accuracy"] if test else None,

@@ -50,7 +50,7 @@ def batches_forever(batches, start_epoch: int = 0):
 
 
 def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None, counter=None,
-          on_last_step_backward=None) -> StepTimes:
+          on_last_step_backward=None, warmup_steps: int = 0) -> StepTimes:
     """Train total_steps optimizer steps; counter (CommCounter) sees each step's collectives.
 
     on_last_step_backward() runs after each backward of the last step, before its engine.step: gradients
@@ -65,6 +65,8 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
     stream = batches_forever(batches)
     engine.train()
     for step in range(total_steps):
+        if step == warmup_steps and device.type == "cuda" and step:
+            torch.cuda.reset_peak_memory_stats(device)
         t_data = t_fwd = t_bwd = t_opt = 0.0
         # Loss and hits stay on the device until the step ends: one fetch per
         # step, not two per micro batch (each fetch is a device sync).

@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 
+from bench.core import provenance
 from bench.core.config import RunConfig
 from bench.core.results import write_json_atomic
 from bench.worker.bootstrap import rank_main
@@ -84,7 +85,7 @@ def run(run_dir: str) -> dict:
 
     states: list[dict] = []
     times = loop.train(engine, train_batches, total_steps=total_steps, accum=cfg.grad_accum, device=device,
-                       on_step=on_step, counter=counter,
+                       on_step=on_step, counter=counter, warmup_steps=min(cfg.timing_warmup, total_steps - 1),
                        on_last_step_backward=lambda: states.append(model_states.measure(engine.module, engine.optimizer)))
 
     test = None
@@ -130,9 +131,21 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
     images = cfg.micro_batch * cfg.grad_accum * len(step_s)
     if device.type == "cuda":
         peak_mem = torch.cuda.max_memory_allocated(device)
+        free, total = torch.cuda.mem_get_info(device)
+        memory = {"peak_reserved_bytes": int(torch.cuda.max_memory_reserved(device)),
+                  "device_used_bytes": int(total - free), "device_total_bytes": int(total),
+                  "memory_note": "peak allocated and reserved are torch's caching allocator's, steady steps only: "
+                                 "without the CUDA context and NCCL's buffers; device_used (total - free at the end, "
+                                 "every process on the GPU) includes them"}
         dev_name = torch.cuda.get_device_name(device)
+        props = torch.cuda.get_device_properties(device)
+        bus = ":".join(f"{x:02x}" for x in (getattr(props, "pci_bus_id", None), getattr(props, "pci_device_id", None))
+                       if isinstance(x, int)) or None
+        memory["gpu"] = {"index": device.index, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                         "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"), "pci_bus_device": bus}
     else:
         peak_mem = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        memory = {"memory_note": "the process's peak resident set (ru_maxrss): everything the rank touched"}
         dev_name = "cpu"
     return {
         "rank": rank, "local_rank": local_rank, "host": socket.gethostname(), "pid": os.getpid(),
@@ -146,6 +159,9 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
         "loss": times.loss, "train_acc": times.acc,
         "peak_memory_bytes": int(peak_mem),
         "memory_kind": "device" if device.type == "cuda" else "rss",
+        **memory,
+        # What this rank was given (the launching shell's environment may say otherwise): NCCL_*, GLOO_*, ...
+        "env": provenance.allowed_env(),
     }
 
 
