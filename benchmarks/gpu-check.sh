@@ -1,30 +1,57 @@
 #!/usr/bin/env bash
-# One-GPU check of bench against a bare timm training loop, sized for under 6 minutes on one H200.
+# One-GPU check of bench against a bare timm training loop, and of what only a GPU can show; under 6 min on one H200.
 #
 #   benchmarks/gpu-check.sh [OUT_DIR]              # on a node with a GPU (default OUT_DIR: results/gpu-check)
 #   benchmarks/gpu-check.sh --dry-run [OUT_DIR]    # the same plumbing on CPU with tiny models, ~2 min on 2 cores
+#   GPU=3 benchmarks/gpu-check.sh                  # another GPU of the node (nvidia-smi's index)
 #
 # For each of ViT-B/16 at 224 in bf16 (the study's model) and a CIFAR-native
-# ViT (vit-tiny-p4-32 in bf16), on GPU 0:
-#   1. `bench run` on one rank: images/s, TFLOP/s, MFU (peak from bench/gpus.py's
-#      table for the GPU the rank saw and the precision), data share, peak memory,
-#      all from the run's record (results.jsonl);
+# ViT (vit-tiny-p4-32 in bf16), on GPU $GPU:
+#   1. `bench run` on one rank: images/s, TFLOP/s, MFU (peak from the GPU
+#      table for the GPU the rank saw and the precision), data share, peak
+#      memory allocated and reserved, the device's used memory, all from the
+#      run's record (results.jsonl);
 #   2. benchmarks/timm_train_bench.py, a minimal equivalent of timm's benchmark.py
 #      train mode (timm model, torch AMP, fused AdamW, random input; NOT timm's
 #      own script, which is not in timm's pip package), same model and batch;
-# then one table with bench/timm-equivalent. Differences to expect: DeepSpeed's
-# bf16 keeps bf16 weights with fp32 master copies where AMP autocasts fp32
-# weights; bench syncs the device between the parts of a step to time them,
-# and clips gradients.
-# Time budget on an H200: 4 processes x (start-up ~20-40 s + 40 steps); well under 6 min.
-set -euo pipefail
+# then one table with bench/timm-equivalent. A case that fails prints its row
+# and the table goes on. Both programs run with CUDA_VISIBLE_DEVICES=$GPU and
+# CUDA_DEVICE_ORDER=PCI_BUS_ID, so they use the same physical GPU, and the
+# table prints the PCI bus each one saw. The checks that only a GPU can
+# prove (issue 16: GPU selection, the memory figure, NCCL timing null with a
+# reason) are printed under the table.
+#
+# Where it runs: in the image (docker run ... vitbench:latest benchmarks/gpu-check.sh, or apptainer exec),
+# with the image's interpreter (/opt/venv/bin/python), or in a checkout with .venv. $PY overrides both.
+# A GPU machine with torch and timm but no DeepSpeed and no network: carry the wheels
+# (benchmarks/make-gpu-wheels.sh writes them on a machine that has a network) in $WHEELS; they are
+# installed into $OUT/site, which goes first on PYTHONPATH, and nothing else is touched.
+set -uo pipefail
 
 cd "$(dirname "$0")/.."
-PY=${PY:-.venv/bin/python}
+if [[ -z "${PY:-}" ]]; then
+  if [[ -n "${VITBENCH_IMAGE:-}" && -x /opt/venv/bin/python ]]; then PY=/opt/venv/bin/python
+  elif [[ -x .venv/bin/python ]]; then PY=.venv/bin/python
+  else PY=python3; fi
+fi
 DRY=0
 if [[ "${1:-}" == "--dry-run" ]]; then DRY=1; shift; fi
 OUT=${1:-results/gpu-check}
+GPU=${GPU:-0}
+WHEELS=${WHEELS:-benchmarks/wheels}
 mkdir -p "$OUT"
+
+if ! $PY -c "import deepspeed" 2>/dev/null; then
+  if compgen -G "$WHEELS/*.whl" >/dev/null; then
+    echo "# gpu-check: no deepspeed in $PY; installing the carried wheels of $WHEELS into $OUT/site" >&2
+    $PY -m pip install -q --no-index --no-deps --target "$OUT/site" "$WHEELS"/*.whl \
+      || { echo "gpu-check: installing from $WHEELS failed" >&2; exit 2; }
+    export PYTHONPATH="$PWD/$OUT/site${PYTHONPATH:+:$PYTHONPATH}"
+  else
+    echo "gpu-check: $PY has no deepspeed and $WHEELS holds no wheels (benchmarks/make-gpu-wheels.sh)" >&2
+    exit 2
+  fi
+fi
 
 if [[ $DRY == 1 ]]; then
   # CPU, tiny: checks the commands, the records and the table, not the GPU.
@@ -46,9 +73,10 @@ else
   # preset timm_name img patch batch [embed depth heads]
   CASES=("vit-b16-224 vit_base_patch16_224 224 16 256"
          "vit-tiny-p4-32 vit_tiny_patch16_224 32 4 256")
+  export CUDA_VISIBLE_DEVICES=$GPU CUDA_DEVICE_ORDER=PCI_BUS_ID
 fi
 
-echo "# gpu-check $(date -Is) $(hostname): $($PY -c 'import torch;print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")')"
+echo "# gpu-check $(date -Is) $(hostname): $PY, GPU $GPU: $($PY -c 'import torch;print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")')"
 i=0
 for case in "${CASES[@]}"; do
   read -r preset timm_name img patch batch embed depth heads <<<"$case"
@@ -56,32 +84,61 @@ for case in "${CASES[@]}"; do
   echo "## case $i: $preset ($timm_name @ $img, patch $patch), batch $batch, $PREC"
   start=$(date +%s)
   $PY -m bench run --model "$preset" --dataset synthetic --precision "$PREC" --micro-batch "$batch" \
-      "${STEPS[@]}" "${DEV[@]}" --no-eval --out "$OUT/bench-$i" --json > "$OUT/bench-$i.json"
+      "${STEPS[@]}" "${DEV[@]}" --no-eval --out "$OUT/bench-$i" --json > "$OUT/bench-$i.json" \
+      2> "$OUT/bench-$i.err" || echo "   bench run exited $? (its row says why)"
   extra=()
   [[ -n "${embed:-}" ]] && extra=(--embed-dim "$embed" --depth "$depth" --num-heads "$heads")
   $PY benchmarks/timm_train_bench.py --model "$timm_name" --img-size "$img" --patch-size "$patch" \
-      --batch "$batch" --precision "$PREC" "${TSTEPS[@]}" "${TDEV[@]}" "${extra[@]}" > "$OUT/timm-$i.json"
+      --batch "$batch" --precision "$PREC" "${TSTEPS[@]}" "${TDEV[@]}" "${extra[@]}" > "$OUT/timm-$i.json" \
+      2> "$OUT/timm-$i.err" || echo "   timm loop exited $? (its row says why)"
   echo "   took $(( $(date +%s) - start )) s"
 done
 
-$PY - "$OUT" "$i" <<'EOF'
+$PY - "$OUT" "$i" "$GPU" <<'EOF'
 import json, sys
-out, n = sys.argv[1], int(sys.argv[2])
+out, n, gpu = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def pct(x): return "-" if x is None else f"{x * 100:.1f}%"
-print(f"{'model':<18}{'bench img/s':>12}{'TFLOP/s':>9}{'MFU':>7}{'data':>7}{'mem GiB':>9}"
-      f"{'timm-eq img/s':>15}{'MFU':>7}{'mem GiB':>9}{'bench/timm-eq':>15}")
+def gib(xs): return None if not xs or None in xs else max(xs) / 2**30
+def num(x, w): return f"{'-':>{w}}" if x is None else f"{x:>{w}.2f}"
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        tail = open(path.replace(".json", ".err"), errors="replace").read().strip().splitlines()[-1:] or [str(e)]
+        return {"status": "failed", "error": {"reason": tail[0][:200]}}
+print(f"{'model':<18}{'bench img/s':>12}{'TFLOP/s':>9}{'MFU':>7}{'data':>7}{'alloc GiB':>10}{'resv GiB':>9}"
+      f"{'dev GiB':>8}{'timm-eq img/s':>15}{'MFU':>7}{'mem GiB':>9}{'bench/timm-eq':>15}")
+checks = []
 for i in range(1, n + 1):
-    rec = json.load(open(f"{out}/bench-{i}.json"))
-    t = json.load(open(f"{out}/timm-{i}.json"))
-    if rec["status"] != "ok":
-        print(f"case {i}: bench run {rec['status']}: {rec.get('error')}")
+    rec, t = load(f"{out}/bench-{i}.json"), load(f"{out}/timm-{i}.json")
+    if rec.get("status") != "ok":
+        print(f"case {i}: bench run {rec.get('status')}: {(rec.get('error') or {}).get('reason')}")
         continue
     f = rec["figures"]
-    mem = max(f["peak_memory_bytes"]) / 2**30
-    tmem = (t["peak_memory_bytes"] or 0) / 2**30
-    print(f"{rec['config']['model']:<18}{f['images_per_s']:>12.1f}{f.get('tflops', 0):>9.2f}{pct(f['mfu']):>7}"
-          f"{pct(f['data_share']):>7}{mem:>9.2f}{t['images_per_s']:>15.1f}{pct(t['mfu']):>7}{tmem:>9.2f}"
-          f"{f['images_per_s'] / t['images_per_s']:>15.3f}")
+    mem, resv, dev = gib(f["peak_memory_bytes"]), gib(f.get("peak_reserved_bytes")), gib(f.get("device_used_bytes"))
+    if "images_per_s" not in t:
+        print(f"{rec['config']['model']:<18}{f['images_per_s']:>12.1f}  timm loop failed: {t['error']['reason']}")
+    else:
+        tmem = (t["peak_memory_bytes"] or 0) / 2**30
+        print(f"{rec['config']['model']:<18}{f['images_per_s']:>12.1f}{f.get('tflops') or 0:>9.2f}{pct(f['mfu']):>7}"
+              f"{pct(f['data_share']):>7}{num(mem, 10)}{num(resv, 9)}{num(dev, 8)}{t['images_per_s']:>15.1f}"
+              f"{pct(t['mfu']):>7}{tmem:>9.2f}{f['images_per_s'] / t['images_per_s']:>15.3f}")
     if f["mfu"] is None:
         print(f"  no MFU: {f.get('mfu_reason')}")
+    if rec["plan"]["device"] != "cuda":
+        checks.append((f"case {i}: GPU selection, memory and NCCL checks: not applicable on CPU", None))
+        continue
+    gpu_seen = (rec["provenance"]["devices"][0].get("gpu") or {})
+    checks.append((f"case {i}: the rank ran on the chosen GPU (CUDA_VISIBLE_DEVICES {gpu_seen.get('cuda_visible_devices')}, "
+                   f"bus {gpu_seen.get('pci_bus_device')}, order {gpu_seen.get('cuda_device_order')}; "
+                   f"timm loop bus {t.get('pci_bus_device')})",
+                   gpu_seen.get("cuda_visible_devices") == gpu and gpu_seen.get("cuda_device_order") == "PCI_BUS_ID"
+                   and gpu_seen.get("pci_bus_device") is not None and gpu_seen.get("pci_bus_device") == t.get("pci_bus_device")))
+    checks.append((f"case {i}: memory: allocated <= reserved <= device used ({num(mem, 0)} / {num(resv, 0)} / {num(dev, 0)} GiB)",
+                   None not in (mem, resv, dev) and mem <= resv <= dev))
+    checks.append((f"case {i}: communication time null with a reason on a GPU: {f.get('comm_share_reason')!r}",
+                   f.get("comm_share") is None and bool(f.get("comm_share_reason"))))
+for what, ok in checks:
+    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF

@@ -85,11 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - t
     ips = args.steps * args.batch / seconds
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    bus = None
+    if device.type == "cuda":  # the same figure bench's ranks record, so gpu-check can say both used one GPU
+        props = torch.cuda.get_device_properties(device)
+        bus = ":".join(f"{x:02x}" for x in (getattr(props, "pci_bus_id", None), getattr(props, "pci_device_id", None))
+                       if isinstance(x, int)) or None
     peak, why = figures.peak_flops_of(name, args.precision)
     print(json.dumps({
         "what": "timm_train_bench (a minimal equivalent of timm benchmark.py train mode, not timm's script)",
         "model": args.model, "img_size": args.img_size, "batch": args.batch, "precision": args.precision,
-        "device": name, "channels_last": args.channels_last, "compile": args.compile,
+        "device": name, "pci_bus_device": bus, "channels_last": args.channels_last, "compile": args.compile,
         "images_per_s": ips, "tflops": f_train * ips / 1e12, "mfu": f_train * ips / peak if peak else None,
         "mfu_reason": why, "flops_per_image": f_train,
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,

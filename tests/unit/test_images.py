@@ -276,3 +276,17 @@ def test_build_script_passes_the_image_identity(tmp_path):
     assert f"VITBENCH_IMAGE=vitbench-{bench.__version__}+lock.{sha[:12]}" in args
     assert f"LOCK_SHA256={sha}" in args
     assert args[-3:] == ["--network", "host", "."]
+
+
+def test_gpu_check_wheels_are_the_locked_versions():
+    """benchmarks/gpu-wheels.txt (what a GPU machine without a network gets) pins exactly requirements.lock's."""
+    locked = dict(line.strip().split("==", 1) for line in open(os.path.join(REPO, "requirements.lock"))
+                  if "==" in line and not line.startswith("#"))
+    lines = [ln.strip() for ln in open(os.path.join(REPO, "benchmarks", "gpu-wheels.txt"))
+             if ln.strip() and not ln.startswith("#")]
+    assert lines and "deepspeed==" + locked["deepspeed"] in lines
+    for ln in lines:
+        name, sep, version = ln.partition("==")
+        assert sep, f"gpu-wheels.txt: {ln!r} is not pinned"
+        assert locked.get(name) == version, f"gpu-wheels.txt: {ln} but requirements.lock has {locked.get(name)}"
+    assert not any(ln.startswith(("torch==", "timm==")) for ln in lines)  # the GPU machine has them
