@@ -126,3 +126,27 @@ def test_bench_comm_plans_like_bench_run_from_a_gpu_less_head_node(tmp_path, mon
     job.run(job.CommConfig(out=str(tmp_path / "out")), HostSelection(hostfile=str(hf)), quiet=True)
     assert seen["device"] == "cuda" and max(seen["sizes"]) == 256 << 20
     assert seen["extra"]["verdict"]["gpus"] == 2
+
+
+def test_sub_groups_get_the_runs_collective_timeout(monkeypatch):
+    """bench comm's pairs and groups (dist.new_group) wait as long as the world group, not torch's 30 min."""
+    import torch
+    import torch.distributed as dist
+
+    from bench.launch.plan import free_port
+    from bench.worker import dist as worker_dist
+
+    c10d = dist.distributed_c10d
+    monkeypatch.setattr(c10d, "default_pg_timeout", c10d.default_pg_timeout)  # restored after the test
+    monkeypatch.setattr(c10d, "default_pg_nccl_timeout", getattr(c10d, "default_pg_nccl_timeout", None))
+    for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": str(free_port())}.items():
+        monkeypatch.setenv(k, v)
+    plan = {"device": "cpu", "collective_timeout_s": 7, "master_addr": "127.0.0.1", "master_port": 0}
+    world, rank, _local, device = worker_dist.init(plan, via_deepspeed=False)
+    try:
+        group = dist.new_group([0])
+        assert (world, rank, device.type) == (1, 0, "cpu")
+        assert group._get_backend(torch.device("cpu")).options._timeout.total_seconds() == 7
+    finally:
+        dist.destroy_process_group()
