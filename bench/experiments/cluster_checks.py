@@ -9,19 +9,19 @@ one (bench.analysis.metrics).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import time
 
 from bench.analysis import metrics
 from bench.analysis.stragglers import find
 from bench.analysis.volume import comm_bytes_per_element
-from bench.experiments.node_checks import _rate, _summary, solo_runs
+from bench.experiments.node_checks import STRAGGLER_WARN, _rate, _summary, solo_runs
 from bench.experiments.validation import CLUSTER, Validation, run_one
 
 ORDER = ("preflight", "inventory", "throughput", "bandwidth", "training", "stragglers", "scaling")
 PER_NODE = {"preflight", "inventory", "throughput", "bandwidth"}
 # Ranks of one data-parallel run see different shards: their final losses differ, but not by this much.
 LOSS_AGREEMENT = 0.5
-STRAGGLER_WARN = 0.10
 
 
 def training(v: Validation) -> None:
@@ -100,6 +100,8 @@ def stragglers(v: Validation) -> None:
     line = max(STRAGGLER_WARN, noise)
     status = "WARN" if top.cost >= line else "PASS"
     where = f"{top.host}:{top.slot}" if top.slot is not None else top.host
+    if top.kind == "node" and v.figures.get("node_rounds") == 2:
+        top = replace(top, reason=f"{top.reason} (every node measured twice, its faster round kept)")
     v.add("stragglers", CLUSTER, status, f"{top.kind} {where}: costs {top.cost:.1%}",
           f"WARN at {line:.0%} (the larger of {STRAGGLER_WARN:.0%} and 3 standard errors of a node's mean step, "
           f"{noise:.0%})",
@@ -135,13 +137,18 @@ def scaling(v: Validation) -> None:
     whole = [r for r in usable if r["group"] == "all"]
     busbw = (whole or [min(usable, key=lambda r: r["busbw"])])[0]["busbw"] if n > 1 else 1.0
     predicted = metrics.predicted_dp_efficiency(t_compute, grad, busbw, n, t_sync_s=max(t_sync, t_compute))
+    # The slowest-of-n wait assumes each node's step jitter is its own (independent nodes). Where the nodes'
+    # jitter is shared (nodes that time-slice the same cores, one OS tick) they slow down together and no one
+    # waits: the model without the wait bounds that case from above.
+    upper = metrics.predicted_dp_efficiency(t_compute, grad, busbw, n)
     measured = dp["images_per_s"] / (n * metrics.percentile(list(solo.values()), 50))
-    v.figures["scaling"] = {"predicted": predicted, "measured": measured, "n": n, "t_compute_s": t_compute,
+    v.figures["scaling"] = {"predicted": predicted, "predicted_without_jitter": upper, "measured": measured, "n": n,
+                            "t_compute_s": t_compute,
                             "t_sync_s": t_sync, "grad_bytes": grad, "busbw": busbw, "busbw_size": size,
                             "t_comm_s": metrics.allreduce_seconds(grad, busbw, n) if n > 1 else 0.0}
     short = measured < 0.5 * predicted
     v.add("scaling", CLUSTER, "WARN" if short else "PASS", f"measured {measured:.0%} at {n} ranks",
-          f"predicted {predicted:.0%}",
+          f"predicted {predicted:.0%} ({upper:.0%} if the nodes' step jitter is shared)",
           f"model: {t_compute * 1e3:.1f} ms compute, the slowest of {n} ranks {t_sync * 1e3:.1f} ms, "
           f"{grad / 1e6:.3g} MB gradients at {_rate(busbw)}"
           + ("; under half the prediction: something the model leaves out (stragglers, contention, latency)"

@@ -24,6 +24,9 @@ from bench.core.precision import cpu_refusal
 from bench.experiments.validation import CLUSTER, Validation, run_one
 from bench.jobs.comm import measure
 
+# The share of the cluster's throughput one part may cost before it is named a straggler (metrics.straggler_cost).
+STRAGGLER_WARN = 0.10
+
 def _pct(x: float) -> str:
     return f"{x:+.0%}"
 
@@ -117,6 +120,16 @@ def throughput(v: Validation) -> None:
     if not hosts:
         return
     recs, solo = solo_runs(v, hosts, "throughput")
+    rounds = 1
+    if len(solo) >= 2 and metrics.straggler_cost({h: 1 / s["images_per_s"] for h, s in solo.items()}) >= STRAGGLER_WARN:
+        # One slow node in one measurement is not yet a straggler: nodes that share cores or a switch can be
+        # unlucky once. Measure every node again and keep each one's faster round: a node slow in both is slow.
+        again_recs, again = solo_runs(v, hosts, "throughput-repeat")
+        rounds = 2
+        for h, s in again.items():
+            if h not in solo or s["images_per_s"] > solo[h]["images_per_s"]:
+                solo[h], recs[h] = s, again_recs[h]
+    v.figures["node_rounds"] = rounds
     ok = {h: s["images_per_s"] for h, s in solo.items()}
     for h, s in solo.items():
         v.figures["node_step_s"][h] = v.level.micro_batch / ok[h]
@@ -131,7 +144,7 @@ def throughput(v: Validation) -> None:
             v.add("throughput", h, "FAIL", reason=f"single-rank run failed at {err.get('where')}: {err.get('reason')}",
                   t0=t0)
             continue
-        value = f"{ok[h]:.1f} img/s"
+        value = f"{ok[h]:.1f} img/s" + (" (faster of 2 rounds)" if rounds == 2 else "")
         gpus = v.inventory.get(h, {}).get("gpus") or []
         ref = v.table.throughput_for(gpus[0]["name"], v.cfg.precision, v.level.model, v.level.micro_batch) \
             if gpus and gpus[0].get("name") else None

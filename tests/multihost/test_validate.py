@@ -62,10 +62,13 @@ def _junit_matches(junit, rec: dict) -> None:
 
 def _prediction_holds(rec: dict) -> None:
     # The measured efficiency itself moves by up to +-8 points from run to run here (three hosts time-slice
-    # two cores); a prediction cannot agree more closely than the measurement repeats. On independent nodes
-    # the jitter the model takes from the single-node runs is the real one (METRICS.md).
+    # two cores); a prediction cannot agree more closely than the measurement repeats. The model gives a
+    # range: with the slowest-of-n wait for independent jitter, and without it (jitter the nodes share, as
+    # these do: they slow down together). Seen here: measured 75-94% where the two ends were 70-77% and
+    # about 96% (METRICS.md, predicted data-parallel efficiency).
     s = rec["measured"]["scaling"]
-    assert abs(s["predicted"] - s["measured"]) <= 0.15, s
+    lo, hi = sorted((s["predicted"], s["predicted_without_jitter"]))
+    assert lo - 0.15 <= s["measured"] <= hi + 0.15, s
 
 
 def test_healthy_cluster_passes_with_every_check_listed(cluster, tmp_path):
