@@ -13,6 +13,8 @@ leaves at most one torn last line, which `read()` reports and skips.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import json
 import os
@@ -21,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from bench.core.errors import BadInput
+from bench.core import storage
+from bench.core.errors import BadInput, StorageFailed
 
 SCHEMA_VERSION = 1
 KINDS = ("run", "point", "comm", "probe", "verdict", "validate")
@@ -30,31 +33,58 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schemas"
 
 
 def write_json_atomic(path: str, data: Any) -> None:
-    """Write a whole JSON file so readers see the old or the new one, never half."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    """Write a whole JSON file so readers see the old or the new one, never half.
+
+    The directory must exist: a run directory removed mid-run is not
+    silently made again (the ranks would then write where no log is). On
+    any OSError (disk full, read-only, directory gone) the temporary file is
+    removed and StorageFailed names the path.
+    """
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise StorageFailed(path, e.strerror or str(e)) from None
 
 
 def append(path: str, record: dict[str, Any]) -> None:
-    """Append one record as one line: a single write, flushed and fsynced."""
+    """Append one record as one line: a single write, flushed and fsynced.
+
+    If the write fails (a full disk writes part of the line, or nothing),
+    the file is cut back to its last whole line and StorageFailed carries
+    the record, for the caller to print: nothing measured is lost.
+    """
     line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as e:
+        raise StorageFailed(path, e.strerror or str(e), record=record) from None
+    size = None
+    try:
+        size = os.fstat(fd).st_size
         # A previous crash may have left a torn line without its newline:
         # start on a fresh line so this record is not glued to it.
-        if os.fstat(fd).st_size > 0:
+        if size > 0:
             with open(path, "rb") as r:
                 r.seek(-1, os.SEEK_END)
                 if r.read(1) != b"\n":
                     line = "\n" + line
-        os.write(fd, line.encode())
+        data = line.encode()
+        written = os.write(fd, data)
+        if written != len(data):  # a short write: the file system filled up under this line
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         os.fsync(fd)
+    except OSError as e:
+        if size is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+        raise StorageFailed(path, e.strerror or str(e), record=record) from None
     finally:
         os.close(fd)
 
@@ -128,6 +158,8 @@ def new_run_id(root: str, prefix: str = "") -> str:
         os.makedirs(root, exist_ok=True)
     except OSError as e:
         raise BadInput(f"--out: cannot create {root!r} ({e.strerror})") from None
+    if storage.read_only(root):
+        raise BadInput(f"--out: {root!r} is on a read-only file system")
     if not os.access(root, os.W_OK):
         raise BadInput(f"--out: {root!r} is not writable")
     stamp = time.strftime("%Y%m%d-%H%M%S")

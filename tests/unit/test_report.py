@@ -50,6 +50,7 @@ def point(suite: str, pid: str, gpus: int, epoch_s: float, *, sweep: str | None 
 
 
 def write(path, recs) -> str:
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)  # results.append makes no directory
     for r in recs:
         results.append(str(path), r)
     return str(path)
