@@ -111,14 +111,17 @@ def resolve(text: str | None, environ: dict[str, str] | None = None) -> Containe
 
 
 def remote_python(container_exec: str | None = None, environ: dict[str, str] | None = None,
-                  nv: bool = True) -> list[str]:
+                  nv: bool = True, bind: str | None = None) -> list[str]:
     """The interpreter a command on another node starts: the image's through the prefix, else sys.executable.
 
-    For bench's other remote commands (preflight, inventory, cleanup), which
-    need no bound results root: Apptainer binds the home and working
-    directory by itself.
+    For bench's other remote commands (preflight, inventory, cleanup).
+    bind: a directory to bind in as the ranks will have it (the preflight's
+    check of the results root); the others need none, Apptainer binds the
+    home and working directory by itself.
     """
     ce = resolve(container_exec, environ)
-    if ce is not None and nv:
+    if ce is None:
+        return [sys.executable]
+    if nv:
         ce = ce.with_nv()  # a GPU node must be seen as one by the probe (see the module docstring)
-    return [*ce.argv, ce.python] if ce is not None else [sys.executable]
+    return [*(ce.prefix(os.path.abspath(bind)) if bind else ce.argv), ce.python]

@@ -12,6 +12,7 @@ prints its hostname, Python and package versions. Failures read like
 
     preflight: 10.77.0.3: unreachable (ssh: connect to host 10.77.0.3 port 22: No route to host)
     preflight: node2: deepspeed 0.19.7 != 0.19.8 here
+    preflight: node3: /shared/results is not the directory bench wrote (not shared storage?)
 """
 
 from __future__ import annotations
@@ -21,21 +22,28 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from bench.core.errors import RunFailed
+from bench.cluster import shared_dir
 from bench.cluster.remote import NOT_FOUND, HostResult, run_on_hosts
+from bench.core.errors import RunFailed
 
 PACKAGES = ("vitbench", "torch", "torchvision", "deepspeed", "timm")
 
-# Imports nothing heavy: answers in ~50 ms even where torch takes seconds.
+# Imports nothing heavy: answers in ~50 ms even where torch takes seconds. With
+# two arguments (a nonce file's path and its nonce) it also says whether the
+# results root is shared (bench.cluster.shared_dir).
 PROBE_CODE = f"""\
-import importlib.metadata as md, json, platform, socket
+import importlib.metadata as md, json, platform, socket, sys
 def v(name):
     try:
         return md.version(name)
     except md.PackageNotFoundError:
         return None
-print(json.dumps({{"hostname": socket.gethostname(), "python": platform.python_version(),
-                  "versions": {{n: v(n) for n in {PACKAGES!r}}}}}))
+{shared_dir.ANSWER_SOURCE}
+out = {{"hostname": socket.gethostname(), "python": platform.python_version(),
+       "versions": {{n: v(n) for n in {PACKAGES!r}}}}}
+if len(sys.argv) == 3:
+    out["run_dir"] = answer(sys.argv[1], sys.argv[2])
+print(json.dumps(out))
 """
 
 
@@ -77,7 +85,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _judge(r: HostResult, python: str, here: dict) -> HostCheck:
+def _judge(r: HostResult, python: str, here: dict, run_root: str | None = None) -> HostCheck:
     check = HostCheck(r.host, elapsed=r.elapsed)
     # Run directly (a local host), a missing interpreter is an OSError, not rc 127.
     missing_here = r.error is not None and r.error.startswith(f"{python}:")
@@ -97,6 +105,10 @@ def _judge(r: HostResult, python: str, here: dict) -> HostCheck:
     except (ValueError, KeyError, IndexError, TypeError):
         check.problems.append(f"probe printed no JSON ({_last_line(r.stdout or r.stderr)})")
         return check
+    if run_root is not None:
+        shared = shared_dir.problem(there.get("run_dir"), run_root)
+        if shared:
+            check.problems.append(shared)
     if check.python != here["python"]:
         check.problems.append(f"python {check.python} != {here['python']} here")
     for name in PACKAGES:
@@ -118,21 +130,39 @@ def preflight(
     env: dict[str, str] | None = None,
     python: str | None = None,
     container_exec: str | None = None,
+    run_root: str | None = None,
+    via: str = "ssh",
 ) -> list[HostCheck]:
     """Check every host in parallel; one HostCheck per host, in host order.
 
     ``python`` is the interpreter to run there (default: this one's path);
     ``env`` is the local environment for ssh (see bench.cluster.remote.run_on_hosts).
+    ``run_root``: the results root (--out), which every host must see as the
+    same writable directory (bench.cluster.shared_dir).
+    ``via``: "ssh" (one ssh per host) or "srun" (one srun step over the nodes,
+    inside a Slurm allocation).
     A host that does not answer is named after at most ``timeout`` seconds.
     Raises ValueError for a host name that must not reach ssh.
     """
     from bench.cluster.container import remote_python
 
-    # Inside a container (or with --container-exec) the hosts run the image's python.
-    argv = [python] if python else remote_python(container_exec)
+    # Inside a container (or with --container-exec) the hosts run the image's
+    # python, with the results root bound in as the ranks will have it.
+    argv = [python] if python else remote_python(container_exec, bind=run_root)
     here = probe_here()
-    results = run_on_hosts(hosts, [*argv, "-c", PROBE_CODE], timeout=timeout, env=env)
-    return [_judge(results[h], " ".join(argv), here) for h in dict.fromkeys(hosts)]
+
+    def ask(args: list[str]) -> dict[str, HostResult]:
+        if via == "srun":
+            from bench.cluster.probe_launch import srun_per_node
+            return srun_per_node(list(dict.fromkeys(hosts)), [*argv, "-c", PROBE_CODE, *args], timeout, env)
+        return run_on_hosts(hosts, [*argv, "-c", PROBE_CODE, *args], timeout=timeout, env=env)
+
+    if run_root is None:
+        results = ask([])
+    else:
+        with shared_dir.planted(run_root) as (path, nonce):
+            results = ask([path, nonce])
+    return [_judge(results[h], " ".join(argv), here, run_root) for h in dict.fromkeys(hosts)]
 
 
 def check_or_raise(
@@ -141,9 +171,12 @@ def check_or_raise(
     env: dict[str, str] | None = None,
     python: str | None = None,
     container_exec: str | None = None,
+    run_root: str | None = None,
+    via: str = "ssh",
 ) -> list[HostCheck]:
     """preflight(), raising RunFailed with one line per failing host."""
-    checks = preflight(hosts, timeout=timeout, env=env, python=python, container_exec=container_exec)
+    checks = preflight(hosts, timeout=timeout, env=env, python=python, container_exec=container_exec,
+                       run_root=run_root, via=via)
     failing = [c for c in checks if not c.ok]
     if failing:
         raise RunFailed("\n".join(c.message() for c in failing))

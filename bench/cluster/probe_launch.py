@@ -14,9 +14,11 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 
 from bench.cluster.container import remote_python
 from bench.cluster.mpirun import mpirun_args
+from bench.cluster.remote import HostResult
 
 
 def _run(argv: list[str], timeout: float, env: dict[str, str]) -> tuple[int | None, str, str]:
@@ -87,6 +89,36 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dic
             continue
         nodes.append({**inv, "host": host, "slots": resources[host]})
     return nodes, unreachable
+
+
+def srun_per_node(hosts: list[str], argv: list[str], timeout: float,
+                  environ: dict[str, str] | None = None) -> dict[str, HostResult]:
+    """Run argv once on every node through one srun step; each task prints one JSON line with its "hostname".
+
+    The answers of bench.cluster.remote.run_on_hosts, for a cluster reached
+    through srun instead of ssh (bench.cluster.preflight under Slurm).
+    """
+    env = dict(os.environ if environ is None else environ)
+    t0 = time.monotonic()
+    rc, out, err = _run(["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)),
+                         "--ntasks-per-node", "1", "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1", *argv],
+                        timeout, env)
+    elapsed = time.monotonic() - t0
+    by_name: dict[str, str] = {}
+    for text in _per_task(out).values():
+        try:
+            by_name[str(json.loads(text)["hostname"])] = text
+        except (ValueError, KeyError, TypeError):
+            continue
+    answers = {}
+    for host in hosts:
+        text = by_name.get(host) or by_name.get(host.split(".")[0])
+        if text is not None:
+            answers[host] = HostResult(host, 0, text, "", elapsed)
+        else:
+            answers[host] = HostResult(host, rc, "", err, elapsed, error=f"srun: {_why(rc, err)}" if rc != 0
+                                       else f"srun task on {host} printed no answer")
+    return answers
 
 
 def _per_task(out: str) -> dict[str, str]:

@@ -38,7 +38,7 @@ def _rate(bps: float) -> str:
 def preflight(v: Validation) -> None:
     t0 = time.time()
     try:
-        answers = check_hosts(list(v.resources), timeout=15.0)
+        answers = check_hosts(list(v.resources), timeout=15.0, run_root=v.cfg.out)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
         raise BadInput(f"--hostfile: {e}") from None
     for c in answers:

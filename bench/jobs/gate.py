@@ -23,15 +23,29 @@ from bench.launch.registry import get
 
 
 def inspect_cluster(cfg: LaunchConfig, placement: Placement, quiet: bool, *, precision: str = "fp32",
-                    micro_batch: int | None = None) -> tuple[list[dict], dict]:
-    """Preflight every host, take each node's inventory, and judge the set (see the module docstring)."""
+                    micro_batch: int | None = None, run_root: str | None = None) -> tuple[list[dict], dict]:
+    """Preflight every host, take each node's inventory, and judge the set (see the module docstring).
+
+    run_root: the results root, which every host must see as the same writable directory.
+    """
     kind = get(placement.launcher)
-    if kind.preflight_ssh:
-        check_or_raise(list(placement.resources), timeout=15.0, container_exec=cfg.container_exec)
+    preflight(cfg, placement, run_root)
     nodes, unreachable = probe_any(kind.probe_via, placement.resources, 60.0, container_exec=cfg.container_exec)
     if unreachable:
         raise RunFailed("; ".join(f"probe: {h}: {why}" for h, why in unreachable.items()))
     return nodes, gate([selected(n) for n in nodes], precision, micro_batch, strict=cfg.strict, quiet=quiet)
+
+
+def preflight(cfg: LaunchConfig, placement: Placement, run_root: str | None = None) -> None:
+    """Every host answers, with the same versions, and sees run_root as the directory bench writes; else RunFailed.
+
+    Nothing to do for a launcher that starts only local ranks.
+    """
+    via = get(placement.launcher).preflight_via
+    if via is not None:
+        # srun queues a step behind the allocation's others: more time than one ssh each.
+        check_or_raise(list(placement.resources), timeout=15.0 if via == "ssh" else 60.0,
+                       container_exec=cfg.container_exec, run_root=run_root, via=via)
 
 
 def gate(nodes: list[dict], precision: str, micro_batch: int | None, *, strict: bool = False,

@@ -95,8 +95,9 @@ class Launcher:
     """Ranks may run on other hosts: they get .deepspeed_env, and are stopped there over ssh."""
     probe_via: ClassVar[str] = "ssh"
     """How bench takes the nodes' inventory: local, ssh, openmpi (mpirun + mpi4py) or slurm (srun)."""
-    preflight_ssh: ClassVar[bool] = True
-    """Check every host over ssh before launch (Slurm nodes often allow no ssh)."""
+    preflight_via: ClassVar[str | None] = "ssh"
+    """How bench checks every host before launch (bench.cluster.preflight): ssh, srun (Slurm nodes often
+    allow no ssh), or None (this node only: nothing to check)."""
     stop_with_sigterm: ClassVar[bool] = True
     """False where the runner's own SIGTERM handler does harm (DeepSpeed's pdsh runner: pkill -f)."""
     lists_every_slot: ClassVar[bool] = False

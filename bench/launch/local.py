@@ -22,7 +22,7 @@ class Local(Launcher):
     name = "local"
     remote = False
     probe_via = "local"
-    preflight_ssh = False
+    preflight_via = None
 
     def command(self, job: Job) -> list[str]:
         slots = next(iter(job.resources.values()))

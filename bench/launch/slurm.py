@@ -4,7 +4,7 @@
                              "--ntasks-per-node", "2", "--kill-on-bad-exit=1", "--export=ALL",
                              python, "-u", "-m", "bench.worker", "--run-dir", RUN_DIR]
 
-The nodes are reached through srun, never ssh (preflight_ssh, probe_via).
+The nodes are reached through srun, never ssh (preflight_via, probe_via).
 DeepSpeed's SlurmRunner (0.19.8) is not used: it passes the ranks'
 environment as `--export=ALL,K=V,...`, which srun splits at every comma, so
 NCCL_IB_HCA=mlx5_0,mlx5_1 or NCCL_SOCKET_IFNAME=^lo,docker arrive cut; it
@@ -24,7 +24,7 @@ from bench.launch.base import Job, MultiNode, require_leading_slots
 class Slurm(MultiNode):
     name = "slurm"
     probe_via = "slurm"
-    preflight_ssh = False
+    preflight_via = "srun"
 
     def implicit_hosts(self) -> dict[str, int] | None:
         # Inside a Slurm allocation the allocation is the hostfile.

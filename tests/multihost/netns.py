@@ -60,6 +60,7 @@ import fcntl
 import os
 import re
 import shutil
+import shlex
 import signal
 import socket
 import subprocess
@@ -246,8 +247,13 @@ class Cluster:
             "--mca", "btl", "self,tcp",
         ]  # fmt: skip
 
-    def start_sshd(self, host: str, wait: bool = True) -> int:
-        """Start (or restart) the host's sshd; its PID, once it accepts connections."""
+    def start_sshd(self, host: str, wait: bool = True, mount_over: str | None = None) -> int:
+        """Start (or restart) the host's sshd; its PID, once it accepts connections.
+
+        mount_over: a directory that this host, and only it, sees with an empty
+        tmpfs mounted over it (its sshd in its own mount namespace): a node
+        whose "shared" directory is a local one. Gone when its sshd stops.
+        """
         i = self._index(host)
         node = self.tmp / self.hostnames[i]
         old = self._sshd_procs.get(self.hosts[i])
@@ -255,8 +261,12 @@ class Cluster:
             return old.pid
         log = open(node / "sshd.log", "ab")
         inner = f"hostname {self.hostnames[i]} && exec {SSHD} -D -e -f {node / 'sshd_config'}"
+        unshare = ["unshare", "--uts"]
+        if mount_over is not None:
+            unshare += ["--mount", "--propagation", "private"]
+            inner = f"mount -t tmpfs -o size=1m vitbench-local {shlex.quote(mount_over)} && {inner}"
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", "sh", "-c", inner],
+            ["ip", "netns", "exec", self.namespaces[i], *unshare, "sh", "-c", inner],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

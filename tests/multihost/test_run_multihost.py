@@ -132,3 +132,46 @@ def test_ctrl_c_stops_every_remote_rank_by_pid(cluster, out_dir):
     assert proc.returncode == 130, err[-3000:]
     assert one_json(out)["status"] == "interrupted"
     assert not [p for p in pids if _still_running(p, run_dir)]
+
+
+def test_out_that_is_not_shared_is_named_and_nothing_launches(cluster, out_dir):
+    """One host sees its own (empty tmpfs) directory at --out's path: preflight names it for every command."""
+    odd = cluster.hosts[1]
+    os.makedirs(out_dir)
+    cluster.stop_sshd(odd)
+    cluster.start_sshd(odd, mount_over=out_dir)
+    hostfile = ("--hostfile", str(cluster.hostfile))
+    try:
+        procs = {
+            "run": bench(*hostfile, "--dataset", "synthetic", "--steps", "6", *FAST, "--out", out_dir,
+                         env=cluster.env, timeout=300),
+            "sweep": bench("sweep", "batch", "--values", "16", *hostfile, "--dataset", "synthetic", "--steps", "6",
+                           *FAST, "--out", out_dir, env=cluster.env, timeout=300),
+            "comm": bench("comm", *hostfile, "--sizes", "4K", "--out", out_dir, env=cluster.env, timeout=300),
+        }
+        validate = bench("validate", *hostfile, "--level", "quick", "--json", "--out", out_dir, env=cluster.env,
+                         timeout=300)
+    finally:
+        cluster.stop_sshd(odd)
+        cluster.start_sshd(odd)
+    for name, proc in procs.items():
+        # A sweep checks its own folder, for every host of the pool, before its first point.
+        root = os.path.join(out_dir, "batch") if name == "sweep" else out_dir
+        assert proc.returncode == 1, (name, proc.stdout[-2000:], proc.stderr[-2000:])
+        assert "Traceback" not in proc.stderr, (name, proc.stderr)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert lines == [f"bench: failed: preflight: {odd}: {root} is not the directory bench wrote "
+                         "(not shared storage?)"], (name, proc.stderr)
+    # validate says it in its preflight row for that host, and stops there.
+    assert validate.returncode == 1, validate.stderr[-2000:]
+    rec = one_json(validate.stdout)
+    rows = {c["node"]: c for c in rec["checks"] if c["check"] == "preflight"}
+    assert rows[odd]["status"] == "FAIL" and "is not the directory bench wrote (not shared storage?)" in \
+        rows[odd]["reason"], rows[odd]
+    assert [h for h, c in rows.items() if c["status"] == "FAIL"] == [odd]
+    # Nothing launched, nothing left: no run directory, the nonce file removed (a sweep keeps only its plan;
+    # validate its own folder and record).
+    validate_dirs = [d for d in os.listdir(out_dir) if d.startswith("validate-")]
+    assert len(validate_dirs) == 1 and not os.path.exists(os.path.join(out_dir, validate_dirs[0], "runs"))
+    assert sorted(set(os.listdir(out_dir)) - set(validate_dirs)) == ["batch"], os.listdir(out_dir)
+    assert sorted(os.listdir(os.path.join(out_dir, "batch"))) == ["sweep.json"]
