@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 
 from bench import __version__
-from bench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, RunFailed
+from bench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, RunFailed, StorageFailed
 
 # name -> module; order is the order of `bench --help`.
 SUBCOMMANDS: dict[str, str] = {
@@ -76,14 +77,26 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as e:
         print(f"bench: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except StorageFailed as e:
+        # The one document on stdout (with --json too) is what could not be written.
+        if e.record is not None:
+            print(json.dumps(e.record), flush=True)
+        print(f"bench: failed: {e.line()}", file=sys.stderr)
+        return EXIT_FAILED
     except RunFailed as e:
         print(f"bench: failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:
+        return 0
+    except OSError as e:
+        if e.filename is None:
+            raise
+        # A file of the run that could not be written or read where no StorageFailed was raised.
+        print(f"bench: failed: {e.filename}: {e.strerror}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("bench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.core.options import add_options, from_args
 from bench.experiments import suites, sweep
-from bench.jobs.plan import plan_resources
+from bench.jobs import gate
+from bench.jobs.plan import Placement, plan_resources
 
 HELP = "run a suite of points (" + ", ".join(suites.SUITES) + "); the same command again resumes"
 
@@ -47,9 +48,8 @@ def add_arguments(p) -> None:
     add_json_flag(g)
 
 
-def make_pool(cfg: RunConfig, hosts: HostSelection) -> suites.Pool:
-    """The resources the host options select, exactly as `bench run` would resolve them."""
-    placement = plan_resources(cfg, hosts)
+def make_pool(placement: Placement, hosts: HostSelection) -> suites.Pool:
+    """The resources the host options select, exactly as `bench run` resolves them (plan_resources)."""
     return suites.Pool(resources=placement.resources, hostfile=bool(hosts.hostfile), device=placement.device)
 
 
@@ -58,7 +58,8 @@ def main(args) -> int:
     from bench.render.progress import SweepProgress, print_plan
 
     cfg, hosts, opts = from_args(RunConfig, args), from_args(HostSelection, args), from_args(suites.SuiteOptions, args)
-    pool = make_pool(cfg, hosts)
+    placement = plan_resources(cfg, hosts)
+    pool = make_pool(placement, hosts)
     name = args.name or args.suite
     if not name or "/" in name or name in (".", ".."):
         raise BadInput(f"--name: {name!r} is not a folder name")
@@ -68,6 +69,10 @@ def main(args) -> int:
         print_plan(args.suite, sweep_dir, points, sweep.peek_done(sweep_dir), as_json=args.json)
         return 0
     done = sweep.open_sweep(sweep_dir, args.suite, cfg, opts, pool, points)
+    if any(done.get(p.id, {}).get("status") not in sweep.DONE_STATUSES for p in points):
+        # Every host of the pool, before the first point: a point on a subset would not meet a bad host
+        # (or an --out it does not share) until later points have spent their time.
+        gate.preflight(cfg, placement, run_root=sweep_dir)
     # Progress goes to stderr even with --json: stdout holds only the JSON document.
     rc = sweep.run_points(points, hosts, sweep_dir, done, run_one=run, view=SweepProgress(os.path.basename(sweep_dir)),
                           as_json=args.json)

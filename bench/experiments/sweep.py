@@ -17,9 +17,9 @@ import time
 from typing import Any, Callable
 
 from bench.cluster.hostfile import HostSelection
-from bench.core import results
+from bench.core import results, storage
 from bench.core.config import RunConfig
-from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, BadInput
+from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, BadInput, NoRoom, StorageFailed
 from bench.experiments import suites
 
 DONE_STATUSES = ("ok", "oom")
@@ -43,6 +43,11 @@ def open_sweep(sweep_dir: str, suite: str, cfg: RunConfig, opts: suites.SuiteOpt
                points: list[suites.Point]) -> dict[str, dict[str, Any]]:
     """Write or check sweep.json; return the records already in results.jsonl by point id."""
     path = os.path.join(sweep_dir, "sweep.json")
+    try:
+        os.makedirs(sweep_dir, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"--out: cannot create {sweep_dir!r} ({e.strerror})") from None
+    storage.check_room(sweep_dir, max((p.gpus for p in points), default=1))
     planned = [p.to_dict() for p in points]
     old_points: list[dict[str, Any]] = []
     if os.path.exists(path):
@@ -132,6 +137,20 @@ def run_points(points: list[suites.Point], hosts: HostSelection, sweep_dir: str,
             view.finish(p, prec)
     except KeyboardInterrupt:
         status = "interrupted"
+    except NoRoom as e:
+        if not launched[:-1]:
+            raise  # before any point of this invocation ran: bad input, exit 2
+        finished = sum(1 for q in points if latest.get(q.id, {}).get("status") in DONE_STATUSES)
+        raise StorageFailed(e.path, f"the file system filled during the sweep: {e.free_bytes // 1024} KiB free",
+                            kept=f"the sweep stopped before point {p.id}; {finished} finished point(s) are kept "
+                                 f"in {rpath}") from None
+    except StorageFailed as e:
+        # The sweep stops here; the point's own record (if it got one) goes to stdout as a point record.
+        if e.record is not None and e.record.get("kind") == "run":
+            e.record = point_record(p, e.record, name)
+        finished = sum(1 for q in points if latest.get(q.id, {}).get("status") in DONE_STATUSES)
+        e.kept = f"the sweep stopped at point {p.id}; {finished} finished point(s) are kept in {rpath}"
+        raise
     finally:
         view.close()
     if status != "interrupted" and any(latest.get(p.id, {}).get("status") == "failed" for p in points):

@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.analysis import references
 from bench.cluster.hostfile import HostSelection
-from bench.core import results
+from bench.core import results, storage
 from bench.core.errors import BadInput
 from bench.experiments import cluster_checks, node_checks
 from bench.experiments.validation import CLUSTER, ValidateConfig, Validation
@@ -56,6 +56,7 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
             open(cfg.junit, "a").close()
         except OSError as e:
             raise BadInput(f"--junit: cannot write {cfg.junit!r} ({e.strerror})") from None
+    storage.check_room(cfg.out, sum(len(s) for s in resources.values()))
     run_id = results.new_run_id(cfg.out, prefix="validate-")
     vdir = os.path.abspath(os.path.join(cfg.out, run_id))
     v = Validation(cfg, hosts, resources, table, vdir)

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.analysis.comm_figures import rows_from_summary
 from bench.cluster.hostfile import HostSelection
-from bench.core import collectives, provenance, results
+from bench.core import collectives, provenance, results, storage
 from bench.core.config import LaunchConfig, validate_launch
 from bench.core.errors import BadInput
 from bench.core.options import opt
@@ -69,7 +69,8 @@ def run(cfg: CommConfig, hosts: HostSelection, quiet: bool = False) -> dict[str,
     and the GPU default sizes), not the node bench runs on.
     """
     placement = plan_resources(cfg, hosts)
-    inventory, verdict = inspect_cluster(cfg, placement, quiet)
+    storage.check_room(cfg.out, placement.world)
+    inventory, verdict = inspect_cluster(cfg, placement, quiet, run_root=cfg.out)
     device = device_of(cfg, placement, verdict)
     rec = measure(placement.resources, placement.launcher, device, op=cfg.op, sizes=cfg.size_list(device),
                   iters=cfg.iters, warmup=cfg.warmup, out_root=cfg.out, timeout=cfg.timeout,
@@ -98,6 +99,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     world = sum(len(s) for s in resources.values())
     groups = groups or [list(range(world))]
     names = group_names or ["all" if len(g) == world else f"g{i}" for i, g in enumerate(groups)]
+    storage.check_room(out_root, world)
     run_id = results.new_run_id(out_root, prefix="comm-")
     run_dir = os.path.abspath(os.path.join(out_root, run_id))
     lp = build(resources, launcher, run_dir, device, master_addr, master_port, environ=environ,

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from bench.analysis import figures, volume
 from bench.cluster.hostfile import HostSelection
-from bench.core import dsconfig, provenance, results
+from bench.core import dsconfig, provenance, results, storage
 from bench.core.config import RunConfig
 from bench.jobs.gate import check_precision, device_of, inspect_cluster
 from bench.jobs.plan import plan_resources
@@ -66,8 +66,9 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     elif dry_run:
         inventory, verdict = [], {}
     else:
+        storage.check_room(root, world)
         inventory, verdict = inspect_cluster(cfg, placement, quiet, precision=cfg.precision,
-                                             micro_batch=cfg.micro_batch)
+                                             micro_batch=cfg.micro_batch, run_root=root)
     device = device_of(cfg, placement, verdict)
     check_precision(cfg.precision, device)
     run_id = "DRY-RUN" if dry_run else results.new_run_id(root)

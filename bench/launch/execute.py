@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bench.core import storage
+from bench.core.errors import StorageFailed
 from bench.launch import memcg
 from bench.launch.base import LaunchPlan
 from bench.launch.diagnose import diagnose
@@ -88,13 +90,16 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     plan_timeout = (_read_json(os.path.join(run_dir, "plan.json")) or {}).get("collective_timeout_s")
     if isinstance(plan_timeout, (int, float)):
         timeout = max(timeout, plan_timeout + _REPORT_GRACE_S)
-    log_path = os.path.join(run_dir, "logs", "launcher.log")
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    log_path = os.path.join(storage.subdir(run_dir, "logs"), "launcher.log")
     progress_path = os.path.join(run_dir, "progress.json")
     t0 = time.time()
     hung = False
     oom_before, vm_oom_before = memcg.oom_kills(), memcg.system_oom_kills()
-    with open(log_path, "ab") as log, _sigterm_interrupts() as got:
+    try:
+        log = open(log_path, "ab")
+    except OSError as e:
+        raise StorageFailed(log_path, e.strerror or str(e)) from None
+    with log, _sigterm_interrupts() as got:
         proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=run_dir)
         last_change, last_seen = time.time(), None
@@ -132,6 +137,11 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"
                   if oom_before is not None and oom_after is not None and oom_after > oom_before else "")
     status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed)
+    disk = storage.problem(run_dir)
+    if disk:
+        # The ranks write their figures and logs there: the likely cause, whatever the logs could say.
+        error["storage"] = disk
+        error["reason"] = f"{disk}; {error.get('reason') or ''}".rstrip("; ")
     vm_oom_after = memcg.system_oom_kills()
     if not oom_killed and vm_oom_before is not None and vm_oom_after is not None and vm_oom_after > vm_oom_before:
         error["hint"] = (f"the kernel OOM-killed {vm_oom_after - vm_oom_before} process(es) on this machine "

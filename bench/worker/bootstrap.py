@@ -20,13 +20,16 @@ Results never travel through stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
 import traceback
 from typing import Callable
 
+from bench.core.errors import StorageFailed
 from bench.core.results import write_json_atomic
+from bench.core.storage import subdir
 
 _RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _LOCAL_RANK_ENV = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
@@ -73,8 +76,7 @@ def map_launcher_env(plan: dict) -> None:
 
 
 def redirect_output(run_dir: str, rank: int) -> None:
-    os.makedirs(os.path.join(run_dir, "logs"), exist_ok=True)
-    fd = os.open(os.path.join(run_dir, "logs", f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(os.path.join(subdir(run_dir, "logs"), f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)
@@ -95,8 +97,7 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
     args, _ = p.parse_known_args(argv)  # DeepSpeed's launcher may append --local_rank=N
     run_dir, rank, host = args.run_dir, env_rank(), socket.gethostname()
     redirect_output(run_dir, rank)
-    os.makedirs(os.path.join(run_dir, "ranks"), exist_ok=True)
-    with open(os.path.join(run_dir, "ranks", f"pid-{rank}"), "w") as f:
+    with open(os.path.join(subdir(run_dir, "ranks"), f"pid-{rank}"), "w") as f:
         f.write(f"{host} {os.getpid()}\n")
     image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
     print(f"[{host}:{rank}] {prog} pid {os.getpid()} starting" + (f" in container {image}" if image else ""),
@@ -105,12 +106,20 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
         detail = run(run_dir, rank)
     except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then exit non-zero
         status = "oom" if is_oom(e) else "failed"
-        traceback.print_exc()
+        # The log may be on the disk that just filled: no write here may keep this rank from exiting.
+        with contextlib.suppress(OSError):
+            traceback.print_exc()
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), {
-            "rank": rank, "host": host, "status": status, "error": f"{type(e).__name__}: {first}"})
-        print(f"[{host}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
-        sys.stderr.flush()
+        try:
+            write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), {
+                "rank": rank, "host": host, "status": status, "error": f"{type(e).__name__}: {first}"})
+        except StorageFailed as why:  # the launcher diagnoses the storage itself (bench.core.storage.problem)
+            with contextlib.suppress(OSError):
+                print(f"[{host}:{rank}] could not write its report: {why}", flush=True)
+        with contextlib.suppress(OSError):
+            print(f"[{host}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
+            sys.stderr.flush()
         os._exit(3 if status == "oom" else 1)
-    print(f"[{host}:{rank}] is {detail}", flush=True)
+    with contextlib.suppress(OSError):  # the figures are written; a full disk here must not fail the rank
+        print(f"[{host}:{rank}] is {detail}", flush=True)
     return 0

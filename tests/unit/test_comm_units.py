@@ -117,7 +117,7 @@ def test_bench_comm_plans_like_bench_run_from_a_gpu_less_head_node(tmp_path, mon
     from bench.cluster.inventory import selected
 
     monkeypatch.setattr(job, "inspect_cluster",
-                        lambda cfg, placement, quiet: (nodes, verdict([selected(n) for n in nodes])))
+                        lambda cfg, placement, quiet, **kw: (nodes, verdict([selected(n) for n in nodes])))
     seen = {}
     monkeypatch.setattr(job, "measure", lambda resources, launcher, device, **kw: seen.update(device=device, **kw))
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi on this node

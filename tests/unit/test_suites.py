@@ -202,8 +202,12 @@ def _fake_runner(outcomes: dict[int, str], calls: list):
     from tests.unit.test_report import point
 
     def run_one(cfg, hosts, *, quiet, out_dir):
+        from bench.core.errors import NoRoom
+
         calls.append(cfg.micro_batch)
         status = outcomes.get(cfg.micro_batch, "ok")
+        if status == "no room":  # what bench.jobs.train.run raises when --out filled up (storage.check_room)
+            raise NoRoom(f"--out: {out_dir} has 0 KiB free; ...", out_dir, 0)
         # A whole run record as the schema wants it (bench reads back only records that match).
         rec = point("batch", "-", cfg.gpus, 1.0, status=status, micro_batch=cfg.micro_batch)
         body = {k: v for k, v in rec.items()
@@ -301,3 +305,23 @@ def test_resume_a_sweep_planned_before_a_config_field_existed(tmp_path, capsys):
     path.write_text(json.dumps(doc))
     calls.clear()
     assert _sweep(tmp_path, {}, calls, values=("16",))[0] == 0 and calls == []
+
+
+def test_disk_full_between_points_stops_the_sweep_and_keeps_the_finished(tmp_path):
+    from bench.core import results
+    from bench.core.errors import NoRoom, StorageFailed
+
+    calls: list = []
+    with pytest.raises(StorageFailed) as e:
+        _sweep(tmp_path, {64: "no room"}, calls)
+    d = tmp_path / "batch"
+    assert calls == [16, 64]
+    assert e.value.line() == (f"cannot write {d}/runs (the file system filled during the sweep: 0 KiB free); the "
+                              f"sweep stopped before point batch/mb=64/gpus=2; 1 finished point(s) are kept in "
+                              f"{d}/results.jsonl")
+    assert [r["point_id"] for r in results.read(f"{d}/results.jsonl").records] == ["batch/mb=16/gpus=2"]
+    # Full before the first point of this invocation ran: bad input (exit 2), as for a plain run.
+    calls.clear()
+    with pytest.raises(NoRoom):
+        _sweep(tmp_path, {64: "no room"}, calls)
+    assert calls == [64]
