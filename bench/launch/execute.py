@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from bench.core import storage
+from bench.core import heartbeat, storage
 from bench.core.errors import StorageFailed
 from bench.launch import memcg
 from bench.launch.base import LaunchPlan
@@ -99,7 +99,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
         log = open(log_path, "ab")
     except OSError as e:
         raise StorageFailed(log_path, e.strerror or str(e)) from None
-    with log, _sigterm_interrupts() as got:
+    # The ranks watch this pulse and stop by themselves if bench dies (bench.core.heartbeat).
+    with log, _sigterm_interrupts() as got, heartbeat.beating(run_dir):
         proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=run_dir)
         last_change, last_seen = time.time(), None

@@ -18,6 +18,7 @@ import os
 import socket
 
 from bench.cluster import container
+from bench.core import heartbeat
 from bench.launch.base import Job, LaunchPlan
 from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
 from bench.launch.registry import get
@@ -79,11 +80,12 @@ def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, time
 
     The collective timeout is the run's --timeout, at least 30 s; the ranks
     apply it to every process group and execute's watchdog waits past it.
+    orphan_after_s: how long a rank goes on without bench's heartbeat.
     """
     return {"world_size": sum(len(s) for s in resources.values()), "nodes": len(resources),
             "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
             "master_port": lp.master_port, "collective_timeout_s": max(30, int(timeout)), "command": lp.argv,
-            "container": lp.container}
+            "container": lp.container, "orphan_after_s": heartbeat.ORPHAN_AFTER_S}
 
 
 def hostfile_text(slots: dict[str, int]) -> str:

@@ -13,7 +13,9 @@ A rank started by DeepSpeed's launcher (local, pdsh, openmpi, slurm):
     `[host:rank] is broken: ...`, and exits at once with os._exit (1, or 3
     for OOM): the destructors of a process group whose peer died can block
     interpreter shutdown for ever (seen with gloo), and the launcher, and so
-    the whole job, would wait on this process.
+    the whole job, would wait on this process,
+  - exits (4) as soon as bench stops beating: bench itself is gone
+    (bench.core.heartbeat).
 Results never travel through stdout.
 """
 
@@ -21,16 +23,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import socket
 import sys
 import traceback
 from typing import Callable
 
+from bench.core import heartbeat
 from bench.core.errors import StorageFailed
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
 
+EXIT_ORPHANED = 4  # bench died: the launcher on this node ends as for any rank that fails
 _RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _LOCAL_RANK_ENV = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
 
@@ -90,6 +95,25 @@ def is_oom(e: BaseException) -> bool:
             or "can't allocate memory" in text or isinstance(e, MemoryError))
 
 
+def _guard(run_dir: str, rank: int, host: str) -> None:
+    """Exit when the bench process that started this run stops beating (bench.core.heartbeat)."""
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as f:
+            after = json.load(f).get("orphan_after_s")
+    except (OSError, ValueError):
+        after = None
+    if not isinstance(after, (int, float)) or after <= 0:
+        return
+
+    def orphaned(silent_s: float) -> None:
+        with contextlib.suppress(OSError):
+            print(f"[{host}:{rank}] is orphaned: no heartbeat from bench in {run_dir} for {silent_s:.0f} s (the "
+                  f"bench process that started this run is gone); exiting", flush=True)
+        os._exit(EXIT_ORPHANED)
+
+    heartbeat.watch(run_dir, float(after), orphaned)
+
+
 def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None = None) -> int:
     """Start a rank of the run dir given by --run-dir, run `run(run_dir, rank)`, and report how it ended."""
     p = argparse.ArgumentParser(prog=prog)
@@ -99,6 +123,7 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
     redirect_output(run_dir, rank)
     with open(os.path.join(subdir(run_dir, "ranks"), f"pid-{rank}"), "w") as f:
         f.write(f"{host} {os.getpid()}\n")
+    _guard(run_dir, rank, host)
     image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
     print(f"[{host}:{rank}] {prog} pid {os.getpid()} starting" + (f" in container {image}" if image else ""),
           flush=True)

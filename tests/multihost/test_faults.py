@@ -22,6 +22,7 @@ its own collective timeout, and the test waits for that too.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -47,6 +48,7 @@ TIMINGS: dict[str, float] = {}
 
 def _seed_earlier(out: Path) -> tuple[Path, bytes]:
     path = out / "20200101-000000-earlier" / "results.jsonl"
+    path.parent.mkdir(parents=True)  # results.append makes no directory (a removed run dir stays removed)
     for i in range(2):
         results.append(str(path), results.make_record("run", "ok", run_id=f"earlier-{i}"))
     return path, path.read_bytes()
@@ -55,10 +57,10 @@ def _seed_earlier(out: Path) -> tuple[Path, bytes]:
 class Run:
     """A long `bench run` across the cluster, started in the background."""
 
-    def __init__(self, cluster, out: Path):
+    def __init__(self, cluster, out: Path, launcher: str = "pdsh"):
         env = dict(cluster.env, PYTHONUNBUFFERED="1", VITBENCH_FAKE_TOKEN=SECRET)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench", "--hostfile", str(cluster.hostfile), "--launcher", "pdsh",
+            [sys.executable, "-m", "bench", "--hostfile", str(cluster.hostfile), "--launcher", launcher,
              "--dataset", "synthetic", *FAST, "--steps", "100000", "--no-eval", "--timeout", str(TIMEOUT_S),
              "--out", str(out), "--json"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -262,6 +264,60 @@ def test_host_without_sshd_is_named_by_preflight(cluster, tmp_path):
     for host in cluster.hosts:
         assert _ours_in_namespace(cluster, host, str(out)) == []
     assert earlier.read_bytes() == earlier_bytes
+
+
+def _anywhere(run_dir: str) -> list[str]:
+    """Every process on this machine (all the hosts share its PID namespace) whose argv names run_dir."""
+    hits = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            argv = Path(cmdline).read_bytes()
+        except OSError:
+            continue
+        if os.fsencode(run_dir) in argv:
+            hits.append(argv.replace(b"\0", b" ")[:160].decode(errors="replace"))
+    return hits
+
+
+def _daemons() -> list[str]:
+    names = []
+    for comm in glob.glob("/proc/[0-9]*/comm"):
+        with contextlib.suppress(OSError):
+            if Path(comm).read_text().strip() in ("orted", "prted"):
+                names.append(comm)
+    return names
+
+
+def _count_per_host(cluster, run_dir: str) -> dict[str, int]:
+    return {h: len(_ours_in_namespace(cluster, h, run_dir)) for h in cluster.hosts}
+
+
+@pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
+def test_sigkill_of_bench_leaves_nothing_on_any_host(cluster, tmp_path, launcher):
+    """bench SIGKILLed: its watchdog and cleanup die with it; every rank stops itself (bench.core.heartbeat)."""
+    from bench.core import heartbeat
+
+    run = Run(cluster, tmp_path / "out", launcher=launcher)
+    pids = run.wait_training()
+    before = _count_per_host(cluster, run.run_dir)
+    everywhere = len(_anywhere(run.run_dir))  # the hosts' and the launching host's
+    run.proc.kill()
+    run.proc.communicate()
+    t0 = time.monotonic()
+    # On the hosts, and on the launching host (DeepSpeed's runner, pdsh, mpirun: they name the run dir), and
+    # no Open MPI daemon (orted names no run dir; the suite runs no other job at the same time).
+    while True:
+        left = _left_behind(cluster, run.run_dir, pids) + _anywhere(run.run_dir) + _daemons()
+        if not left or time.monotonic() - t0 > 60:
+            break
+        time.sleep(1.0)
+    took = time.monotonic() - t0
+    TIMINGS[f"bench SIGKILLed ({launcher}): {everywhere} processes (per host {before}) -> 0"] = took
+    assert left == [], left
+    assert all(n >= 1 for n in before.values()), before  # every host ran this run's processes at the kill
+    assert took >= heartbeat.ORPHAN_AFTER_S - heartbeat.BEAT_S - 1  # they stopped for the heartbeat
+    logs = "".join(Path(p).read_text() for p in glob.glob(os.path.join(run.run_dir, "logs", "rank*.log")))
+    assert "is orphaned: no heartbeat from bench" in logs
 
 
 def teardown_module(module) -> None:

@@ -85,3 +85,48 @@ def test_bench_in_allocation(slurm, out_dir):
         assert got["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and got["NCCL_SOCKET_IFNAME"] == "^lo,docker", got
     # Allocation over: no job, no step left behind.
     assert slurm.run(["squeue", "-h", "-t", "PD,R"], timeout=15).stdout.strip() == ""
+
+
+def _naming(text: str) -> list[int]:
+    """PIDs on this machine (the hosts share its PID namespace) whose argv names text."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if os.fsencode(text) in cmdline.read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def test_sigkill_of_bench_leaves_no_step_behind(slurm, out_dir):
+    """bench (inside salloc) SIGKILLed mid-run: no rank, srun or step of its run is left."""
+    import glob
+    import signal
+    import time
+
+    argv = ["salloc", "-N", "3", sys.executable, "-m", "bench", "--launcher", "slurm", "--master-addr",
+            slurm.addrs[0], "--dataset", "synthetic", "--steps", "100000", "--no-eval", *FAST, "--out", out_dir]
+    salloc = subprocess.Popen(argv, cwd=REPO, env=slurm.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not glob.glob(os.path.join(out_dir, "*", "progress.json")):
+            assert salloc.poll() is None and time.monotonic() < deadline, salloc.stderr.read()[-3000:]
+            time.sleep(0.5)
+        run_dir = os.path.dirname(glob.glob(os.path.join(out_dir, "*", "progress.json"))[0])
+        bench_pids = [p for p in _naming(f"--out\0{out_dir}") if p != salloc.pid]
+        assert len(bench_pids) == 1, bench_pids
+        assert len(_naming(run_dir)) >= 4, _naming(run_dir)  # srun and a rank on each node
+        os.kill(bench_pids[0], signal.SIGKILL)
+        t0 = time.monotonic()
+        while (_naming(run_dir) or salloc.poll() is None) and time.monotonic() - t0 < 60:
+            time.sleep(0.5)
+        assert _naming(run_dir) == [], "a process of the run is left 60 s after bench was SIGKILLed"
+        assert salloc.poll() is not None
+    finally:
+        if salloc.poll() is None:
+            salloc.kill()
+            salloc.wait()
+    assert slurm.run(["squeue", "-h", "-t", "PD,R"], timeout=15).stdout.strip() == ""
+    print(f"\nslurm: bench SIGKILLed -> nothing left after {time.monotonic() - t0:.1f} s")

@@ -1,0 +1,54 @@
+"""bench.core.heartbeat: the pulse bench keeps in the run directory and the guard every rank runs on it.
+
+Threads only, no process: the ranks' side under real SIGKILLs of bench is in
+tests/multiproc/test_interrupt.py and tests/multihost/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from bench.core import heartbeat
+
+
+def test_a_beat_rewrites_the_same_bytes_in_place(tmp_path):
+    heartbeat.beat(str(tmp_path), 1)
+    first = os.stat(heartbeat.path_of(str(tmp_path)))
+    heartbeat.beat(str(tmp_path), 123456)
+    again = os.stat(heartbeat.path_of(str(tmp_path)))
+    assert heartbeat.read(str(tmp_path)) == b"%020d\n" % 123456
+    assert first.st_ino == again.st_ino and first.st_size == again.st_size == heartbeat.WIDTH + 1
+
+
+def test_beating_keeps_the_guard_quiet_and_cleans_up(tmp_path):
+    orphaned = threading.Event()
+    with heartbeat.beating(str(tmp_path), every_s=0.05):
+        heartbeat.watch(str(tmp_path), 1.0, lambda s: orphaned.set(), every_s=0.05)
+        assert not orphaned.wait(2.0)
+    assert not os.path.exists(heartbeat.path_of(str(tmp_path)))
+
+
+def test_the_guard_fires_once_the_beat_stops(tmp_path):
+    silent = []
+    done = threading.Event()
+    with heartbeat.beating(str(tmp_path), every_s=0.05):
+        heartbeat.watch(str(tmp_path), 0.5, lambda s: (silent.append(s), done.set()), every_s=0.05)
+        time.sleep(0.3)
+    t0 = time.monotonic()
+    assert done.wait(10.0)
+    assert len(silent) == 1 and silent[0] > 0.5
+    assert time.monotonic() - t0 >= 0.45  # not before the bound: a beat was seen until the block ended
+
+
+def test_the_guard_fires_when_no_beat_ever_came(tmp_path):
+    done = threading.Event()
+    heartbeat.watch(str(tmp_path / "never"), 0.2, lambda s: done.set(), every_s=0.05)
+    assert done.wait(10.0)
+
+
+def test_a_beat_that_cannot_be_written_is_not_fatal(tmp_path):
+    gone = tmp_path / "gone"
+    with heartbeat.beating(str(gone), every_s=0.01):
+        time.sleep(0.05)  # every beat fails (no such directory): nothing raises
