@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, str] = {
     "validate": "bench.commands.validate",
     "sweep": "bench.commands.sweep",
     "report": "bench.commands.report",
+    "compare": "bench.commands.compare",
 }
 
 

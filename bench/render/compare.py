@@ -1,0 +1,41 @@
+"""bench compare's table: one row per subject and figure, from bench.analysis.compare's Result."""
+
+from __future__ import annotations
+
+import sys
+
+from bench.analysis.compare import Result
+
+UNITS = {"images_per_s": ("img/s", 1.0), "busbw": ("MB/s", 1e-6), "step_s": ("ms", 1e3), "time_s": ("us", 1e6)}
+STYLE = {"regressed": "bold red", "improved": "green", "same": None, "shown": "dim"}
+
+
+def _side(xs: list[float], scale: float) -> str:
+    mean = sum(xs) / len(xs) * scale
+    if len(xs) < 2:
+        return f"{mean:.4g}"
+    m = sum(xs) / len(xs)
+    sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 * scale
+    return f"{mean:.4g} ±{sd:.2g} (n={len(xs)})"
+
+
+def print_result(result: Result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(f"bench compare: threshold {result.threshold:.0%}; a regression must also exceed the "
+                             "run-to-run spread where both sides have repeats"), title_justify="left")
+    for c in ("subject", "figure", "baseline", "new", "change", "spread", "verdict"):
+        table.add_column(c, justify="left" if c in ("subject", "figure", "verdict") else "right")
+    for r in result.rows:
+        unit, scale = UNITS.get(r.figure, ("", 1.0))
+        table.add_row(r.subject, f"{r.figure} ({unit})" if unit else r.figure, _side(r.base, scale),
+                      _side(r.new, scale), f"{r.change:+.1%}" if r.change is not None else "-",
+                      f"{r.spread:.1%}" if r.spread is not None else "-", r.verdict, style=STYLE.get(r.verdict))
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    err = Console(stderr=True)
+    for what, items in (("only in the baseline", result.only_base), ("only in the new", result.only_new),
+                        ("not comparable (config differs)", result.incomparable)):
+        if items:
+            err.print(Text(f"bench compare: {what}: " + "; ".join(items[:5]) + (" ..." if len(items) > 5 else "")))
