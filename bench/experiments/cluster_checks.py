@@ -12,9 +12,10 @@ import math
 from dataclasses import replace
 import time
 
-from bench.analysis import metrics
+from bench.analysis import compare, metrics
 from bench.analysis.stragglers import find
 from bench.analysis.volume import comm_bytes_per_element
+from bench.core.errors import BadInput
 from bench.experiments.node_checks import STRAGGLER_WARN, _rate, _summary, solo_runs
 from bench.experiments.validation import CLUSTER, Validation, run_one
 
@@ -153,6 +154,42 @@ def scaling(v: Validation) -> None:
           f"{grad / 1e6:.3g} MB gradients at {_rate(busbw)}"
           + ("; under half the prediction: something the model leaves out (stragglers, contention, latency)"
              if short else ""))
+
+
+def load_baseline(cfg) -> tuple[dict, float] | None:
+    """--baseline's passing validate records as compare samples, and the threshold; None without --baseline."""
+    if cfg.baseline is None:
+        return None
+    limit = compare.parse_threshold(cfg.threshold)
+    records, _ = compare.load(cfg.baseline)
+    validates = [r for r in records if r.get("kind") == "validate" and r.get("level") == cfg.level]
+    got = compare.samples(validates)
+    if not got:
+        raise BadInput(f"--baseline: {cfg.baseline} holds no passing validate record at --level {cfg.level}")
+    return got, limit
+
+
+def against_baseline(v: Validation, base: dict, limit: float) -> None:
+    """One `baseline` check per node (and the cluster) with a figure in both: FAIL where it regressed."""
+    t0 = time.time()
+    now = compare.samples([{"kind": "validate", "status": "ok", "level": v.cfg.level, "measured": v.figures}])
+    result = compare.compare(base, now, limit)
+    prefix = f"validate {v.cfg.level} "
+    by_node: dict[str, list] = {}
+    for row in result.rows:
+        if row.figure in compare.JUDGED:
+            name = row.subject[len(prefix):]
+            by_node.setdefault(CLUSTER if name.startswith("cluster") else name, []).append(row)
+    for node, rows in by_node.items():
+        bad = [r for r in rows if r.verdict == "regressed"]
+        shown = "; ".join(f"{r.figure} {r.change:+.1%}" for r in rows)
+        spread = [f"{r.figure} spread {r.spread:.1%}" if r.spread is not None else f"{r.figure}: one run a side"
+                  for r in rows]
+        v.add("baseline", node, "FAIL" if bad else "PASS", shown,
+              f"{v.cfg.baseline} (threshold {limit:.0%})",
+              ("regressed: " + ", ".join(r.figure for r in bad) + "; " if bad else "") + "; ".join(spread), t0=t0)
+    if not by_node:
+        v.add("baseline", CLUSTER, "SKIP", reason=f"nothing measured here was measured in {v.cfg.baseline}")
 
 
 def skip_rest(v: Validation, stage, why: str = "--fail-fast: not run after a FAIL") -> None:

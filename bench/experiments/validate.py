@@ -56,6 +56,7 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
             open(cfg.junit, "a").close()
         except OSError as e:
             raise BadInput(f"--junit: cannot write {cfg.junit!r} ({e.strerror})") from None
+    baseline = cluster_checks.load_baseline(cfg)  # bad input before anything runs
     storage.check_room(cfg.out, sum(len(s) for s in resources.values()))
     run_id = results.new_run_id(cfg.out, prefix="validate-")
     vdir = os.path.abspath(os.path.join(cfg.out, run_id))
@@ -75,6 +76,8 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
             stop_why = (f"not run: {', '.join(lost)} failed preflight; fix it, or rerun with --exclude "
                         f"{'@'.join(lost)} (or --keep-going to check the rest now)")
             print(f"bench validate: {stop_why}", file=sys.stderr)
+    if baseline is not None:
+        cluster_checks.against_baseline(v, *baseline)
     rec = record(v, run_id, time.time() - t0)
     results.append(os.path.join(vdir, "results.jsonl"), rec)
     return rec

@@ -62,6 +62,10 @@ class ValidateConfig:
     fail_fast: bool = opt("stop after the first check with a FAIL (the rest SKIP)", default=False)
     keep_going: bool = opt("after a host fails preflight, still check the others (default: stop there, in seconds)",
                            default=False)
+    baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each node's "
+                               "throughput and bandwidth that fell by more than --threshold and the spread is a "
+                               "FAIL (bench compare's rule)", default=None, metavar="DIR")
+    threshold: str = opt("with --baseline: the fall that is a regression", default="5%", metavar="SHARE")
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
