@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from bench.cluster.hostfile import HostSelection
-from bench.commands.common import add_json_flag
+from bench.commands.common import add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
 from bench.core.errors import EXIT_FAILED
 from bench.core.options import add_options, from_args
 from bench.jobs.comm import CommConfig, run
@@ -25,10 +25,13 @@ def add_arguments(p) -> None:
     add_options(p, CommConfig)
     add_options(p, HostSelection, skip=("num_gpus",))
     add_json_flag(p, "the record")
+    add_metrics_flag(p)
 
 
 def main(args) -> int:
+    check_metrics_file(args.metrics_file)
     rec = run(from_args(CommConfig, args), from_args(HostSelection, args), quiet=args.json)
+    write_metrics(args.metrics_file, rec)
     if args.json:
         print(json.dumps(rec))
     else:

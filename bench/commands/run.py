@@ -15,7 +15,7 @@ import os
 import sys
 
 from bench.cluster.hostfile import HostSelection
-from bench.commands.common import add_dry_run_flag, add_json_flag
+from bench.commands.common import add_dry_run_flag, add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from bench.core.options import add_options, from_args
@@ -29,12 +29,14 @@ def add_arguments(p) -> None:
     add_options(p, HostSelection, skip=("num_gpus",))
     add_dry_run_flag(p, "print the resolved config, the DeepSpeed JSON and the launch command; launch nothing")
     add_json_flag(p, "the result record")
+    add_metrics_flag(p)
 
 
 def main(args) -> int:
     from bench.render.progress import StepBar
 
     cfg, hosts = from_args(RunConfig, args), from_args(HostSelection, args)
+    check_metrics_file(args.metrics_file)
     bar = StepBar(enabled=not args.json)
     try:
         rec = run(cfg, hosts, dry_run=args.dry_run, quiet=args.json, on_progress=bar.update)
@@ -42,6 +44,7 @@ def main(args) -> int:
         bar.close()
     if rec is None:
         return 0
+    write_metrics(args.metrics_file, rec)
     if args.json:
         print(json.dumps(rec))
     else:

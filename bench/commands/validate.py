@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from bench.cluster.hostfile import HostSelection
-from bench.commands.common import add_json_flag
+from bench.commands.common import add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
 from bench.core.errors import EXIT_FAILED
 from bench.core.options import add_options, from_args
 from bench.experiments.validate import validate
@@ -28,11 +28,14 @@ def add_arguments(p) -> None:
     add_options(p, ValidateConfig)
     add_options(p, HostSelection, skip=("num_gpus",))
     add_json_flag(p)
+    add_metrics_flag(p)
 
 
 def main(args) -> int:
     cfg = from_args(ValidateConfig, args)
+    check_metrics_file(args.metrics_file)
     rec = validate(cfg, from_args(HostSelection, args))
+    write_metrics(args.metrics_file, rec)
     if cfg.junit:
         from bench.render.junit import write
         write(cfg.junit, rec["checks"], duration_s=rec["duration_s"])

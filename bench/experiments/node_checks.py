@@ -68,6 +68,7 @@ def inventory(v: Validation) -> None:
         host, inv = n["host"], selected(n)
         v.inventory[host] = inv
         gpus = inv.get("gpus") or []
+        v.figures.setdefault("gpu_model", {})[host] = ", ".join(sorted({g.get("name") or "?" for g in gpus})) or "cpu"
         cpu = n.get("cpu") or {}
         value = (", ".join(sorted({g.get("name") or "?" for g in gpus})) + f" x{len(gpus)}" if gpus else
                  f"no GPU: {cpu.get('model') or 'CPU'}, {cpu.get('logical_cores') or '?'} cores")

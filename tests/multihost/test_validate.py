@@ -71,8 +71,25 @@ def _prediction_holds(rec: dict) -> None:
     assert lo - 0.15 <= s["measured"] <= hi + 0.15, s
 
 
-def test_healthy_cluster_passes_with_every_check_listed(cluster, tmp_path):
-    proc, rec, junit = _validate(cluster, tmp_path)
+@pytest.fixture(scope="module")
+def healthy(cluster, tmp_path_factory):
+    """One validate of the healthy cluster: its test, and the baseline the slowed-host test compares with."""
+    tmp = tmp_path_factory.mktemp("healthy")
+    return (*_validate(cluster, tmp, "--metrics-file", str(tmp / "validate.prom")), tmp / "results")
+
+
+def test_healthy_cluster_passes_with_every_check_listed(healthy, cluster):
+    proc, rec, junit, _ = healthy
+    # Every check that ran is a 0/1 gauge, every node's figures are there with its GPU model.
+    from tests.metrics_check import parse, values
+    got = parse((junit.parent / "validate.prom").read_text())
+    ran = [c for c in rec["checks"] if c["status"] != "SKIP"]
+    assert len(values(got, "vitbench_validate_check")) == len(ran)
+    assert values(got, "vitbench_validate_check", status="PASS") == [1.0] * len(ran)
+    for host in cluster.hosts:
+        assert values(got, "vitbench_node_images_per_second", host=host, gpu_model="cpu") == \
+            [rec["measured"]["node_images_per_s"][host]]
+        assert values(got, "vitbench_node_busbw_bytes_per_second", host=host) == [rec["measured"]["node_busbw"][host]]
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     results.validate(rec)
     assert rec["kind"] == "validate" and rec["failed_hosts"] == []
@@ -145,10 +162,10 @@ def _half_a_cpu(cluster, host):
             os.rmdir(cg)
 
 
-def test_host_with_half_a_cpu_is_named_as_the_straggler(cluster, tmp_path):
+def test_host_with_half_a_cpu_is_named_as_the_straggler(cluster, tmp_path, healthy):
     slow = cluster.hosts[1]
     with _half_a_cpu(cluster, slow):
-        proc, rec, junit = _validate(cluster, tmp_path)
+        proc, rec, junit = _validate(cluster, tmp_path, "--baseline", str(healthy[3]))
     assert proc.stdout.strip(), proc.stderr[-3000:]
     results.validate(rec)
     top = rec["measured"]["stragglers"][0]
@@ -156,6 +173,13 @@ def test_host_with_half_a_cpu_is_named_as_the_straggler(cluster, tmp_path):
     row = _status(rec, "stragglers", "cluster")
     assert row["status"] == "WARN" and f"--exclude {slow}" in row["reason"]
     _prediction_holds(rec)
+    # Against the healthy run as baseline: the slowed host's throughput regressed (and the cluster's, which
+    # it slows); no other host's.
+    base = _status(rec, "baseline", slow)
+    assert base["status"] == "FAIL" and base["reason"].startswith("regressed: images_per_s"), base
+    failed = {c["node"] for c in rec["checks"] if c["check"] == "baseline" and c["status"] == "FAIL"}
+    assert slow in failed and failed <= {slow, "cluster"}, rec["checks"]
+    assert proc.returncode == 1
 
 
 def test_host_without_sshd_is_named_at_once(cluster, tmp_path):

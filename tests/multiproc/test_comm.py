@@ -14,11 +14,17 @@ pytestmark = pytest.mark.slow
 QUICK = ("--sizes", "1K,64K", "--iters", "5", "--warmup", "2")
 
 
-def test_all_reduce_busbw_is_the_hand_calculation_from_the_record(out_dir):
-    proc = bench("comm", "--gpus", "2", *QUICK, "--out", out_dir, "--json")
+def test_all_reduce_busbw_is_the_hand_calculation_from_the_record(out_dir, tmp_path):
+    prom = tmp_path / "comm.prom"
+    proc = bench("comm", "--gpus", "2", *QUICK, "--out", out_dir, "--json", "--metrics-file", str(prom))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
+    from tests.metrics_check import parse, values
+    got = parse(prom.read_text())
+    for r in rec["rows"]:
+        assert values(got, "vitbench_comm_busbw_bytes_per_second", size_bytes=str(r["size"]), op="all_reduce") \
+            == [r["busbw"]]
     assert rec["kind"] == "comm" and rec["status"] == "ok" and rec["wrong"] == 0
     assert [r["size"] for r in rec["rows"]] == [1024, 65536]
     for r in rec["rows"]:

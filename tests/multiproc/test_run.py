@@ -21,10 +21,18 @@ def _run_ok(out_dir, *args, env=None):
     return rec
 
 
-def test_two_ranks_synthetic_json(out_dir):
+def test_two_ranks_synthetic_json(out_dir, tmp_path):
     env = dict(os.environ, MY_API_TOKEN="sekrit-value", NCCL_DEBUG="WARN")
-    rec = _run_ok(out_dir, "--steps", "30", env=env)
+    prom = tmp_path / "vitbench.prom"
+    rec = _run_ok(out_dir, "--steps", "30", "--metrics-file", str(prom), env=env)
     fig = rec["figures"]
+    # The metrics file holds the record's figures, in the format node_exporter reads.
+    from tests.metrics_check import parse, values
+    got = parse(prom.read_text())
+    assert values(got, "vitbench_images_per_second", run_id=rec["run_id"]) == [fig["images_per_s"]]
+    assert sorted(values(got, "vitbench_rank_images_per_second", gpu_model="cpu")) == \
+        sorted(fig["images_per_s_per_rank"])
+    assert values(got, "vitbench_run_success") == [1.0]
     assert rec["status"] == "ok" and rec["kind"] == "run"
     assert fig["world_size"] == 2 and rec["plan"]["world_size"] == 2
     assert fig["images_per_s"] > 0 and len(fig["images_per_s_per_rank"]) == 2

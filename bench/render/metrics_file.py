@@ -1,0 +1,130 @@
+"""A record's headline figures as a Prometheus text file, for node_exporter's textfile collector.
+
+    write("/var/lib/node_exporter/textfile/vitbench.prom", rec)   # a run, comm or validate record
+
+One gauge per figure, every one with the run id, and a host and GPU model
+label where the figure belongs to one (the GPU model is what the rank
+reported: a CUDA device name, or "cpu"). Units are in the names (seconds,
+bytes per second), as Prometheus' naming guide asks. A check is 1 when it
+passed and 0 when it warned or failed (its status is a label); a skipped
+check measured nothing and is left out. The file is written whole into a
+temporary beside it and renamed, so the collector never reads half of one.
+
+    vitbench_run_success                        1 when the run ended ok
+    vitbench_images_per_second                  global throughput of a run
+    vitbench_rank_images_per_second             per rank: rank, host, gpu_model
+    vitbench_step_seconds                       a run's steady step: stat = mean, median, p90
+    vitbench_comm_busbw_bytes_per_second        bench comm: op, group, size_bytes
+    vitbench_validate_check                     validate: check, node, status (1 = PASS)
+    vitbench_node_images_per_second             validate: host, gpu_model (one rank alone)
+    vitbench_node_busbw_bytes_per_second        validate: host (its best pairwise link)
+    vitbench_cluster_images_per_second          validate: the data-parallel run over the good nodes
+    vitbench_record_timestamp_seconds           when the record was made (to alert on a stale file)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import datetime
+from typing import Any
+
+HELP = {
+    "vitbench_run_success": "1 when the bench run ended ok, else 0",
+    "vitbench_images_per_second": "global training throughput of the run (steady steps)",
+    "vitbench_rank_images_per_second": "one rank's training throughput (steady steps)",
+    "vitbench_step_seconds": "steady training step time",
+    "vitbench_comm_busbw_bytes_per_second": "collective bus bandwidth (nccl-tests' busbw) per message size",
+    "vitbench_validate_check": "1 when the validate check passed, 0 when it warned or failed",
+    "vitbench_node_images_per_second": "one node's throughput alone (one rank, no communication)",
+    "vitbench_node_busbw_bytes_per_second": "a node's best pairwise all-reduce bus bandwidth",
+    "vitbench_cluster_images_per_second": "throughput of the validate data-parallel run",
+    "vitbench_record_timestamp_seconds": "Unix time of the record",
+}
+
+
+def _escape(value: Any) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _line(name: str, labels: dict[str, Any], value: float) -> str:
+    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items() if v is not None)
+    return f"{name}{{{inner}}} {value!r}"
+
+
+def samples(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any], float]]:
+    """(metric, labels, value) for every figure the record has; none for a figure it lacks."""
+    out: list[tuple[str, dict[str, Any], float]] = []
+    base = {"run_id": rec.get("run_id"), "kind": rec.get("kind")}
+
+    def add(name: str, value: Any, **labels: Any) -> None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out.append((name, {**base, **labels}, float(value)))
+
+    kind, fig = rec.get("kind"), rec.get("figures") or {}
+    if kind in ("run", "point"):
+        cfg = rec.get("config") or {}
+        what = {"model": cfg.get("model"), "engine": cfg.get("engine"), "zero_stage": cfg.get("zero_stage"),
+                "precision": cfg.get("precision"), "world_size": fig.get("world_size")}
+        add("vitbench_run_success", 1 if rec.get("status") == "ok" else 0, **what)
+        add("vitbench_images_per_second", fig.get("images_per_s"), **what)
+        devices = {d.get("rank"): d for d in (rec.get("provenance") or {}).get("devices") or []}
+        for rank, ips in enumerate(fig.get("images_per_s_per_rank") or []):
+            d = devices.get(rank, {})
+            add("vitbench_rank_images_per_second", ips, rank=rank, host=d.get("host"), gpu_model=d.get("device"),
+                model=cfg.get("model"))
+        for stat in ("mean", "median", "p90"):
+            add("vitbench_step_seconds", (fig.get("step_s") or {}).get(stat), stat=stat, **what)
+    elif kind == "comm":
+        spec, plan = rec.get("comm") or {}, rec.get("plan") or {}
+        for row in rec.get("rows") or []:
+            add("vitbench_comm_busbw_bytes_per_second", row.get("busbw"), op=row.get("op"), group=row.get("group"),
+                size_bytes=row.get("size"), ranks=row.get("ranks"), nodes=plan.get("nodes"),
+                device=plan.get("device") or spec.get("device"))
+    elif kind == "validate":
+        m = rec.get("measured") or {}
+        models = m.get("gpu_model") or {}
+        for c in rec.get("checks") or []:
+            if c.get("status") != "SKIP":
+                add("vitbench_validate_check", 1 if c["status"] == "PASS" else 0, check=c.get("check"),
+                    node=c.get("node"), status=c.get("status"), level=rec.get("level"))
+        for host, ips in (m.get("node_images_per_s") or {}).items():
+            add("vitbench_node_images_per_second", ips, host=host, gpu_model=models.get(host), level=rec.get("level"))
+        for host, bw in (m.get("node_busbw") or {}).items():
+            add("vitbench_node_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
+        dp = m.get("dp") or {}
+        add("vitbench_cluster_images_per_second", dp.get("images_per_s"), world_size=dp.get("world_size"),
+            level=rec.get("level"))
+    stamp = rec.get("time")
+    if isinstance(stamp, str):
+        try:
+            add("vitbench_record_timestamp_seconds", datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z").timestamp())
+        except ValueError:
+            pass
+    return out
+
+
+def text(rec: dict[str, Any]) -> str:
+    """The text exposition format: # HELP and # TYPE once per metric, then its samples."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    got = samples(rec)
+    for name in dict.fromkeys(n for n, _, _ in got):
+        if name not in seen:
+            seen.add(name)
+            lines += [f"# HELP {name} {HELP[name]}", f"# TYPE {name} gauge"]
+        lines += [_line(n, labels, v) for n, labels, v in got if n == name]
+    return "\n".join(lines) + "\n"
+
+
+def write(path: str, rec: dict[str, Any]) -> None:
+    """The whole file at once: a temporary beside it, then a rename (what node_exporter's docs ask)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text(rec))
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
