@@ -114,23 +114,47 @@ def solo_runs(v: Validation, hosts: list[str], tag: str) -> tuple[dict[str, dict
     return recs, ok
 
 
+def _judge_one(v: Validation, h: str, ips: float, median: float, n_ok: int):
+    """(status, reference text, reason) of one node's throughput in one round."""
+    gpus = v.inventory.get(h, {}).get("gpus") or []
+    ref = v.table.throughput_for(gpus[0]["name"], v.cfg.precision, v.level.model, v.level.micro_batch) \
+        if gpus and gpus[0].get("name") else None
+    if ref is not None:
+        status, dev = judge(ips, ref.value, ref.lower, ref.upper)
+        return (status, f"{ref.value:g} img/s ({ref.gpu}, {ref.precision})",
+                f"{_pct(dev)} from the reference (tolerance {ref.lower}..{ref.upper}); {ref.source[:80]}")
+    if n_ok < 2:
+        return "PASS", "none", "no reference for this node and no other node to compare with"
+    status, dev = judge_relative(ips, median, v.table.relative)
+    return (status, f"cluster median {median:.1f} img/s",
+            f"{_pct(dev)} from the median (WARN below {_pct(v.table.relative.warn_lower)}, FAIL below "
+            f"{_pct(v.table.relative.fail_lower)}); no published reference for "
+            f"{gpus[0]['name'] if gpus else 'CPU'} / {v.level.model}")
+
+
 def throughput(v: Validation) -> None:
     t0 = time.time()
     v.skip_excluded("throughput", {})
     hosts = list(v.good)
     if not hosts:
         return
-    recs, solo = solo_runs(v, hosts, "throughput")
-    rounds = 1
-    if len(solo) >= 2 and metrics.straggler_cost({h: 1 / s["images_per_s"] for h, s in solo.items()}) >= STRAGGLER_WARN:
-        # One slow node in one measurement is not yet a straggler: nodes that share cores or a switch can be
-        # unlucky once. Measure every node again and keep each one's faster round: a node slow in both is slow.
-        again_recs, again = solo_runs(v, hosts, "throughput-repeat")
-        rounds = 2
-        for h, s in again.items():
-            if h not in solo or s["images_per_s"] > solo[h]["images_per_s"]:
-                solo[h], recs[h] = s, again_recs[h]
-    v.figures["node_rounds"] = rounds
+    repeats = v.cfg.repeats
+    rounds = [solo_runs(v, hosts, "throughput" if r == 0 else f"throughput-r{r + 1}") for r in range(repeats)]
+    if repeats == 1:
+        solo = rounds[0][1]
+        if len(solo) >= 2 and metrics.straggler_cost({h: 1 / s["images_per_s"] for h, s in solo.items()}) \
+                >= STRAGGLER_WARN:
+            # One slow node in one measurement is not yet a straggler: nodes that share cores or a switch can
+            # be unlucky once. Measure every node again and keep each one's faster round: slow in both is slow.
+            rounds.append(solo_runs(v, hosts, "throughput-repeat"))
+            v.figures["node_rounds"] = 2
+        else:
+            v.figures["node_rounds"] = 1
+    else:
+        v.figures["node_rounds"] = repeats
+    # Each node's figure: its median round (with 2, the faster): one bad round does not make a node slow.
+    per_host = {h: sorted((r[1][h] for r in rounds if h in r[1]), key=lambda s: s["images_per_s"]) for h in hosts}
+    solo = {h: xs[len(xs) // 2] for h, xs in per_host.items() if xs}
     ok = {h: s["images_per_s"] for h, s in solo.items()}
     for h, s in solo.items():
         v.figures["node_step_s"][h] = v.level.micro_batch / ok[h]
@@ -138,30 +162,33 @@ def throughput(v: Validation) -> None:
         v.figures.setdefault("node_step_samples", {})[h] = s["samples"]
         v.figures.setdefault("node_step_se", {})[h] = s["se"]
         v.figures.setdefault("params", s["params"])
-    median = metrics.percentile(list(ok.values()), 50) if ok else 0.0
-    for h, rec in recs.items():
+    if len(rounds) > 1:
+        v.figures["node_images_per_s_rounds"] = {h: [r[1][h]["images_per_s"] if h in r[1] else None for r in rounds]
+                                                 for h in hosts}
+    for h in hosts:
         if h not in ok:
-            err = rec.get("error") or {}
+            err = (rounds[-1][0].get(h) or {}).get("error") or {}
             v.add("throughput", h, "FAIL", reason=f"single-rank run failed at {err.get('where')}: {err.get('reason')}",
                   t0=t0)
             continue
-        value = f"{ok[h]:.1f} img/s" + (" (faster of 2 rounds)" if rounds == 2 else "")
-        gpus = v.inventory.get(h, {}).get("gpus") or []
-        ref = v.table.throughput_for(gpus[0]["name"], v.cfg.precision, v.level.model, v.level.micro_batch) \
-            if gpus and gpus[0].get("name") else None
-        if ref is not None:
-            status, dev = judge(ok[h], ref.value, ref.lower, ref.upper)
-            v.add("throughput", h, status, value, f"{ref.value:g} img/s ({ref.gpu}, {ref.precision})",
-                  f"{_pct(dev)} from the reference (tolerance {ref.lower}..{ref.upper}); {ref.source[:80]}", t0=t0)
-        elif len(ok) < 2:
-            v.add("throughput", h, "PASS", value, "none", "no reference for this node and no other node to compare "
-                  "with", t0=t0)
-        else:
-            status, dev = judge_relative(ok[h], median, v.table.relative)
-            v.add("throughput", h, status, value, f"cluster median {median:.1f} img/s",
-                  f"{_pct(dev)} from the median (WARN below {_pct(v.table.relative.warn_lower)}, FAIL below "
-                  f"{_pct(v.table.relative.fail_lower)}); no published reference for "
-                  f"{gpus[0]['name'] if gpus else 'CPU'} / {v.level.model}", t0=t0)
+        # Judged in every round against that round's median; the figure shown is the node's median round.
+        verdicts = []
+        for r in rounds:
+            if h in r[1]:
+                median_r = metrics.percentile([s["images_per_s"] for s in r[1].values()], 50)
+                verdicts.append(_judge_one(v, h, r[1][h]["images_per_s"], median_r, len(r[1]))[0])
+            else:
+                verdicts.append("FAIL")  # its run failed in this round
+        median = metrics.percentile(list(ok.values()), 50)
+        status, reference, reason = _judge_one(v, h, ok[h], median, len(ok))
+        value = f"{ok[h]:.1f} img/s" + (" (faster of 2 rounds)" if v.figures["node_rounds"] == 2 and repeats == 1
+                                        else "")
+        if repeats > 1:
+            failed = sum(s != "PASS" for s in verdicts)
+            status = "FAIL" if all(s == "FAIL" for s in verdicts) else "WARN" if failed else "PASS"
+            value = f"{ok[h]:.1f} img/s (median of {repeats})"
+            reason = f"not PASS in {failed} of {repeats} rounds ({', '.join(verdicts)}); median round: {reason}"
+        v.add("throughput", h, status, value, reference, reason, t0=t0)
 
 
 def _summary(rec: dict) -> dict:
@@ -236,7 +263,11 @@ def bandwidth(v: Validation) -> None:
         return
     tol = v.table.busbw
     seen = {h: [b] for h, b in _best(rec["rows"], top, hosts).items()}
-    for k in range(v.level.confirm):
+    for k in range(1, v.cfg.repeats):  # --repeats: every node again, whatever it showed
+        again = _measure_pairs(v, hosts, pairs, [top], f"bandwidth:r{k + 1}")
+        for h, b in _best(again.get("rows", []), top, hosts).items():
+            seen[h].append(b)
+    for k in range(v.level.confirm if v.cfg.repeats == 1 else 0):
         median = metrics.percentile([x for xs in seen.values() for x in xs[:1]], 50)
         suspects = [h for h, xs in seen.items() if judge_relative(xs[-1], median, tol)[0] != "PASS"]
         if not suspects:
@@ -252,7 +283,10 @@ def bandwidth(v: Validation) -> None:
     for h in hosts:
         bad = sorted(g for g in wrong if h in g.split("+"))
         status, dev = judge_relative(best[h], median, tol)
-        low = sum(judge_relative(x, median, tol)[0] != "PASS" for x in seen[h])
+        verdicts = [judge_relative(x, median, tol)[0] for x in seen[h]]
+        low = sum(s != "PASS" for s in verdicts)
+        if v.cfg.repeats > 1:  # FAIL only when it failed every time, WARN when it failed some
+            status = "FAIL" if all(s == "FAIL" for s in verdicts) else "WARN" if low else "PASS"
         reason = (f"best pair {_pct(dev)} from the nodes' median (WARN below {_pct(tol.warn_lower)}, FAIL below "
                   f"{_pct(tol.fail_lower)}) at {top} B, the gradient's size; below the WARN line in {low} of "
                   f"{len(seen[h])} measurement(s)")

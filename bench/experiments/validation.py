@@ -62,6 +62,8 @@ class ValidateConfig:
     fail_fast: bool = opt("stop after the first check with a FAIL (the rest SKIP)", default=False)
     keep_going: bool = opt("after a host fails preflight, still check the others (default: stop there, in seconds)",
                            default=False)
+    repeats: int = opt("measure each node's throughput and bandwidth this many times; a node FAILs only when it "
+                       "fails every time, WARNs when it fails some", default=1, metavar="N")
     baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each node's "
                                "throughput and bandwidth that fell by more than --threshold and the spread is a "
                                "FAIL (bench compare's rule)", default=None, metavar="DIR")
@@ -70,6 +72,8 @@ class ValidateConfig:
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise BadInput(f"--level: must be one of {', '.join(LEVELS)}, got {self.level!r}")
+        if not 1 <= self.repeats <= 20:
+            raise BadInput(f"--repeats: must be 1..20, got {self.repeats}")
         if self.precision not in PRECISIONS:
             raise BadInput(f"--precision: must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
