@@ -153,7 +153,9 @@ def scaling(v: Validation) -> None:
           f"model: {t_compute * 1e3:.1f} ms compute, the slowest of {n} ranks {t_sync * 1e3:.1f} ms, "
           f"{grad / 1e6:.3g} MB gradients at {_rate(busbw)}"
           + ("; under half the prediction: something the model leaves out (stragglers, contention, latency)"
-             if short else ""))
+             if short else "")
+          + ("; measured above 100%: the single-node runs and the data-parallel run did not see the same load "
+             "(other work on the nodes?), so neither figure is the nodes' own" if measured > 1.05 else ""))
 
 
 def load_baseline(cfg) -> tuple[dict, float] | None:

@@ -2,9 +2,8 @@
 
 Each healthy side is two real 2-rank CPU runs (gloo) into its own --out; the
 slowed side is one run (so the threshold alone judges it), of bench inside
-a cgroup v1 CPU quota of half a core (a wrapper
-joins the cgroup, then execs bench; the ranks inherit it), about a quarter
-of what the two ranks get otherwise. The healthy comparison uses a 25%
+a cgroup v1 CPU quota of one core (a wrapper joins the cgroup, then execs
+bench; the ranks inherit it), half of what the two ranks get otherwise. The healthy comparison uses a 25%
 threshold: on this 2-core machine two sets of two runs differ by up to
 about 15% (their spread is estimated from two runs each, which is rough).
 """
@@ -30,13 +29,13 @@ _WRAPPER = "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); os.e
 
 
 @contextlib.contextmanager
-def half_a_core():
+def one_core():
     if os.geteuid() != 0 or not (CPU_ROOT / "cgroup.procs").exists():
         pytest.skip("needs root and a cgroup v1 cpu controller")
     cg = CPU_ROOT / f"vitbench-compare-{os.getpid()}"
     cg.mkdir()
     (cg / "cpu.cfs_period_us").write_text("100000")
-    (cg / "cpu.cfs_quota_us").write_text("50000")
+    (cg / "cpu.cfs_quota_us").write_text("100000")
     try:
         yield cg
     finally:
@@ -59,8 +58,8 @@ def runs(out: Path, cgroup: Path | None = None, n: int = 2) -> str:
 def test_healthy_runs_agree_and_a_slowed_set_is_named(tmp_path):
     base = runs(tmp_path / "base")
     again = runs(tmp_path / "again")
-    with half_a_core() as cg:
-        slow = runs(tmp_path / "slow", cg, n=1)  # 4x slower: one run says it (no spread on that side)
+    with one_core() as cg:
+        slow = runs(tmp_path / "slow", cg, n=1)  # about 2x slower: one run says it (no spread on that side)
     same = bench("compare", base, again, "--threshold", "25%", "--json")
     assert same.returncode == 0, same.stderr + same.stdout[-2000:]
     doc = json.loads(same.stdout)
