@@ -37,10 +37,10 @@ from bench.analysis import references
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.experiments import cluster_checks, node_checks
+from bench.experiments import cluster_checks, link_checks, node_checks
 from bench.experiments.validation import CLUSTER, ValidateConfig, Validation
 
-STAGES = (node_checks.preflight, node_checks.inventory, node_checks.throughput, node_checks.bandwidth,
+STAGES = (node_checks.preflight, node_checks.inventory, node_checks.throughput, link_checks.bandwidth,
           cluster_checks.training, cluster_checks.stragglers, cluster_checks.scaling)
 
 

@@ -10,7 +10,7 @@ import pytest
 from bench.analysis import metrics, references, stragglers
 from bench.core.errors import BadInput
 from bench.render.junit import to_junit
-from bench.experiments.node_checks import _pairs
+from bench.experiments.link_checks import _pairs
 from tests.conftest import assert_bad_input, cli
 
 
