@@ -23,7 +23,7 @@ from tests.conftest import FAST, REPO, bench
 
 pytestmark = pytest.mark.slow
 
-RUN = ("--gpus", "2", "--dataset", "synthetic", *FAST, "--steps", "12", "--timing-warmup", "4", "--no-eval")
+RUN = ("--gpus", "2", "--dataset", "synthetic", *FAST, "--steps", "10", "--timing-warmup", "3", "--no-eval")
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")
 _WRAPPER = "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); os.execv(sys.argv[2], sys.argv[2:])"
 

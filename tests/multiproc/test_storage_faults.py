@@ -122,38 +122,36 @@ def test_read_only_out_is_refused(tmp_path):
     assert os.listdir(src) == []
 
 
+def filled_at(mnt: str, args: list[str], trigger: str) -> tuple[str, str, dict]:
+    """Run bench on mnt, fill mnt when <run>/trigger appears; what every such run must show, then
+    (run dir, the stderr line, the record printed on stdout)."""
+    rc, out, err = run_until([*args, "--out", mnt, "--json"], lambda: glob.glob(os.path.join(mnt, "*", trigger)),
+                             lambda: fill(mnt))
+    line = one_line(err)
+    (run_dir,) = run_dirs(mnt)
+    assert rc == 1, (out[-2000:], err)
+    assert line.startswith(f"bench: failed: cannot write {run_dir}/results.jsonl (No space left on device); the "
+                           "record it would have held is on stdout: nothing measured is lost"), line
+    rec = one_json(out)
+    results.validate(rec)
+    assert whole_lines(os.path.join(run_dir, "results.jsonl")) == 0
+    no_temporaries(mnt)
+    return run_dir, line, rec
+
+
 def test_disk_full_after_training_prints_the_record(tmp_path):
     """The ranks finished and rank 0 wrote its figures; then the disk filled: the record is on stdout."""
     with tmpfs(tmp_path / "out", 2048) as mnt:
-        rc, out, err = run_until([*RUN, "--steps", "6", "--out", mnt, "--json"],
-                                 lambda: glob.glob(os.path.join(mnt, "*", "summary.json")), lambda: fill(mnt))
-        line = one_line(err)
-        (run_dir,) = run_dirs(mnt)
-        assert rc == 1, (out[-2000:], err)
-        assert line == (f"bench: failed: cannot write {run_dir}/results.jsonl (No space left on device); the record "
-                        "it would have held is on stdout: nothing measured is lost")
-        rec = one_json(out)
-        results.validate(rec)
+        run_dir, _, rec = filled_at(mnt, [*RUN, "--steps", "6"], "summary.json")
         assert rec["status"] == "ok" and rec["figures"]["images_per_s"] > 0 and rec["run_dir"] == run_dir
-        assert whole_lines(os.path.join(run_dir, "results.jsonl")) == 0
-        no_temporaries(mnt)
 
 
 def test_disk_full_mid_training(tmp_path):
     with tmpfs(tmp_path / "out", 2048) as mnt:
-        rc, out, err = run_until([*RUN, "--steps", "400", "--out", mnt, "--json"],
-                                 lambda: glob.glob(os.path.join(mnt, "*", "progress.json")), lambda: fill(mnt))
-        line = one_line(err)
-        (run_dir,) = run_dirs(mnt)
-        assert rc == 1, (out[-2000:], err)
-        assert line.startswith(f"bench: failed: cannot write {run_dir}/results.jsonl (No space left on device)"), line
-        rec = one_json(out)
-        results.validate(rec)
+        run_dir, _, rec = filled_at(mnt, [*RUN, "--steps", "400"], "progress.json")
         assert rec["status"] == "failed"
         assert rec["error"]["storage"].startswith(f"the file system of {run_dir} is full"), rec["error"]
         assert rec["error"]["reason"].startswith(rec["error"]["storage"]), rec["error"]
-        assert whole_lines(os.path.join(run_dir, "results.jsonl")) == 0
-        no_temporaries(mnt)
 
 
 def test_run_directory_removed_mid_run(tmp_path):
@@ -197,14 +195,5 @@ def test_sweep_stops_at_the_point_and_keeps_the_finished_ones(tmp_path):
 
 def test_comm_disk_full_mid_run(tmp_path):
     with tmpfs(tmp_path / "out", 2048) as mnt:
-        rc, out, err = run_until(["comm", "--gpus", "2", "--sizes", "1K:4M", "--iters", "200", "--out", mnt,
-                                  "--json"],
-                                 lambda: glob.glob(os.path.join(mnt, "*", "progress.json")), lambda: fill(mnt))
-        line = one_line(err)
-        (run_dir,) = run_dirs(mnt)
-        assert rc == 1, (out[-2000:], err)
-        assert line.startswith(f"bench: failed: cannot write {run_dir}/results.jsonl (No space left on device)"), line
-        rec = one_json(out)
-        results.validate(rec)
+        _, _, rec = filled_at(mnt, ["comm", "--gpus", "2", "--sizes", "1K:4M", "--iters", "200"], "progress.json")
         assert rec["kind"] == "comm" and rec["status"] == "failed" and "storage" in rec["error"]
-        no_temporaries(mnt)
