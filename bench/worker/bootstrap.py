@@ -8,7 +8,7 @@ A rank started by DeepSpeed's launcher (local, pdsh, openmpi, slurm):
   - sends its stdout and stderr to logs/rank<R>.log in the run dir,
   - records "<hostname> <pid>" in ranks/pid-<R> (bench stops ranks by these
     PIDs, never by pattern),
-  - runs, then prints `[host:rank] is OK: ...`; or, on any failure, writes
+  - runs, then prints `[host:rank] is OK: ...` and exits with os._exit(0); or, on any failure, writes
     ranks/rank<R>.json with status failed or oom and the error, prints
     `[host:rank] is broken: ...`, and exits at once with os._exit (1, or 3
     for OOM): the destructors of a process group whose peer died can block
@@ -28,7 +28,7 @@ import os
 import socket
 import sys
 import traceback
-from typing import Callable
+from typing import Callable, NoReturn
 
 from bench.core import heartbeat
 from bench.core.errors import StorageFailed
@@ -114,7 +114,7 @@ def _guard(run_dir: str, rank: int, host: str) -> None:
     heartbeat.watch(run_dir, float(after), orphaned)
 
 
-def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None = None) -> int:
+def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None = None) -> NoReturn:
     """Start a rank of the run dir given by --run-dir, run `run(run_dir, rank)`, and report how it ended."""
     p = argparse.ArgumentParser(prog=prog)
     p.add_argument("--run-dir", required=True)
@@ -147,4 +147,8 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
         os._exit(3 if status == "oom" else 1)
     with contextlib.suppress(OSError):  # the figures are written; a full disk here must not fail the rank
         print(f"[{host}:{rank}] is {detail}", flush=True)
-    return 0
+        sys.stderr.flush()
+    # Everything is written and fsynced: leave without interpreter shutdown. Its C++ destructors (gloo's
+    # threads) once aborted a rank that had reported OK ("terminate called without an active exception",
+    # exit -6), and the launcher then called a finished run failed.
+    os._exit(0)

