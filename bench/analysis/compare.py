@@ -68,7 +68,7 @@ class Row:
     verdict: str                     # "regressed", "improved", "same", "shown" (not judged)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"subject": self.subject, "figure": self.figure, "base": _stats(self.base), "new": _stats(self.new),
+        return {"subject": self.subject, "figure": self.figure, "base": stats(self.base), "new": stats(self.new),
                 "change": self.change, "spread": self.spread, "verdict": self.verdict}
 
 
@@ -99,7 +99,7 @@ def _sd(xs: list[float]) -> float:
     return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
 
-def _stats(xs: list[float]) -> dict[str, Any]:
+def stats(xs: list[float]) -> dict[str, Any]:
     return {"n": len(xs), "mean": _mean(xs) if xs else None, "sd": _sd(xs) if len(xs) >= 2 else None}
 
 

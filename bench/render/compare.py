@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import sys
 
-from bench.analysis.compare import Result
+from bench.analysis.compare import Result, stats
 
 UNITS = {"images_per_s": ("img/s", 1.0), "busbw": ("MB/s", 1e-6), "step_s": ("ms", 1e3), "time_s": ("us", 1e6)}
 STYLE = {"regressed": "bold red", "improved": "green", "same": None, "shown": "dim"}
 
 
 def _side(xs: list[float], scale: float) -> str:
-    mean = sum(xs) / len(xs) * scale
-    if len(xs) < 2:
-        return f"{mean:.4g}"
-    m = sum(xs) / len(xs)
-    sd = (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5 * scale
-    return f"{mean:.4g} ±{sd:.2g} (n={len(xs)})"
+    st = stats(xs)
+    if st["sd"] is None:
+        return f"{st['mean'] * scale:.4g}"
+    return f"{st['mean'] * scale:.4g} ±{st['sd'] * scale:.2g} (n={st['n']})"
 
 
 def print_result(result: Result) -> None:
