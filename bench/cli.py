@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, str] = {
     "comm": "bench.commands.comm",
     "validate": "bench.commands.validate",
     "sweep": "bench.commands.sweep",
+    "tune": "bench.commands.tune",
     "report": "bench.commands.report",
     "compare": "bench.commands.compare",
 }
