@@ -146,7 +146,13 @@ class Tuner:
                 f"smallest GPU's {self.capacity / 2**30:.1f} GiB")
 
     def fits(self, c: Candidate) -> bool:
-        """False (and recorded as pruned, with the numbers) when the prediction exceeds the smallest GPU."""
+        """False (and recorded as pruned, with the numbers) when the data or the prediction cannot hold it."""
+        size = self.base.synthetic_size if self.base.dataset == "synthetic" else 50_000
+        share = int(size * self.base.dataset_fraction) // c.gpus
+        if c.micro_batch > share:
+            self.space.prune(c, f"the training set leaves {share} images per rank over {c.gpus} rank(s), fewer "
+                                f"than micro batch {c.micro_batch}")
+            return False
         p = self.prediction(c)
         if self.pool.device != "cuda" or self.capacity is None or p is None or tune_memory.fits(p["total"],
                                                                                                self.capacity):
