@@ -9,7 +9,7 @@ grad_accum), steps, repeat, status and the record's figures (images_per_s,
 mfu, peak_memory_bytes, comm_share, ...). A candidate's figure is the mean of
 its ok runs at the longest length it reached; its spread is the range (max -
 min) of those runs. Candidates that survived a longer rung of successive
-halving rank above those eliminated earlier (METRICS.md's rule for halving).
+halving rank above those eliminated earlier (successive halving's own order).
 
 The tie rule: the winner must beat the runner-up by more than the spread,
 the larger of the two finalists' ranges at the final length. With fewer than

@@ -77,7 +77,8 @@ def main(args) -> int:
         from rich.console import Console
 
         from bench.render.tune import print_tune
-        print_tune(doc, Console())
+        con = Console()
+        print_tune(doc, con if con.is_terminal else Console(width=140))
         print(f"tune.json: {os.path.join(tune_dir, 'tune.json')}")
     if status == "interrupted":
         return EXIT_INTERRUPTED
