@@ -32,7 +32,8 @@ DATASETS = ("cifar10", "cifar100", "synthetic")
 LAUNCHERS = ("local", "pdsh", "openmpi", "slurm")
 SCHEDULES = ("constant", "cosine")
 DATA_PATHS = ("device", "dataloader")
-ENGINES = ("deepspeed", "ddp")
+ENGINES = ("deepspeed", "ddp", "fsdp2")
+OFFLOADS = ("cpu", "nvme")
 ADAMW_IMPLS = ("fused", "foreach", "forloop")
 
 
@@ -108,10 +109,19 @@ class RunConfig(LaunchConfig):
     schedule: str = opt("learning-rate schedule after warm-up", default="constant", choices=SCHEDULES)
     seed: int = opt("random seed (data order, augmentation, init)", default=0)
     # --- DeepSpeed --------------------------------------------------------
-    engine: str = opt("training engine: DeepSpeed, or plain PyTorch DDP (the baseline DeepSpeed is judged against)",
-                      default="deepspeed", choices=ENGINES)
+    engine: str = opt("training engine: DeepSpeed, plain PyTorch DDP (the baseline DeepSpeed is judged against), "
+                      "or PyTorch FSDP2 (fully_shard per transformer block)", default="deepspeed", choices=ENGINES)
     zero_stage: int = opt("ZeRO stage 0-3", default=0)
-    offload: bool = opt("offload optimizer state to CPU (ZeRO 1-3)", default=False)
+    offload: str | None = opt("offload to cpu (optimizer states, ZeRO 1-3; --offload alone) or nvme (ZeRO-Infinity: "
+                              "optimizer states and parameters swapped to files under --nvme-path; ZeRO-3)",
+                              default=None, choices=OFFLOADS, const="cpu")
+    nvme_path: str | None = opt("--offload nvme (and the zero/memory suites' NVMe points): a directory on each "
+                                "node's local NVMe for the swap files", default=None)
+    pipeline_stages: int = opt("DeepSpeed pipeline stages (PipelineModule: embedding, blocks, head); the ranks "
+                               "left over are data parallel; ZeRO 0-1 only", default=1)
+    reshard_after_forward: bool = opt("fsdp2: free each block's gathered parameters after forward and gather them "
+                                      "again in backward (ZeRO-3-like); --no-reshard-after-forward keeps them "
+                                      "(ZeRO-2-like)", default=True)
     precision: str = opt("training precision", default="fp32", choices=PRECISIONS)
     overlap_comm: bool | None = opt("overlap gradient reduction with backward (ZeRO 1-3; default DeepSpeed's: "
                                     "off at stages 1-2, on at stage 3)", default=None)
@@ -131,6 +141,8 @@ class RunConfig(LaunchConfig):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
         names = {f.name for f in dataclasses.fields(cls)}
+        if isinstance(d.get("offload"), bool):  # records written before --offload nvme: true meant cpu
+            d = {**d, "offload": "cpu" if d["offload"] else None}
         unknown = sorted(set(d) - names)
         if unknown:
             raise BadInput(f"config: unknown key(s) {', '.join(unknown)}")
@@ -183,27 +195,49 @@ def _validate(c: RunConfig) -> None:
         raise bad("warmup_steps", f"must be >= 0, got {c.warmup_steps}")
     if c.zero_stage not in (0, 1, 2, 3):
         raise bad("zero_stage", f"must be 0, 1, 2 or 3, got {c.zero_stage}")
+    if c.offload is not None and c.offload not in OFFLOADS:
+        raise bad("offload", f"must be one of {', '.join(OFFLOADS)}, got {c.offload!r}")
     if c.offload and c.zero_stage < 1:
         raise bad("offload", "optimizer offload needs ZeRO stage 1, 2 or 3, got stage 0")
-    if c.engine == "ddp":
-        _check_ddp(c, bad)
+    if c.offload == "nvme" and c.zero_stage != 3:
+        raise bad("offload", f"nvme (ZeRO-Infinity) needs --zero-stage 3, got {c.zero_stage}: DeepSpeed swaps to "
+                  "NVMe only at stage 3")
+    if c.offload == "nvme" and not c.nvme_path:
+        raise bad("nvme_path", "--offload nvme needs --nvme-path DIR (a directory on each node's local disk)")
+    if c.pipeline_stages < 1:
+        raise bad("pipeline_stages", f"must be >= 1, got {c.pipeline_stages}")
+    if c.pipeline_stages > 1:
+        if c.engine != "deepspeed":
+            raise bad("pipeline_stages", f"pipeline stages are DeepSpeed's PipelineModule, not --engine {c.engine}")
+        if c.zero_stage > 1:
+            raise bad("pipeline_stages", f"DeepSpeed's pipeline engine supports ZeRO 0-1, got --zero-stage "
+                      f"{c.zero_stage}")
+        if c.offload:
+            raise bad("pipeline_stages", "bench runs pipeline stages without --offload")
+        if c.compile or c.activation_checkpointing:
+            raise bad("pipeline_stages", "bench's pipeline stages run without --compile and "
+                      "--activation-checkpointing")
+    if c.engine in ("ddp", "fsdp2"):
+        _check_torch_engine(c, bad)
     if c.bucket_size is not None and c.bucket_size <= 0:
         raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
     if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
         raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
 
 
-def _check_ddp(c: RunConfig, bad) -> None:
-    # The DDP baseline is plain fp32 DDP + AdamW: anything DeepSpeed-only would
-    # make the comparison unfair or silently ignored, so it is refused.
+def _check_torch_engine(c: RunConfig, bad) -> None:
+    # DDP and FSDP2 are plain PyTorch + AdamW: anything DeepSpeed-only would make
+    # the comparison unfair or be silently ignored, so it is refused.
+    e = c.engine
     if c.zero_stage != 0 or c.offload:
-        raise bad("engine", "ddp has no ZeRO: use --zero-stage 0 without --offload")
-    if c.precision != "fp32":
-        raise bad("engine", f"ddp runs fp32 only, got --precision {c.precision}")
+        raise bad("engine", f"{e} has no ZeRO: use --zero-stage 0 without --offload")
+    allowed = ("fp32",) if e == "ddp" else ("fp32", "bf16")
+    if c.precision not in allowed:
+        raise bad("engine", f"{e} runs {' or '.join(allowed)}, got --precision {c.precision}")
     if c.deepspeed_config is not None:
-        raise bad("engine", "ddp does not read --deepspeed-config")
+        raise bad("engine", f"{e} does not read --deepspeed-config")
     if c.schedule != "constant" or c.warmup_steps:
-        raise bad("engine", "ddp runs a constant learning rate (no --warmup-steps, --schedule constant)")
+        raise bad("engine", f"{e} runs a constant learning rate (no --warmup-steps, --schedule constant)")
 
 
 def _field(name: str) -> dataclasses.Field:

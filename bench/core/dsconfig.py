@@ -15,6 +15,10 @@ from bench.core.errors import BadInput
 # Large enough that DeepSpeed's own per-step prints stay out of the logs; bench
 # reports the figures itself.
 _QUIET = 1_000_000
+# DeepSpeed's async I/O defaults (deepspeed.runtime.swap_tensor.constants), written out so ds_config.json says
+# what ran; a user JSON may tune them.
+AIO = {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1, "single_submit": False,
+       "overlap_events": True, "use_gds": False}
 
 
 def build(cfg: RunConfig, world_size: int, total_steps: int) -> dict[str, Any]:
@@ -45,8 +49,16 @@ def build(cfg: RunConfig, world_size: int, total_steps: int) -> dict[str, Any]:
                 zero["allgather_bucket_size"] = cfg.bucket_size
             else:
                 zero["stage3_prefetch_bucket_size"] = cfg.bucket_size
-    if cfg.offload:
+    if cfg.offload == "cpu":
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": cfg.device != "cpu"}
+    elif cfg.offload == "nvme":
+        # ZeRO-Infinity: the fp32 optimizer states (master and Adam moments) and the parameters' partitions
+        # live in files under nvme_path, swapped in around their use through DeepSpeed's async_io op.
+        swap = {"device": "nvme", "nvme_path": cfg.nvme_path, "pin_memory": False}
+        zero["offload_optimizer"] = dict(swap)
+        zero["offload_param"] = dict(swap)
+        ds["aio"] = dict(AIO)
+    if cfg.offload:
         # Keep torch's AdamW under offload too (DeepSpeedCPUAdam needs a JIT build).
         ds["zero_force_ds_cpu_optimizer"] = False
     if cfg.precision == "fp16":
@@ -72,6 +84,8 @@ _OWNED = (
     (("train_batch_size",), "--micro-batch x --grad-accum x ranks"),
     (("zero_optimization", "stage"), "--zero-stage"),
     (("zero_optimization", "offload_optimizer", "device"), "--offload"),
+    (("zero_optimization", "offload_param", "device"), "--offload"),
+    (("zero_optimization", "offload_optimizer", "nvme_path"), "--nvme-path"),
     (("fp16", "enabled"), "--precision"),
     (("bf16", "enabled"), "--precision"),
 )

@@ -8,8 +8,17 @@ Presets:
   vit-{tiny,small,base}-p4-32
                     CIFAR-native ViTs at 32x32 with 4x4 patches (64 tokens),
                     timm's tiny/small/base widths: fast runs on CPU or one GPU.
-  vit-micro-p4-32   width 96, 4 blocks, 3 heads (~0.3M parameters): smoke
+  vit-micro-p4-32   width 96, 4 blocks, 3 heads (~0.5M parameters): smoke
                     tests and CI on two CPU cores, where even tiny is slow.
+  vit-l16-224       ViT-L/16 (24 layers, width 1024, 16 heads, 303M parameters
+                    with a 10-way head) and
+  vit-h14-224       ViT-H/14 (32 layers, width 1280, 16 heads, 631M): the
+                    memory wall, where ZeRO, offload, FSDP2 and pipeline stages
+                    decide whether a model trains at all (16 bytes of model
+                    states per parameter: 4.9 GB and 10 GB before activations).
+  vit-large-p4-32   ViT-L's width and depth at CIFAR's 32x32 (65 tokens, 303M
+                    parameters): the same model states at a third of the
+                    FLOPs of 224x224, for the memory suite on CPUs.
 Any other name is passed to timm.create_model with --img-size.
 """
 
@@ -32,6 +41,9 @@ PRESETS: dict[str, ModelSpec] = {
     "vit-tiny-p4-32": ModelSpec("vit_tiny_patch16_224", 32, {"patch_size": 4}),
     "vit-small-p4-32": ModelSpec("vit_small_patch16_224", 32, {"patch_size": 4}),
     "vit-base-p4-32": ModelSpec("vit_base_patch16_224", 32, {"patch_size": 4}),
+    "vit-l16-224": ModelSpec("vit_large_patch16_224", 224),
+    "vit-h14-224": ModelSpec("vit_huge_patch14_224", 224),
+    "vit-large-p4-32": ModelSpec("vit_large_patch16_224", 32, {"patch_size": 4}),
     "vit-micro-p4-32": ModelSpec("vit_tiny_patch16_224", 32,
                                  {"patch_size": 4, "embed_dim": 96, "depth": 4, "num_heads": 3}),
 }

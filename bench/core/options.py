@@ -27,10 +27,14 @@ from typing import Any, Callable
 
 
 def opt(help: str, *, default: Any, choices: tuple | None = None, parse: Callable[[str], Any] | None = None,
-        metavar: str | None = None, group: str | None = None) -> Any:
-    """A dataclass field carrying its option: help, choices, a parser for the text, a metavar, a help group."""
+        metavar: str | None = None, group: str | None = None, const: Any = None) -> Any:
+    """A dataclass field carrying its option: help, choices, a parser for the text, a metavar, a help group.
+
+    const: the value of the option given bare (`--offload` is `--offload cpu`).
+    """
     meta: dict[str, Any] = {"help": help}
-    for key, value in (("choices", choices), ("parse", parse), ("metavar", metavar), ("group", group)):
+    for key, value in (("choices", choices), ("parse", parse), ("metavar", metavar), ("group", group),
+                       ("const", const)):
         if value is not None:
             meta[key] = value
     return field(default=default, metadata=meta)
@@ -67,6 +71,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, 
             continue
         if "choices" in meta:
             kw["choices"] = meta["choices"]
+        if "const" in meta:
+            kw.update(nargs="?", const=meta["const"])
         kw["type"] = meta.get("parse") or _base_type(f.type)
         target.add_argument(option_name(f.name), metavar=meta.get("metavar", f.name.upper()), **kw)
 

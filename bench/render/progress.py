@@ -91,6 +91,12 @@ class SweepProgress:
         else:
             print(line, file=sys.stderr, flush=True)
 
+    def grow(self, added: int) -> None:
+        """Points a finished point asked for (memory --find-max-batch): the total grows."""
+        self.planned += added
+        if self.bar is not None:
+            self.bar.update(self.task, total=self.planned)
+
     def start(self, p: Any) -> None:
         if self.bar is not None:
             self.bar.update(self.task, current=p.id)
@@ -149,7 +155,7 @@ def print_plan(suite: str, sweep_dir: str, points: list[Any], done: dict[str, di
         length = f"{c.steps} steps" if c.steps is not None else (f"{c.epochs:g} epochs" if c.epochs else "50 steps")
         where = p.include or f"--gpus {p.gpus}"
         t.add_row(p.id, str(p.gpus), where, str(c.micro_batch), str(c.grad_accum),
-                  str(c.micro_batch * c.grad_accum * p.gpus), f"{c.zero_stage}{'+off' if c.offload else ''}",
+                  str(c.micro_batch * c.grad_accum * p.gpus), f"{c.zero_stage}{'+' + c.offload if c.offload else ''}",
                   c.precision, c.engine, f"{c.dataset} x{c.dataset_fraction:g}", length, state(p))
     # Logs and pipes get the whole table, not one folded to 80 columns.
     Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(t)

@@ -29,7 +29,7 @@ def test_zero_stage_overlap_and_buckets(stage):
 
 
 def test_offload_keeps_torch_adamw():
-    ds = dsconfig.build(RunConfig(zero_stage=2, offload=True, device="cpu"), 2, 10)
+    ds = dsconfig.build(RunConfig(zero_stage=2, offload="cpu", device="cpu"), 2, 10)
     assert ds["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_memory": False}
     assert ds["zero_force_ds_cpu_optimizer"] is False
 
@@ -81,10 +81,10 @@ def test_overlap_comm_is_deepspeeds_default_unless_given_and_offload_works_from_
     assert [zero[s]["overlap_comm"] for s in (1, 2, 3)] == [False, False, True]
     assert dsconfig.build(RunConfig(zero_stage=3, overlap_comm=False), 2, 10)["zero_optimization"][
         "overlap_comm"] is False
-    off = dsconfig.build(RunConfig(zero_stage=1, offload=True), 2, 10)["zero_optimization"]
+    off = dsconfig.build(RunConfig(zero_stage=1, offload="cpu"), 2, 10)["zero_optimization"]
     assert off["offload_optimizer"]["device"] == "cpu"
     with pytest.raises(BadInput, match="^--offload: optimizer offload needs ZeRO stage 1, 2 or 3, got stage 0$"):
-        RunConfig(offload=True)
+        RunConfig(offload="cpu")
 
 
 @pytest.mark.parametrize("text,needle", [

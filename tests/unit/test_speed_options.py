@@ -68,7 +68,7 @@ def test_zero_0_has_no_overlap_or_bucket_keys():
 
 
 def test_offload_keeps_torch_adamw():
-    ds = build(zero_stage=2, offload=True)
+    ds = build(zero_stage=2, offload="cpu")
     assert ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
     assert ds["zero_force_ds_cpu_optimizer"] is False
 
