@@ -99,6 +99,9 @@ _TABLE = (
     # Known to the formulas (training issues them, a trace may hold them), not timed by bench comm.
     Collective("reduce", lambda n: 1.0, _RING, gathered=False, in_place=True, in_ranks=False, measured=False),
     Collective("all_to_all", _RING, _RING, gathered=False, in_place=False, in_ranks=False, measured=False),
+    # Point to point (pipeline stages' activations and their gradients): the sender moves S, the receiver none.
+    Collective("send", lambda n: 1.0, lambda n: 1.0, gathered=False, in_place=True, in_ranks=False, measured=False),
+    Collective("recv", lambda n: 1.0, lambda n: 0.0, gathered=False, in_place=True, in_ranks=False, measured=False),
 )
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in _TABLE}
 MEASURED: tuple[str, ...] = tuple(c.name for c in _TABLE if c.measured)

@@ -6,7 +6,7 @@
 
 How it sees them. torch.distributed's Python collectives (all_reduce,
 all_gather_into_tensor, reduce_scatter_tensor, broadcast, ... and their
-older aliases) are wrapped, in torch.distributed and in distributed_c10d,
+older aliases, and the send/recv that carry pipeline stages' activations) are wrapped, in torch.distributed and in distributed_c10d,
 before the process group is created: DeepSpeed's comm layer binds its
 all-gather and reduce-scatter functions when it starts (TorchBackend), and
 every ZeRO stage, offload or not, reaches the wire through these functions.
@@ -45,14 +45,21 @@ _WRAPPED: dict[str, tuple[str, str, bool]] = {
     "all_reduce_coalesced": ("all_reduce", "tensors", True),
     "broadcast": ("broadcast", "tensor", False),
     "reduce": ("reduce", "tensor", False),
+    "all_gather_single": ("all_gather", "output_tensor", False),  # torch 2.14's name; FSDP2 calls it
     "all_gather_into_tensor": ("all_gather", "output_tensor", False),
     "_all_gather_base": ("all_gather", "output_tensor", False),
     "all_gather": ("all_gather", "tensor_list", True),
+    "reduce_scatter_single": ("reduce_scatter", "input", False),
     "reduce_scatter_tensor": ("reduce_scatter", "input", False),
     "_reduce_scatter_base": ("reduce_scatter", "input", False),
     "reduce_scatter": ("reduce_scatter", "input_list", True),
     "all_to_all_single": ("all_to_all", "input", False),
+    "send": ("send", "tensor", False),
+    "isend": ("send", "tensor", False),
+    "recv": ("recv", "tensor", False),
+    "irecv": ("recv", "tensor", False),
 }
+_ASYNC = ("isend", "irecv")  # always return a Work
 GPU_TIMING = ("on GPUs NCCL moves the bytes on its own streams, overlapped with compute: a host clock sees only "
               "the launch, so no communication time is claimed (bytes are counted exactly)")
 
@@ -129,7 +136,7 @@ class CommCounter:
             finally:
                 local.depth = 0
             sent = s * volume(n) if n > 1 else 0.0
-            if bound.arguments.get("async_op") and work is not None and self.timed:
+            if (bound.arguments.get("async_op") or name in _ASYNC) and work is not None and self.timed:
                 future = work.get_future()
                 future.add_done_callback(lambda _f: self._add(bucket, op, s, sent, t0, time.perf_counter()))
             else:

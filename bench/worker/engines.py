@@ -1,4 +1,4 @@
-"""The model and the training engine of a rank: a timm ViT under DeepSpeed or plain DDP.
+"""The model and the training engine of a rank: a timm ViT under DeepSpeed, plain DDP or FSDP2.
 
     model = create_model(cfg, spec, num_classes)
     engine = build_engine(cfg, model, ds_config, device)
@@ -31,10 +31,18 @@ def create_model(cfg: RunConfig, spec: ModelSpec, num_classes: int):
 
 
 def build_engine(cfg: RunConfig, model, ds_config: dict[str, Any], device):
-    """DeepSpeed's engine for ds_config, or the DDP baseline with the same optimizer and clipping."""
+    """DeepSpeed's engine for ds_config (its pipeline engine with --pipeline-stages > 1), or the DDP or
+    FSDP2 engine with the same optimizer and clipping."""
     if cfg.engine == "ddp":
         from bench.worker.ddp import DDPEngine
         return DDPEngine(model, ds_config, device)
+    if cfg.engine == "fsdp2":
+        from bench.worker.fsdp2 import FSDP2Engine
+        return FSDP2Engine(model, ds_config, device, reshard_after_forward=cfg.reshard_after_forward,
+                           precision=cfg.precision)
+    if cfg.pipeline_stages > 1:
+        from bench.worker import pipeline
+        return pipeline.build_engine(cfg, model, ds_config)
     import deepspeed
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)

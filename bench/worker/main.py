@@ -56,13 +56,18 @@ def run(run_dir: str) -> dict:
         test_ds = datasets.load(cfg.dataset, cfg.data_dir, "test", download=False) if cfg.eval else None
     spec = models.resolve_model(cfg.model, cfg.img_size, train_ds.num_classes)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[cfg.precision]
-    common = dict(rank=rank, world=world, micro_batch=cfg.micro_batch, img_size=spec.img_size, device=device,
+    # Pipeline stages of one data-parallel replica read the same batches (topology: rank = stage x dp + dp rank).
+    dp_world = world // cfg.pipeline_stages
+    common = dict(rank=rank % dp_world, world=dp_world, micro_batch=cfg.micro_batch, img_size=spec.img_size, device=device,
                   seed=cfg.seed, channels_last=cfg.channels_last, dtype=dtype)
     train_batches = wdata.make_batches(cfg.data_path, train_ds, train=True, fraction=cfg.dataset_fraction, **common)
     steps_per_epoch = max(train_batches.steps_per_epoch // cfg.grad_accum, 1)
     total_steps = cfg.steps if cfg.steps is not None else max(round(cfg.epochs * steps_per_epoch), 1)
 
     model = create_model(cfg, spec, train_ds.num_classes)
+    n_params = sum(p.numel() for p in model.parameters())
+    largest = max((sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules()), default=0)
+    flops_per_image = _train_flops(model, spec.img_size)  # before engines partition or free parameters
     if "scheduler" in ds_config and ds_config["scheduler"]["type"] == "WarmupCosineLR":
         ds_config["scheduler"]["params"]["total_num_steps"] = max(total_steps, cfg.warmup_steps + 1)
     engine = build_engine(cfg, model, ds_config, device)
@@ -84,12 +89,25 @@ def run(run_dir: str) -> dict:
                                               "elapsed_s": time.time() - t_start, "time": time.time()})
 
     states: list[dict] = []
-    times = loop.train(engine, train_batches, total_steps=total_steps, accum=cfg.grad_accum, device=device,
-                       on_step=on_step, counter=counter, warmup_steps=min(cfg.timing_warmup, total_steps - 1),
-                       on_last_step_backward=lambda: states.append(model_states.measure(engine.module, engine.optimizer)))
+    timing = dict(total_steps=total_steps, accum=cfg.grad_accum, device=device, on_step=on_step, counter=counter,
+                  warmup_steps=min(cfg.timing_warmup, total_steps - 1))
+    def measure() -> None:
+        m = model_states.measure(engine.module, engine.optimizer)
+        if cfg.offload == "nvme":
+            m["by_device"]["nvme"] = model_states.swapped_bytes(cfg.nvme_path, rank)
+        states.append(m)
+
+    if cfg.pipeline_stages > 1:
+        from bench.worker import pipeline
+        times = pipeline.train(engine, train_batches, on_before_optimizer=measure, **timing)
+    else:
+        times = loop.train(engine, train_batches, on_last_step_backward=measure, **timing)
 
     test = None
-    if cfg.eval and test_ds is not None:
+    if cfg.eval and test_ds is not None and cfg.pipeline_stages > 1:
+        test = {"correct": None, "seen": None, "accuracy": None,
+                "reason": "no test-set evaluation through pipeline stages"}
+    elif cfg.eval and test_ds is not None:
         test_batches = wdata.make_batches("device", test_ds, train=False, **common)
         correct, seen = loop.evaluate(engine.module, test_batches, device)
         t = torch.tensor([correct, seen], dtype=torch.float64, device=device)
@@ -98,13 +116,10 @@ def run(run_dir: str) -> dict:
 
     rec = rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine)
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
-               comm_timing=counter.timing_reason)
+               comm_timing=counter.timing_reason, pipeline=getattr(engine, "pipeline_layout", None),
+               optimizer_impl=getattr(engine, "optimizer_impl", None))
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
 
-    # ZeRO-3 leaves each module parameter empty outside forward: ds_numel is its full size.
-    n_params = sum(getattr(p, "ds_numel", p.numel()) for p in engine.module.parameters())
-    largest = max((sum(getattr(p, "ds_numel", p.numel()) for p in m.parameters(recurse=False))
-                   for m in engine.module.modules()), default=0)
     gathered: list = [None] * world
     torch.distributed.all_gather_object(gathered, rec)
     if rank == 0:
@@ -115,7 +130,7 @@ def run(run_dir: str) -> dict:
             "model": {"timm_name": spec.timm_name, "img_size": spec.img_size, "params": n_params,
                       "largest_layer_params": largest},
             "deepspeed_estimate": deepspeed_estimate(cfg, plan, n_params, largest),
-            "flops_per_image": _train_flops(engine.module, spec.img_size),
+            "flops_per_image": flops_per_image,
             "versions": _versions(device)})
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
@@ -155,14 +170,20 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
         "steady_steps": len(step_s),
         "step_s": step_s,
         "parts_s": {k: sum(getattr(times, k)[steady]) / len(step_s)
-                    for k in ("data", "forward", "backward", "optimizer")},
-        "loss": times.loss, "train_acc": times.acc,
+                    for k in ("data", "forward", "backward", "optimizer")} if times.forward else None,
+        "loss": times.loss, "train_acc": times.acc or None,
+        **({} if times.forward else {"parts_reason": pipeline_reasons()[0], "train_acc_reason": pipeline_reasons()[1]}),
         "peak_memory_bytes": int(peak_mem),
         "memory_kind": "device" if device.type == "cuda" else "rss",
         **memory,
         # What this rank was given (the launching shell's environment may say otherwise): NCCL_*, GLOO_*, ...
         "env": provenance.allowed_env(),
     }
+
+
+def pipeline_reasons() -> tuple[str, str]:
+    from bench.worker.pipeline import ACC_REASON, PARTS_REASON
+    return PARTS_REASON, ACC_REASON
 
 
 def deepspeed_estimate(cfg, plan: dict, params: int, largest_layer: int) -> dict:
@@ -173,17 +194,19 @@ def deepspeed_estimate(cfg, plan: dict, params: int, largest_layer: int) -> dict
     record says so beside the figure.
     """
     if cfg.engine != "deepspeed" or cfg.zero_stage < 2:
-        return {"bytes_per_rank": None, "reason": "DeepSpeed ships model-state estimators for ZeRO-2 and ZeRO-3 only"}
+        return {"bytes_per_rank": None, "reason": "DeepSpeed ships model-state estimators for its ZeRO-2 and ZeRO-3 "
+                                                  "only"}
     counts = [len(s) for s in plan["resources"].values()]
     gpus_per_node, nodes = max(counts), len(counts)
     if cfg.zero_stage == 2:
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
-        cpu, gpu = estimate_zero2_model_states_mem_needs(params, gpus_per_node, nodes, cpu_offload=cfg.offload)
+        cpu, gpu = estimate_zero2_model_states_mem_needs(params, gpus_per_node, nodes, cpu_offload=bool(cfg.offload))
         call = "estimate_zero2_model_states_mem_needs"
     else:
         from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
         cpu, gpu, _ = estimate_zero3_model_states_mem_needs(params, largest_layer, gpus_per_node, nodes,
-                                                            cpu_offload=cfg.offload, cpu_offload_params=False)
+                                                            cpu_offload=bool(cfg.offload),
+                                                            cpu_offload_params=cfg.offload == "nvme")
         call = "estimate_zero3_model_states_mem_needs"
     return {"bytes_per_rank": int(gpu), "cpu_bytes_per_node": int(cpu), "how": f"deepspeed {call}", "reason":
             "DeepSpeed's estimate assumes mixed precision (2-byte weights, fp32 master, grads and Adam states)"}

@@ -25,6 +25,10 @@ and the parameters that are views into it (ZeRO's bit16 groups) count once.
                     buckets: the ZeRO paper's temporary buffers). On CPU an
                     untouched bucket is virtual memory, not resident
 
+Under --offload nvme, by_device["nvme"] is the size of the rank's swap
+files at that moment (model states swapped out; not in total, which is what
+the rank holds in memory).
+
 What it cannot see: activations and the autograd graph, the data shard,
 allocator caches and fragmentation, NCCL buffers, the CUDA context
 (peak device memory says those, on GPUs). Tensors an optimizer reaches only
@@ -96,11 +100,14 @@ def inner_optimizer(opt: Any):
 def measure(module, optimizer) -> dict[str, Any]:
     """Model-state bytes of this rank, by category and by device (see the module docstring)."""
     import torch
+    from torch.distributed.tensor import DTensor
 
     owner: dict[tuple[str, int], str] = {}
     size: dict[tuple[str, int], int] = {}
 
     def claim(t, category: str) -> None:
+        if isinstance(t, DTensor):
+            t = t.to_local()  # FSDP2's shards: this rank holds the local tensor only
         if not isinstance(t, torch.Tensor) or t.numel() == 0 and not hasattr(t, "ds_tensor"):
             return
         k = _key(t)
@@ -152,3 +159,15 @@ def peak(measurements: list[dict[str, Any]]) -> dict[str, Any]:
     out["measured_at"] = f"after each of the last step's {len(measurements)} backward pass(es)"
     out["how"] = measurements[0]["how"]
     return out
+
+
+def swapped_bytes(nvme_path: str, rank: int) -> int:
+    """Bytes in this rank's ZeRO-Infinity swap files (DeepSpeed writes <nvme_path>/zero_stage_3/<kind>/rank<R>/)."""
+    import os
+
+    total = 0
+    for top, dirs, files in os.walk(nvme_path):
+        if os.path.basename(top) == f"rank{rank}":
+            total += sum(os.path.getsize(os.path.join(top, f)) for f in files
+                         if os.path.isfile(os.path.join(top, f)))
+    return total
