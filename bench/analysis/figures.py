@@ -79,7 +79,8 @@ def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_imag
 
 
 def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | None, world: int, strategy: str,
-                 bytes_per_element: int, accum: int = 1) -> dict[str, Any]:
+                 bytes_per_element: int, accum: int = 1,
+                 reduce_bytes_per_element: int | None = None) -> dict[str, Any]:
     """Per rank and step, what the training's collectives moved and how long they were in flight (METRICS.md).
 
     Steady steps only. bytes_per_step is what a rank sends (S x volume factor,
@@ -104,23 +105,57 @@ def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | No
     out: dict[str, Any] = {
         "bytes_per_step": _mean([p["bytes_per_step"] for p in per_rank]), "seconds_per_step": seconds,
         "per_rank": per_rank, "ops_rank0": ops, "timing": ranks[0].get("comm_timing") or COMM_TIMING}
-    if params:
-        analytic = volume.analytic_comm_bytes(params, bytes_per_element, world, strategy, accum)
-        out["analytic"] = {"bytes_per_step": analytic, "formula": volume.analytic_formula(strategy, accum),
+    if strategy == "pipeline":
+        out["analytic"] = None
+        out["analytic_reason"] = volume.PIPELINE_COMM
+    elif params:
+        analytic = volume.analytic_comm_bytes(params, bytes_per_element, world, strategy, accum,
+                                              reduce_bytes_per_element)
+        formula = volume.analytic_formula(strategy, accum)
+        if reduce_bytes_per_element is not None and reduce_bytes_per_element != bytes_per_element:
+            formula += f"; the gradient reduction at {reduce_bytes_per_element} bytes per element"
+        out["analytic"] = {"bytes_per_step": analytic, "formula": formula,
                            "params": params, "bytes_per_element": bytes_per_element, "n": world, "m": accum}
         out["measured_over_analytic"] = out["bytes_per_step"] / analytic if analytic else None
     return out
 
 
-def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: int, stage: int,
+def pipeline_figures(ranks: list[dict[str, Any]], stages: int, micro_batches: int, data_parallel: int,
+                     params: int | None) -> dict[str, Any]:
+    """The stages (their layers and parameter counts, from the ranks that hold them) and the bubble (METRICS.md)."""
+    by_stage: dict[int, dict[str, Any]] = {}
+    for r in ranks:
+        lay = r.get("pipeline") or {}
+        if "stage" in lay:
+            s = by_stage.setdefault(lay["stage"], {"stage": lay["stage"], "params": lay["stage_params"],
+                                                   "layers": lay["stages"][lay["stage"]]["layers"], "ranks": []})
+            s["ranks"].append(r["rank"])
+    listed = [by_stage[k] for k in sorted(by_stage)]
+    total = sum(s["params"] for s in listed)
+    return {"stages": stages, "micro_batches": micro_batches, "data_parallel": data_parallel,
+            "per_stage": listed, "stage_params_total": total, "model_params": params,
+            "bubble": metrics.bubble(stages, micro_batches),
+            "bubble_formula": "(P-1)/(m+P-1): the share of a step each stage waits while the pipeline fills "
+                              "and drains (GPipe; DeepSpeed's 1F1B schedule has the same)"}
+
+
+def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: int, stage: int | None,
                    precision: str) -> dict[str, Any]:
-    """Model-state bytes per rank: measured (the tensors held), the ZeRO paper's formula, DeepSpeed's estimate."""
+    """Model-state bytes per rank: measured (the tensors held), the ZeRO paper's formula, DeepSpeed's estimate.
+
+    stage None (pipeline stages): no formula; each stage holds its own layers' states (the record's
+    per-rank figures and the stages' parameter counts say how much).
+    """
     measured = [r.get("model_states") or {} for r in ranks]
     params = (summary.get("model") or {}).get("params")
-    return {"measured_per_rank": measured,
-            "measured": max(measured, key=lambda m: m.get("total", 0)) if measured else None,
-            "formula": volume.model_state_formula(params, world, stage, precision) if params else None,
-            "deepspeed_estimate": summary.get("deepspeed_estimate")}
+    out = {"measured_per_rank": measured,
+           "measured": max(measured, key=lambda m: m.get("total", 0)) if measured else None,
+           "formula": volume.model_state_formula(params, world, stage, precision) if params and stage is not None
+           else None,
+           "deepspeed_estimate": summary.get("deepspeed_estimate")}
+    if stage is None:
+        out["formula_reason"] = "pipeline stages hold their own layers' model states: no formula over Psi"
+    return out
 
 
 COMM_TIMING = ("host clock: per step, the time at least one collective was in flight (issue to completion, "
@@ -130,10 +165,13 @@ COMM_TIMING = ("host clock: per step, the time at least one collective was in fl
 def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, planned_world: int,
                  flops_per_image: float | None = None, peak_flops: float | None = None,
                  precision: str | None = None, strategy: str = "zero0",
-                 comm_bytes_per_element: int | None = None) -> dict[str, Any]:
+                 comm_bytes_per_element: int | None = None, pipeline_stages: int = 1,
+                 reduce_bytes_per_element: int | None = None) -> dict[str, Any]:
     ranks = sorted(summary["ranks"], key=lambda r: r["rank"])
     world = summary["world_size"]
-    per_step_images = micro_batch * grad_accum * world
+    # Pipeline stages of one replica see the same images: the step's images are the data-parallel ranks'.
+    data_parallel = world // pipeline_stages
+    per_step_images = micro_batch * grad_accum * data_parallel
     steady = min(r["steady_steps"] for r in ranks)
     # Data-parallel ranks step together: the cluster's pace is its slowest rank's.
     slowest_time = max(sum(r["step_s"][:steady]) for r in ranks)
@@ -141,11 +179,12 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
     rank0 = ranks[0]
     step_times = [t for r in ranks for t in r["step_s"][:steady]]
     step = metrics.summary(step_times)
-    parts = {k: _mean([r["parts_s"][k] for r in ranks]) for k in ranks[0]["parts_s"]}
+    parts = {k: _mean([r["parts_s"][k] for r in ranks]) for k in ranks[0]["parts_s"]} if ranks[0]["parts_s"] else None
     step_mean = _mean([_mean(r["step_s"][:steady]) for r in ranks])
     curve = rank0["loss"]
     finite = all(x == x and abs(x) != float("inf") for x in curve)
-    acc_window = rank0["train_acc"][-max(len(rank0["train_acc"]) // 4, 1):]
+    acc = rank0["train_acc"] or []
+    acc_window = acc[-max(len(acc) // 4, 1):]
     test = summary.get("test")
     figures: dict[str, Any] = {
         "world_size": world,
@@ -154,7 +193,8 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "images_per_s_per_rank": [r["images_per_s"] for r in ranks],
         "step_s": dataclasses.asdict(step),
         "parts_s": parts,
-        "data_share": parts.get("data", 0.0) / step_mean,
+        "parts_reason": None if parts else rank0.get("parts_reason"),
+        "data_share": parts.get("data", 0.0) / step_mean if parts else None,
         "steps_per_epoch": summary["steps_per_epoch"],
         "epoch_s": step_mean * summary["steps_per_epoch"],
         "epoch_s_estimated": summary["total_steps"] < summary["steps_per_epoch"],
@@ -168,7 +208,8 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "device_used_bytes": [r.get("device_used_bytes") for r in ranks] if rank0.get("device_used_bytes")
         is not None else None,
         "loss": {"first": curve[0], "last": curve[-1], "curve": curve},
-        "train_acc": _mean(acc_window),
+        "train_acc": _mean(acc_window) if acc_window else None,
+        "train_acc_reason": None if acc_window else rank0.get("train_acc_reason"),
         "test_acc": test["accuracy"] if test else None,
         "ranks": [{"rank": r["rank"], "host": r["host"], "device": r["device"], "images_per_s": r["images_per_s"],
                    "step_s_mean": _mean(r["step_s"][:steady]), "peak_memory_bytes": r["peak_memory_bytes"]}
@@ -178,7 +219,7 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
     }
     params = (summary.get("model") or {}).get("params")
     b = comm_bytes_per_element or volume.comm_bytes_per_element(precision or "fp32")
-    comm = comm_figures(ranks, step_mean, params, world, strategy, b, grad_accum)
+    comm = comm_figures(ranks, step_mean, params, data_parallel, strategy, b, grad_accum, reduce_bytes_per_element)
     figures["comm"] = comm
     if comm["seconds_per_step"] is not None:
         figures["comm_share"] = metrics.comm_share(comm["seconds_per_step"], step_mean)
@@ -186,10 +227,15 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
     else:
         figures["comm_share"] = None
         figures["comm_share_reason"] = comm.get("reason") or comm["timing"]
-    stage = int(strategy[4:]) if strategy.startswith("zero") else 0
-    figures["model_states"] = memory_figures(ranks, summary, world, stage, precision or "fp32")
+    figures["model_states"] = memory_figures(ranks, summary, data_parallel, volume.sharded_stage(strategy),
+                                             precision or "fp32")
     figures["model_states_bytes"] = (figures["model_states"]["measured"] or {}).get("total")
     figures.update(mfu_figures(ranks, images_per_s, flops_per_image, precision, peak_flops))
+    if pipeline_stages > 1:
+        figures["pipeline"] = pipeline_figures(ranks, pipeline_stages, grad_accum, data_parallel,
+                                               (summary.get("model") or {}).get("params"))
+        # A stage computes only its layers: a rank's images/s times the model's FLOPs would overstate it.
+        figures["tflops_per_rank"] = figures["mfu_per_rank"] = [None] * len(ranks)
     for entry, tf, u in zip(figures["ranks"], figures.get("tflops_per_rank", []), figures.get("mfu_per_rank", [])):
         entry["tflops"], entry["mfu"] = tf, u
     return figures

@@ -281,3 +281,11 @@ def slowest_rank(rank_step_times: Sequence[float] | Mapping[object, float]) -> o
     """The rank (index or mapping key) with the longest step time; first on ties."""
     items = _rank_times(rank_step_times)
     return max(items, key=lambda r: items[r])
+
+
+def bubble(stages: int, micro_batches: int) -> float:
+    """(P-1)/(m+P-1): the share of a pipeline step each of P stages waits over m micro batches (GPipe's; the
+    1F1B schedule DeepSpeed runs has the same bubble, with fewer activations in flight)."""
+    if stages < 1 or micro_batches < 1:
+        raise ValueError(f"need stages >= 1 and micro batches >= 1, got {stages}, {micro_batches}")
+    return (stages - 1) / (micro_batches + stages - 1)

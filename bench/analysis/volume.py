@@ -27,11 +27,25 @@ def _comm_factor(strategy: str, accum: int) -> tuple[float, str]:
         return accum + 1.0, "(m+1) Psi b (n-1)/n" if accum > 1 else "2 Psi b (n-1)/n"
     if strategy == "zero3":
         return 3.0 * accum, "3 m Psi b (n-1)/n" if accum > 1 else "3 Psi b (n-1)/n"
+    # FSDP2 all-gathers each unit's parameters in every micro step's forward (and, resharded after forward, again
+    # in its backward) and reduce-scatters the gradients once, at the accumulation boundary.
+    if strategy == "fsdp2":
+        return 2.0 * accum + 1, "(2m+1) Psi b (n-1)/n" if accum > 1 else "3 Psi b (n-1)/n"
+    if strategy == "fsdp2-keep":
+        return accum + 1.0, "(m+1) Psi b (n-1)/n" if accum > 1 else "2 Psi b (n-1)/n"
     raise ValueError(f"strategy: unknown {strategy!r}")
 
 
-def strategy_of(engine: str, zero_stage: int) -> str:
-    """'ddp' or 'zero<stage>': the key the formulas below take."""
+PIPELINE_COMM = ("pipeline stages: each sends its activations forward and their gradients back (point to point) and "
+                 "all-reduces its own gradients over its data-parallel ranks; no single-Psi formula")
+
+
+def strategy_of(engine: str, zero_stage: int, *, reshard_after_forward: bool = True, pipeline_stages: int = 1) -> str:
+    """'ddp', 'zero<stage>', 'fsdp2' (resharded after forward), 'fsdp2-keep' or 'pipeline': the formulas' key."""
+    if pipeline_stages > 1:
+        return "pipeline"
+    if engine == "fsdp2":
+        return "fsdp2" if reshard_after_forward else "fsdp2-keep"
     return "ddp" if engine == "ddp" else f"zero{zero_stage}"
 
 
@@ -41,16 +55,35 @@ def comm_bytes_per_element(precision: str, communication_data_type: str | None =
     return {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2}[dtype]
 
 
-def analytic_comm_bytes(params: float, bytes_per_element: float, n: int, strategy: str, accum: int = 1) -> float:
-    """Bytes one rank sends per optimizer step: k x Psi x b x (n-1)/n (k: _comm_factor)."""
+def analytic_comm_bytes(params: float, bytes_per_element: float, n: int, strategy: str, accum: int = 1,
+                        reduce_bytes_per_element: float | None = None) -> float:
+    """Bytes one rank sends per optimizer step: k x Psi x b x (n-1)/n (k: _comm_factor).
+
+    reduce_bytes_per_element: FSDP2's gradient reduce-scatter when it differs from the gathers' b (bf16
+    parameters, fp32 reduction): the one reduction of the k is then counted at that width.
+    """
     if n < 1 or params < 0 or bytes_per_element <= 0 or accum < 1:
         raise ValueError(f"need n >= 1, params >= 0, bytes > 0, accum >= 1; got {n}, {params}, "
                          f"{bytes_per_element}, {accum}")
-    return _comm_factor(strategy, accum)[0] * params * bytes_per_element * (n - 1) / n
+    k = _comm_factor(strategy, accum)[0]
+    if reduce_bytes_per_element is not None and strategy.startswith("fsdp2"):
+        return ((k - 1) * bytes_per_element + reduce_bytes_per_element) * params * (n - 1) / n
+    return k * params * bytes_per_element * (n - 1) / n
 
 
 def analytic_formula(strategy: str, accum: int = 1) -> str:
     return _comm_factor(strategy, accum)[1]
+
+
+def sharded_stage(strategy: str) -> int | None:
+    """The ZeRO stage whose model states a strategy holds at rest (None: no formula, the pipeline's)."""
+    if strategy in ("ddp", "zero0"):
+        return 0
+    if strategy.startswith("zero"):
+        return int(strategy[4:])
+    if strategy in ("fsdp2", "fsdp2-keep"):
+        return 3  # parameters, gradients and optimizer states all sharded between steps, resharded or not
+    return None
 
 
 def model_state_formula(params: float, n: int, stage: int, precision: str) -> dict[str, float]:

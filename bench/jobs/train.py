@@ -20,6 +20,8 @@ from bench.analysis import figures, volume
 from bench.cluster.hostfile import HostSelection
 from bench.core import dsconfig, provenance, results, storage
 from bench.core.config import RunConfig
+from bench.core.errors import BadInput
+from bench.jobs import nvme
 from bench.jobs.gate import check_precision, device_of, inspect_cluster
 from bench.jobs.plan import plan_resources
 from bench.launch.execute import Outcome, execute
@@ -49,9 +51,12 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
         if cfg.download:
             datasets.fetch(cfg.dataset, cfg.data_dir)
         datasets.check_data_dir(cfg.dataset, cfg.data_dir)
+    if world % cfg.pipeline_stages:
+        raise BadInput(f"--pipeline-stages: {cfg.pipeline_stages} stages do not divide {world} rank(s)")
+    data_parallel = world // cfg.pipeline_stages
     nominal_steps = cfg.steps or 50
-    ds = dsconfig.build(cfg, world, nominal_steps)
-    dsconfig.batch_sizes(ds, world)
+    ds = dsconfig.build(cfg, data_parallel, nominal_steps)
+    dsconfig.batch_sizes(ds, data_parallel)
     root = out_dir or cfg.out
 
     def build_launch(run_dir: str, device: str):
@@ -67,6 +72,7 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
         inventory, verdict = [], {}
     else:
         storage.check_room(root, world)
+        nvme.check(cfg, placement)
         inventory, verdict = inspect_cluster(cfg, placement, quiet, precision=cfg.precision,
                                              micro_batch=cfg.micro_batch, run_root=root)
     device = device_of(cfg, placement, verdict)
@@ -108,9 +114,13 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
         body["figures"] = figures.from_summary(
             summary, micro_batch=cfg.micro_batch, grad_accum=cfg.grad_accum, planned_world=plan["world_size"],
             flops_per_image=summary.get("flops_per_image"), precision=cfg.precision,
-            strategy=volume.strategy_of(cfg.engine, cfg.zero_stage),
+            strategy=volume.strategy_of(cfg.engine, cfg.zero_stage, reshard_after_forward=cfg.reshard_after_forward,
+                                        pipeline_stages=cfg.pipeline_stages),
             comm_bytes_per_element=volume.comm_bytes_per_element(
-                cfg.precision, (ds_config or {}).get("communication_data_type")))
+                cfg.precision, (ds_config or {}).get("communication_data_type")),
+            pipeline_stages=cfg.pipeline_stages,
+            # FSDP2's MixedPrecisionPolicy reduces gradients in fp32 (bench.worker.fsdp2).
+            reduce_bytes_per_element=4 if cfg.engine == "fsdp2" else None)
         sanity = body["figures"]["sanity"]
         if not all(sanity.values()):
             body["warnings"] = [f"sanity: {k} is false" for k, v in sanity.items() if not v]

@@ -25,11 +25,26 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.0f} MiB"
 
 
+def strategy_label(cfg: dict[str, Any]) -> str:
+    """How the run trained, in a few words: "ZeRO 3 + nvme", "FSDP2 (kept after forward)", "2 pipeline stages"."""
+    if cfg.get("engine") == "fsdp2":
+        return "FSDP2 (" + ("resharded" if cfg.get("reshard_after_forward", True) else "kept") + " after forward)"
+    if cfg.get("engine") == "ddp":
+        return "DDP"
+    label = f"ZeRO {cfg['zero_stage']}"
+    off = cfg.get("offload")
+    if off:
+        label += f" + {'cpu' if off is True else off} offload"
+    if (cfg.get("pipeline_stages") or 1) > 1:
+        label += f", {cfg['pipeline_stages']} pipeline stages"
+    return label
+
+
 def run_table(rec: dict[str, Any]) -> Table:
     cfg = rec["config"]
     fig = rec.get("figures") or {}
     title = (f"bench run {rec.get('run_id', '')}: {cfg['model']} on {cfg['dataset']}, "
-             f"{rec['plan']['device']} x{rec['plan']['world_size']}, ZeRO {cfg['zero_stage']}, {cfg['precision']}"
+             f"{rec['plan']['device']} x{rec['plan']['world_size']}, {strategy_label(cfg)}, {cfg['precision']}"
              f" — {rec['status'].upper()}")
     t = Table(title=title, box=box.SIMPLE_HEAVY, show_header=True, title_justify="left")
     t.add_column("figure")
@@ -46,8 +61,17 @@ def run_table(rec: dict[str, Any]) -> Table:
     t.add_row("images/s per rank", ", ".join(f"{x:,.1f}" for x in fig["images_per_s_per_rank"]), "")
     t.add_row("step time", _ms(step["median"]),
               f"min {_ms(step['min'])}  p90 {_ms(step['p90'])}  max {_ms(step['max'])}")
-    for k in ("data", "forward", "backward", "optimizer"):
-        t.add_row(f"  {k}", _ms(parts.get(k)), "")
+    if parts:
+        for k in ("data", "forward", "backward", "optimizer"):
+            t.add_row(f"  {k}", _ms(parts.get(k)), "")
+    else:
+        t.add_row("  parts", "null", fig.get("parts_reason") or "")
+    pipe = fig.get("pipeline")
+    if pipe:
+        stages = "; ".join(f"{s['stage']}: {s['layers'][0]}..{s['layers'][-1]} {s['params']:,} params"
+                           for s in pipe["per_stage"])
+        t.add_row("pipeline stages", f"{pipe['stages']} x {pipe['data_parallel']} dp", stages)
+        t.add_row("  bubble", _pct(pipe["bubble"]), f"(P-1)/(m+P-1), m = {pipe['micro_batches']} micro batches")
     comm = fig.get("comm") or {}
     analytic = comm.get("analytic") or {}
     if comm.get("bytes_per_step") is not None:
@@ -76,7 +100,8 @@ def run_table(rec: dict[str, Any]) -> Table:
     t.add_row(f"peak memory ({fig['memory_kind']})", _mib(max(fig["peak_memory_bytes"])), "max over ranks")
     t.add_row("loss", f"{fig['loss']['first']:.3f} -> {fig['loss']['last']:.3f}",
               "fell" if fig["sanity"]["loss_fell"] else "DID NOT FALL")
-    t.add_row("train accuracy", _pct(fig["train_acc"]), "last quarter of steps")
+    t.add_row("train accuracy", _pct(fig["train_acc"]), "last quarter of steps" if fig["train_acc"] is not None
+              else fig.get("train_acc_reason") or "")
     t.add_row("test accuracy", _pct(fig["test_acc"]), "whole test set" if fig["test_acc"] is not None else "off")
     if fig.get("tflops") is not None:
         t.add_row("TFLOP/s", f"{fig['tflops']:.3f}", "analytic ViT FLOPs x images/s")
