@@ -4,6 +4,7 @@
     bench sweep strong --hostfile hostfiles/vector --micro-batch 64 --epochs 1
     bench sweep paper --dry-run                 # the study's runs, listed, nothing launched
     bench sweep zero --gpus 2 --precisions bf16 --json
+    bench sweep memory --gpus 2 --model vit-large-p4-32 --micro-batch 2 --steps 4 --find-max-batch
 
 A sweep is one folder, OUT/<name>/ (name: --name, default the suite):
   sweep.json     the suite, the base config, the options and every planned point
@@ -75,7 +76,7 @@ def main(args) -> int:
         gate.preflight(cfg, placement, run_root=sweep_dir)
     # Progress goes to stderr even with --json: stdout holds only the JSON document.
     rc = sweep.run_points(points, hosts, sweep_dir, done, run_one=run, view=SweepProgress(os.path.basename(sweep_dir)),
-                          as_json=args.json)
+                          as_json=args.json, follow=lambda p, latest: suites.follow_ups(p, latest, opts, pool))
     if not args.json and os.path.exists(os.path.join(sweep_dir, "results.jsonl")):
         from bench.render.report import print_paths
         print_paths([os.path.join(sweep_dir, "results.jsonl")])

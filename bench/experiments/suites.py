@@ -22,11 +22,13 @@ Suites (the study is arXiv 2602.21081, see bench/paper.py):
   ddp        DeepSpeed ZeRO-0 vs plain PyTorch DDP at the same GPU counts
   paper      the study's recipe: ViT-B/16 at 224, AdamW 1e-4, 5 epochs,
              batch 16 and 64, at the study's GPU counts that the pool has
+  memory     one point per strategy (DDP, ZeRO 0-3, offload, NVMe, FSDP2,
+             pipeline) and, with --find-max-batch, the largest micro batch
+             each fits (bench.experiments.memory)
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,51 +36,14 @@ from bench.analysis import paper
 from bench.cluster.hostfile import include_spec
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
-from bench.core.options import opt
 from bench.core.precision import PRECISIONS, cpu_refusal
+from bench.experiments import memory
+from bench.experiments.suite_options import SENSES, SuiteOptions
 from bench.experiments.pool import Pool, gpu_counts, one_node, packed, powers_of_two, spread
 from bench.launch.registry import MULTI_HOST_DEFAULT
 
-SUITES = ("batch", "accum", "strong", "weak", "placement", "zero", "ddp", "paper")
-SENSES = ("fixed-global", "study")
-ZERO_VARIANTS = ("0", "1", "2", "3", "1+offload", "2+offload", "3+offload")
-
-
-def _csv(kind: type) -> Callable[[str], tuple]:
-    """An option's text "a,b,c" as a tuple (of ints >= 1 for kind int)."""
-    def parse(text: str) -> tuple:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError("empty list")
-        if kind is int:
-            bad = [t for t in items if not t.isdigit() or int(t) < 1]
-            if bad:
-                raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a whole number >= 1")
-            return tuple(int(t) for t in items)
-        return tuple(items)
-    return parse
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SuiteOptions:
-    """The sweep's own options; None means the suite's default."""
-
-    values: tuple[str, ...] | None = opt(
-        "the swept values: micro batches (batch, paper), accumulation steps (accum), "
-        "ZeRO variants 0,1,2,3,1+offload,2+offload,3+offload (zero)", default=None, parse=_csv(str), metavar="LIST",
-        group="sweep")
-    gpu_counts: tuple[int, ...] | None = opt("GPU (rank) counts, e.g. 1,2,4; default: the suite's, up to the pool",
-                                             default=None, parse=_csv(int), metavar="LIST", group="sweep")
-    precisions: tuple[str, ...] | None = opt(
-        "zero: precisions (default fp32,bf16 on CPU, fp32,fp16,bf16 on GPU)", default=None, parse=_csv(str),
-        metavar="LIST", group="sweep")
-    senses: tuple[str, ...] = opt("strong: fixed-global (textbook: global batch fixed), study (per-GPU batch fixed)",
-                                  default=SENSES, parse=_csv(str), metavar="LIST", group="sweep")
-    global_batch: int | None = opt("strong fixed-global: the global batch (default: micro batch x the largest count)",
-                                   default=None, metavar="N", group="sweep")
-    base_fraction: float | None = opt(
-        "weak: data share per GPU (default the study's 0.10, or 1/N when that is smaller)", default=None,
-        metavar="F", group="sweep")
+SUITES = ("batch", "accum", "strong", "weak", "placement", "zero", "ddp", "paper", "memory")
+ZERO_VARIANTS = ("0", "1", "2", "3", "1+offload", "2+offload", "3+offload", "3+nvme")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,7 +160,8 @@ def _placement(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
 
 
 def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
-    variants = list(opts.values) if opts.values else ["0", "1", "2", "3", "2+offload"]
+    variants = list(opts.values) if opts.values else ["0", "1", "2", "3", "2+offload"] + (
+        ["3+nvme"] if base.nvme_path else [])
     for v in variants:
         if v not in ZERO_VARIANTS:
             raise BadInput(f"--values: unknown ZeRO variant {v!r} (known: {', '.join(ZERO_VARIANTS)})")
@@ -211,7 +177,10 @@ def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     for n in counts:
         for p in precs:
             for v in variants:
-                stage, offload = int(v[0]), v.endswith("+offload")
+                stage, offload = int(v[0]), ("cpu" if v.endswith("+offload") else "nvme" if v.endswith("+nvme")
+                                             else None)
+                if offload == "nvme" and not base.nvme_path:
+                    raise BadInput("--values: 3+nvme needs --nvme-path DIR")
                 cfg = base.replace(zero_stage=stage, offload=offload, precision=p)
                 points.append(_point("zero", f"zero/stage={v}/{p}/gpus={n}", cfg, pool, packed(pool, n),
                                      {"zero_stage": stage, "offload": offload, "precision": p}))
@@ -231,7 +200,7 @@ def paper_config(base: RunConfig) -> RunConfig:
     """The study's recipe over the base config (data set, data dir, where and how stay the user's)."""
     m = paper.MODEL
     return base.replace(model="vit-b16-224", img_size=None, lr=m.lr, epochs=float(m.epochs), steps=None,
-                        precision=m.precision, zero_stage=0, offload=False, schedule="constant", warmup_steps=0,
+                        precision=m.precision, zero_stage=0, offload=None, schedule="constant", warmup_steps=0,
                         grad_accum=1, dataset_fraction=1.0, engine="deepspeed")
 
 
@@ -255,8 +224,24 @@ def _paper(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     return points
 
 
+def _memory(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
+    counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
+    return memory.plan(base, opts, pool, _maker("memory", pool), counts)
+
+
+def _maker(suite: str, pool: Pool) -> Callable:
+    return lambda pid, cfg, n, labels: _point(suite, pid, cfg, pool, packed(pool, n), labels)
+
+
+def follow_ups(point: Point, latest: dict[str, dict[str, Any]], opts: SuiteOptions, pool: Pool) -> list[Point]:
+    """Points a finished point asks for next (memory --find-max-batch's search); [] for every other suite."""
+    if point.suite != "memory" or not opts.find_max_batch:
+        return []
+    return memory.follow_ups(point, latest, _maker("memory", pool), opts.max_micro_batch)
+
+
 _SUITES = {"batch": _batch, "accum": _accum, "strong": _strong, "weak": _weak, "placement": _placement,
-           "zero": _zero, "ddp": _ddp, "paper": _paper}
+           "zero": _zero, "ddp": _ddp, "paper": _paper, "memory": _memory}
 
 
 def plan(suite: str, base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
@@ -265,6 +250,10 @@ def plan(suite: str, base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Po
         raise BadInput(f"sweep: unknown suite {suite!r} (known: {', '.join(SUITES)})")
     if pool.total < 1:
         raise BadInput("sweep: the pool has no GPUs/ranks")
+    if opts.find_max_batch and suite != "memory":
+        raise BadInput(f"--find-max-batch: only the memory suite searches for the largest batch, not {suite}")
+    if opts.max_micro_batch < 1:
+        raise BadInput(f"--max-micro-batch: must be >= 1, got {opts.max_micro_batch}")
     points = _SUITES[suite](base, opts, pool)
     ids = [p.id for p in points]
     assert len(ids) == len(set(ids)), ids

@@ -107,34 +107,47 @@ def peek_done(sweep_dir: str) -> dict[str, dict[str, Any]]:
 
 
 def run_points(points: list[suites.Point], hosts: HostSelection, sweep_dir: str, done: dict[str, dict[str, Any]],
-               *, run_one: Callable[..., dict[str, Any] | None], view, as_json: bool = False) -> int:
+               *, run_one: Callable[..., dict[str, Any] | None], view, as_json: bool = False,
+               follow: Callable[[suites.Point, dict[str, dict[str, Any]]], list[suites.Point]] | None = None) -> int:
     """Run every point not yet done, appending each record as it finishes.
 
-    view: start(point), finish(point, record), close(), summary(dict) -- the
-    progress a user sees (bench.render.progress.SweepProgress).
+    view: start(point), finish(point, record), grow(n), close(), summary(dict) -- the
+    progress a user sees (bench.render.progress.SweepProgress). follow(point, latest
+    records): the points a finished (or already recorded) point asks for next, run
+    right after it (suites.follow_ups: memory --find-max-batch's search); they join
+    `points`, so the summary lists them.
     """
     name = os.path.basename(sweep_dir)
     rpath = os.path.join(sweep_dir, "results.jsonl")
     runs_dir = os.path.join(sweep_dir, "runs")
     skipped = [p for p in points if done.get(p.id, {}).get("status") in DONE_STATUSES]
-    todo = [p for p in points if p not in skipped]
+    queue = list(points)
     view.begin(len(points), len(skipped),
                [r["duration_s"] for r in done.values() if isinstance(r.get("duration_s"), (int, float))])
     launched: list[str] = []
     latest = dict(done)
     status = "ok"
     try:
-        for p in todo:
-            view.start(p)
-            launched.append(p.id)
-            rec = run_one(p.config, point_hosts(p, hosts), quiet=True, out_dir=runs_dir)
-            if rec is None or rec["status"] == "interrupted":
-                status = "interrupted"
-                break
-            prec = point_record(p, rec, name)
-            results.append(rpath, prec)
-            latest[p.id] = prec
-            view.finish(p, prec)
+        while queue:
+            p = queue.pop(0)
+            if done.get(p.id, {}).get("status") not in DONE_STATUSES:
+                view.start(p)
+                launched.append(p.id)
+                rec = run_one(p.config, point_hosts(p, hosts), quiet=True, out_dir=runs_dir)
+                if rec is None or rec["status"] == "interrupted":
+                    status = "interrupted"
+                    break
+                prec = point_record(p, rec, name)
+                results.append(rpath, prec)
+                latest[p.id] = prec
+                view.finish(p, prec)
+            elif p not in skipped:
+                skipped.append(p)  # a follow-up recorded by an earlier invocation
+            more = [q for q in (follow(p, latest) if follow else []) if q.id not in {x.id for x in points}]
+            if more:
+                points = points + more
+                queue[:0] = more
+                view.grow(len(more))
     except KeyboardInterrupt:
         status = "interrupted"
     except NoRoom as e:

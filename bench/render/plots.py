@@ -12,6 +12,8 @@ Per sweep group:
                          the ZeRO paper's formula and DeepSpeed's estimate
   <sweep>-batch.png      throughput and accuracy against the micro batch, one
                          line per GPU count (batch and paper sweeps)
+  <sweep>-memory.png     memory: model states per rank by strategy (with the
+                         formula and peak memory), and throughput
 Plots draw what the analysis computed; nothing is re-derived here.
 """
 
@@ -21,6 +23,7 @@ import os
 import re
 from typing import Any
 
+from bench.analysis import memory_report
 from bench.analysis import report_analysis as ra
 
 PARTS = ("data", "forward", "backward", "optimizer")
@@ -56,8 +59,10 @@ def write_all(out_dir: str, groups: list[ra.Group], *, compare_paper: bool = Fal
             written.append(breakdown(base + "-breakdown.png", g))
         if g.suite in ("batch", "paper") and len({r["micro_batch"] for r in g.rows}) > 1:
             written.append(batch_curves(base + "-batch.png", g))
-        if g.suite in ("zero", "ddp", "placement") and any(r["states"] for r in g.rows):
+        if g.suite in ("zero", "ddp", "placement", "memory") and any(r["states"] for r in g.rows):
             written.append(comm_memory(base + "-comm-memory.png", g))
+        if g.suite == "memory" and any(r["states"] for r in g.rows):
+            written.append(memory(base + "-memory.png", g))
     return written
 
 
@@ -209,4 +214,32 @@ def batch_curves(path: str, g: ra.Group) -> str:
     a1.set(title="throughput" + (" (red: OOM)" if oom else ""), ylabel="images/s")
     a2.set(title="accuracy", ylabel="%")
     fig.suptitle(f"{g.sweep} ({g.suite})")
+    return _save(plt, fig, path)
+
+
+def memory(path: str, g: ra.Group) -> str:
+    plt = _plt()
+    rows = [s for s in memory_report.strategies(g.rows) if s["status"] == "ok" and s["states"]]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(10, 1.4 * len(rows) + 4), 4.5))
+    xs = list(range(len(rows)))
+    bottom = [0.0] * len(rows)
+    for cat in ("params", "grads", "master_params", "optimizer_states"):
+        mb = [(s["states"].get(cat) or 0) / 1e6 for s in rows]
+        a1.bar(xs, mb, width=0.5, bottom=bottom, label=cat)
+        bottom = [b + v for b, v in zip(bottom, mb)]
+    a1.plot(xs, [((s["states_formula"] or {}).get("total") or 0) / 1e6 for s in rows], "kD", label="formula")
+    peaks = [(x, s["peak_memory_bytes"] / 1e6) for x, s in zip(xs, rows) if s["peak_memory_bytes"]]
+    if peaks:
+        kind = rows[0]["memory_kind"] or "peak"
+        a1.plot([x for x, _ in peaks], [v for _, v in peaks], "r_", markersize=22, mew=2,
+                label=f"peak memory ({kind})")
+    a1.set(title="memory per rank", ylabel="MB")
+    a2.bar(xs, [s["images_per_s"] or 0 for s in rows], width=0.5, color="tab:green")
+    a2.set(title="throughput (all ranks)", ylabel="images/s")
+    for ax in (a1, a2):
+        ax.set_xticks(xs, [s["strategy"] for s in rows])
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    a1.legend(fontsize=7)
+    fig.suptitle(f"{g.sweep} (memory)")
     return _save(plt, fig, path)

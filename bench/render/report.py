@@ -139,7 +139,10 @@ def _study_for(s: dict[str, Any]) -> dict[str, Any] | None:
 
 def print_group(console, g: ra.Group, compare_paper: bool) -> None:
     console.print(points_table(g))
-    if g.suite in ("zero", "ddp", "placement") or any(r["states"] for r in g.rows if g.suite == "runs"):
+    if g.suite == "memory":
+        from bench.render import memory
+        console.print(memory.table(g))
+    if g.suite in ("zero", "ddp", "placement", "memory") or any(r["states"] for r in g.rows if g.suite == "runs"):
         console.print(comm_table(g))
         console.print(memory_table(g))
         for r in g.rows:
