@@ -157,6 +157,18 @@ class RunConfig(LaunchConfig):
     def total_steps(self) -> int | None:
         return self.steps
 
+    def with_absolute_paths(self) -> "RunConfig":
+        """The paths the ranks read (--data-dir, --deepspeed-config, --nvme-path) made absolute here.
+
+        Ranks start in their run directory, not where bench was started: a
+        relative path would be looked up there.
+        """
+        def absolute(path: str | None) -> str | None:
+            return None if path is None else os.path.abspath(path)
+
+        return self.replace(data_dir=absolute(self.data_dir), deepspeed_config=absolute(self.deepspeed_config),
+                            nvme_path=absolute(self.nvme_path))
+
 
 def _validate(c: RunConfig) -> None:
     def bad(name: str, why: str) -> BadInput:

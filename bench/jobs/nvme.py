@@ -76,5 +76,9 @@ def check(cfg: RunConfig, placement: Placement, *, env: dict[str, str] | None = 
     here = max(len(s) for s in placement.resources.values())
     need, free = per_rank * here, free_bytes(where or "/")
     if free is not None and free < need:
-        raise BadInput(f"--nvme-path: {where} has {free / 2**30:.2f} GiB free; {here} rank(s) of {cfg.model} swap "
-                       f"{need / 2**30:.2f} GiB there ((12 + b) bytes x parameters / {placement.world} ranks each)")
+        raise BadInput(f"--nvme-path: {where} has {_size(free)} free; {here} rank(s) of {cfg.model} swap "
+                       f"{_size(need)} there ((12 + b) bytes x parameters / {placement.world} ranks each)")
+
+
+def _size(b: int) -> str:
+    return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.1f} MiB"

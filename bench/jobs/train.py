@@ -41,6 +41,7 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     step only once `count` runs have reached it (bench.worker.barrier), so
     runs launched together are measured together.
     """
+    cfg = cfg.with_absolute_paths()
     placement = plan_resources(cfg, hosts)
     resources, device = placement.resources, placement.device
     check_precision(cfg.precision, device)

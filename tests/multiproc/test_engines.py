@@ -1,0 +1,140 @@
+"""The memory-wall engines end to end on 2 CPU ranks with gloo: FSDP2, DeepSpeed pipeline stages, ZeRO-Infinity.
+
+Each run is a real `bench run`; the runs are shared by the module (one each)
+so the checks cost five short runs. Losses are compared to the tolerance the
+engines' arithmetic allows: FSDP2 and DDP reduce the same fp32 gradients
+(1e-6), a pipeline computes the unsplit model's forward in two processes
+(1e-5 over a few steps).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from bench.core import results
+from tests.conftest import FAST, assert_bad_input, bench, one_json
+
+pytestmark = pytest.mark.slow
+
+SHORT = ("--dataset", "synthetic", *FAST, "--steps", "4", "--timing-warmup", "1", "--no-eval", "--json")
+
+
+def _run(out: str, *args: str, env=None, cwd=None) -> dict:
+    proc = bench(*SHORT, "--out", out, *args, env=env, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = one_json(proc.stdout)
+    results.validate(rec)
+    assert rec["status"] == "ok"
+    return rec
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("engines")
+    out = str(tmp / "results")
+    # Gradient clipping off for the pipeline pair: its engine sums the squared norms stage by stage, in another
+    # order than one process does, and AdamW magnifies that 1e-7 to ~3e-5 within four steps. Without clipping
+    # the two runs are the same arithmetic, so any difference left is the split itself.
+    noclip = tmp / "noclip.json"
+    noclip.write_text(json.dumps({"gradient_clipping": 0.0}))
+    return {
+        "ddp": _run(out, "--gpus", "2", "--engine", "ddp"),
+        "fsdp2": _run(out, "--gpus", "2", "--engine", "fsdp2"),
+        "pipeline": _run(out, "--gpus", "2", "--pipeline-stages", "2", "--grad-accum", "2",
+                         "--deepspeed-config", str(noclip)),
+        # A relative path, as a user types it: ranks start in their run directory, and still find it.
+        "single": _run(out, "--gpus", "1", "--grad-accum", "2", "--deepspeed-config", "noclip.json", cwd=str(tmp)),
+    }
+
+
+def _curve(rec: dict) -> list[float]:
+    return rec["figures"]["loss"]["curve"]
+
+
+def test_fsdp2_trains_as_ddp_with_half_the_states_per_rank(runs):
+    ddp, fsdp = runs["ddp"], runs["fsdp2"]
+    assert _curve(fsdp) == pytest.approx(_curve(ddp), abs=1e-6)
+    total = ddp["figures"]["model_states"]["measured"]["params"]  # DDP: every rank holds all parameters
+    per_rank = fsdp["figures"]["model_states"]["measured_per_rank"]
+    # Each rank's local DTensor shards: about half (dim-0 chunks: the last rank's may be shorter, and a
+    # shard is padded to the chunk size), together the whole model and no more than its padding.
+    for m in per_rank:
+        assert 0.45 * total <= m["params"] <= 0.55 * total
+        assert m["optimizer_states"] <= 0.55 * 2 * total + 64
+    assert total <= sum(m["params"] for m in per_rank) <= 1.02 * total
+    comm = fsdp["figures"]["comm"]
+    assert set(comm["ops_rank0"]) == {"all_gather", "reduce_scatter"}
+    # Resharded after forward: gathers in forward and backward, one reduce-scatter: 3 Psi b (n-1)/n.
+    assert comm["analytic"]["formula"] == "3 Psi b (n-1)/n"
+    assert 0.99 <= comm["measured_over_analytic"] <= 1.05
+
+
+def test_pipeline_stages_compute_the_unsplit_model(runs):
+    pipe, single = runs["pipeline"], runs["single"]
+    assert _curve(pipe) == pytest.approx(_curve(single), abs=1e-6)
+    fig = pipe["figures"]
+    p = fig["pipeline"]
+    assert p["stages"] == 2 and p["data_parallel"] == 1 and p["micro_batches"] == 2
+    assert [s["ranks"] for s in p["per_stage"]] == [[0], [1]]
+    assert p["per_stage"][0]["layers"][0] == "Embed" and p["per_stage"][-1]["layers"][-1] == "Head"
+    # Each stage holds only its own parameters, and together they are the model.
+    assert p["stage_params_total"] == p["model_params"] == single["figures"]["comm"]["analytic"]["params"]
+    assert all(0 < s["params"] < p["model_params"] for s in p["per_stage"])
+    assert p["bubble"] == pytest.approx(1 / 3)
+    # One replica: its images are micro x accum per step, not counted once per stage.
+    assert fig["global_batch"] == 16 * 2
+    assert fig["parts_s"] is None and "pipeline" in fig["parts_reason"]
+    assert set(fig["comm"]["ops_rank0"]) >= {"send", "recv"}
+    assert fig["comm"]["analytic"] is None and fig["comm"]["analytic_reason"]
+    assert fig["tflops_per_rank"] == [None, None]
+
+
+def test_pipeline_refuses_zero_2_and_stages_that_do_not_divide(tmp_path):
+    out = str(tmp_path / "r")
+    assert_bad_input(bench(*SHORT, "--out", out, "--gpus", "2", "--pipeline-stages", "2", "--zero-stage", "2"),
+                     "--pipeline-stages", "ZeRO 0-1")
+    assert_bad_input(bench(*SHORT, "--out", out, "--gpus", "2", "--pipeline-stages", "3"),
+                     "--pipeline-stages", "do not divide 2")
+    assert not os.path.exists(out)
+
+
+def test_nvme_offload_swaps_optimizer_states_to_files(tmp_path):
+    # One rank: its fp32 partition (1.8 MB) is above DeepSpeed's 1 MiB swap minimum (MIN_AIO_BYTES); the
+    # micro model's parameters stay resident (each under stage3_param_persistence_threshold).
+    swap = tmp_path / "nvme"
+    rec = _run(str(tmp_path / "r"), "--gpus", "1", "--zero-stage", "3", "--offload", "nvme", "--nvme-path", str(swap))
+    with open(os.path.join(rec["run_dir"], "ds_config.json")) as f:
+        zero = json.load(f)["zero_optimization"]
+    assert zero["offload_optimizer"] == {"device": "nvme", "nvme_path": str(swap), "pin_memory": False}
+    assert zero["offload_param"]["device"] == "nvme"
+    states = rec["figures"]["model_states"]["measured"]
+    # 12 bytes (fp32 master, two Adam moments) per parameter, on disk while the rank trains.
+    params = rec["figures"]["comm"]["analytic"]["params"]
+    assert 12 * params <= states["by_device"]["nvme"] <= 12 * params * 1.02
+    assert states["optimizer_states"] < 1000  # in memory: only AdamW's step counters
+    assert rec["figures"]["sanity"]["loss_finite"]
+
+
+def test_nvme_offload_without_async_io_is_refused_before_any_rank(tmp_path):
+    # CC=/bin/false: DeepSpeed's own check cannot compile its libaio probe, as on a node without libaio-dev.
+    out = str(tmp_path / "r")
+    proc = bench(*SHORT, "--out", out, "--gpus", "1", "--zero-stage", "3", "--offload", "nvme", "--nvme-path",
+                 str(tmp_path / "nvme"), env=dict(os.environ, CC="/bin/false"))
+    assert_bad_input(proc, "--offload nvme", "async_io", "libaio-dev")
+    assert not os.path.exists(out)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
+def test_nvme_path_without_room_for_the_swap_is_refused(tmp_path):
+    from tests.multiproc.test_storage_faults import tmpfs
+
+    # One rank of the micro model swaps (12 + 4) bytes x 459,562 parameters = 7.4 MB; the "NVMe" holds 1 MiB.
+    out = str(tmp_path / "r")
+    with tmpfs(tmp_path / "nvme", 1024) as mnt:
+        proc = bench(*SHORT, "--out", out, "--gpus", "1", "--zero-stage", "3", "--offload", "nvme",
+                     "--nvme-path", str(mnt))
+    assert_bad_input(proc, "--nvme-path", "1.0 MiB free", "swap 7.0 MiB there")
+    assert not os.path.exists(out)
