@@ -30,15 +30,12 @@ assumes mixed precision. Pure Python.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from bench.analysis.volume import model_state_formula
+from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
 
-# timm's ViT families: width, depth, heads.
-_VIT = {"tiny": (192, 12, 3), "small": (384, 12, 6), "base": (768, 12, 12), "large": (1024, 24, 16),
-        "huge": (1280, 32, 16)}
-_NAME = re.compile(r"^vit_(tiny|small|base|large|huge)_patch(\d+)_(\d+)")
 # A prediction must leave this share of the smallest GPU free for the CUDA context and allocator slack.
 HEADROOM = 0.10
 
@@ -55,31 +52,18 @@ class VitDims:
     """parameters of the largest single layer (ZeRO-3's gather buffer): the MLP's fc1."""
 
 
-def vit_params(width: int, depth: int, patch: int, tokens: int, classes: int, channels: int = 3) -> int:
-    """A timm ViT's parameter count: blocks 12 h^2 + 13 h each, patch embedding, class token, positions, norm, head."""
-    h = width
-    block = 12 * h * h + 13 * h      # qkv 3h^2+3h, proj h^2+h, two norms 4h, MLP 8h^2+5h
-    embed = channels * patch * patch * h + h
-    return depth * block + embed + h + tokens * h + 2 * h + h * classes + classes
-
-
 def vit_dims(model: str, img_size: int | None, classes: int) -> VitDims | None:
     """The dimensions of a preset or timm ViT name; None for a model this module has no formula for."""
     try:
         spec = resolve_model(model, img_size, classes)
     except KeyError:
         return None
-    m = _NAME.match(spec.timm_name)
-    if not m:
+    shape = shape_of(spec, classes)  # bench.core.model_size: the one parameter count
+    if shape is None:
         return None
-    width, depth, heads = _VIT[m.group(1)]
-    width = int(spec.kwargs.get("embed_dim", width))
-    depth = int(spec.kwargs.get("depth", depth))
-    heads = int(spec.kwargs.get("num_heads", heads))
-    patch = int(spec.kwargs.get("patch_size", m.group(2)))
-    tokens = (spec.img_size // patch) ** 2 + 1
-    return VitDims(params=vit_params(width, depth, patch, tokens, classes), depth=depth, width=width, heads=heads,
-                   tokens=tokens, largest_layer=4 * width * width + 4 * width)
+    w = shape.width
+    return VitDims(params=vit_params(shape), depth=shape.depth, width=w, heads=shape.heads, tokens=shape.tokens,
+                   largest_layer=4 * w * w + 4 * w)
 
 
 def model_state_bytes(params: float, n: int, stage: int, precision: str, offload: bool = False) -> dict[str, float]:
@@ -87,10 +71,9 @@ def model_state_bytes(params: float, n: int, stage: int, precision: str, offload
     if n < 1 or stage not in (0, 1, 2, 3):
         raise ValueError(f"need n >= 1 and a stage 0-3, got n={n}, stage={stage}")
     mixed = precision in ("fp16", "bf16")
+    f = model_state_formula(params, n, stage, precision)  # the ZeRO paper's, written once (analysis.volume)
+    weights, grads, optimizer = f["params"], f["grads"], f["master_params"] + f["optimizer_states"]
     w_b, g_b, k = (2, 2, 12) if mixed else (4, 4, 8)
-    weights = w_b * params / (n if stage >= 3 else 1)
-    grads = g_b * params / (n if stage >= 2 else 1)
-    optimizer = k * params / (n if stage >= 1 else 1)
     host = 0.0
     if offload:
         host, optimizer = optimizer, 0.0

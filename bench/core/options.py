@@ -40,6 +40,23 @@ def opt(help: str, *, default: Any, choices: tuple | None = None, parse: Callabl
     return field(default=default, metadata=meta)
 
 
+def csv_parser(kind: type, *, dedupe: bool = False) -> Callable[[str], tuple]:
+    """An option's text "a,b,c" as a tuple (ints >= 1 for kind int); dedupe: ints sorted and each once,
+    strings each once in the order given."""
+    def parse(text: str) -> tuple:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("empty list")
+        if kind is int:
+            bad = [t for t in items if not t.isdigit() or int(t) < 1]
+            if bad:
+                raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a whole number >= 1")
+            ints = [int(t) for t in items]
+            return tuple(sorted(set(ints))) if dedupe else tuple(ints)
+        return tuple(dict.fromkeys(items)) if dedupe else tuple(items)
+    return parse
+
+
 def option_name(name: str) -> str:
     """The field name as the user types it: micro_batch -> --micro-batch."""
     return "--" + name.replace("_", "-")

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from typing import Callable
 
-from bench.core.options import opt
+from bench.core.options import csv_parser, opt
 from bench.experiments import memory
 
 SENSES = ("fixed-global", "study")
 
-def _csv(kind: type) -> Callable[[str], tuple]:
-    """An option's text "a,b,c" as a tuple (of ints >= 1 for kind int)."""
-    def parse(text: str) -> tuple:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError("empty list")
-        if kind is int:
-            bad = [t for t in items if not t.isdigit() or int(t) < 1]
-            if bad:
-                raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a whole number >= 1")
-            return tuple(int(t) for t in items)
-        return tuple(items)
-    return parse
+_csv = csv_parser
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

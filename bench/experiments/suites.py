@@ -65,8 +65,9 @@ class Point:
                 "resources": self.resources, "include": self.include, "config": self.config.to_dict()}
 
 
-def _point(suite: str, pid: str, cfg: RunConfig, pool: Pool, res: dict[str, list[int]],
-           labels: dict[str, Any]) -> Point:
+def make_point(suite: str, pid: str, cfg: RunConfig, pool: Pool, res: dict[str, list[int]],
+               labels: dict[str, Any]) -> Point:
+    """The point that runs cfg on the slots res: an --include spec on a hostfile pool, --gpus on this node."""
     n = sum(len(s) for s in res.values())
     if pool.hostfile:
         if cfg.launcher is None and len(pool.resources) > 1:
@@ -94,7 +95,7 @@ def _ints(values: tuple[str, ...], option: str = "--values") -> list[int]:
 def _batch(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     mbs = _ints(opts.values) if opts.values else [16, 32, 64, 128, 256]
     counts = gpu_counts(opts.gpu_counts, pool, sorted({1, pool.total}))
-    return [_point("batch", f"batch/mb={mb}/gpus={n}", base.replace(micro_batch=mb), pool, packed(pool, n),
+    return [make_point("batch", f"batch/mb={mb}/gpus={n}", base.replace(micro_batch=mb), pool, packed(pool, n),
                    {"micro_batch": mb})
             for n in counts for mb in mbs]
 
@@ -102,7 +103,7 @@ def _batch(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
 def _accum(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     accs = _ints(opts.values) if opts.values else [1, 2, 4, 8]
     counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
-    return [_point("accum", f"accum/accum={a}/gpus={n}", base.replace(grad_accum=a), pool, packed(pool, n),
+    return [make_point("accum", f"accum/accum={a}/gpus={n}", base.replace(grad_accum=a), pool, packed(pool, n),
                    {"grad_accum": a, "micro_batch": base.micro_batch})
             for n in counts for a in accs]
 
@@ -118,11 +119,11 @@ def _strong(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
         for n in counts:
             if g % n:
                 raise BadInput(f"--global-batch: {g} does not split evenly over {n} GPUs")
-            points.append(_point("strong", f"strong/fixed-global/gpus={n}", base.replace(micro_batch=g // n), pool,
+            points.append(make_point("strong", f"strong/fixed-global/gpus={n}", base.replace(micro_batch=g // n), pool,
                                  packed(pool, n), {"sense": "fixed-global", "micro_batch": g // n, "global_batch": g}))
     if "study" in opts.senses:
         for n in counts:
-            points.append(_point("strong", f"strong/study/gpus={n}", base, pool, packed(pool, n),
+            points.append(make_point("strong", f"strong/study/gpus={n}", base, pool, packed(pool, n),
                                  {"sense": "study", "micro_batch": base.micro_batch}))
     return points
 
@@ -133,7 +134,7 @@ def _weak(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     f0 = opts.base_fraction if opts.base_fraction is not None else min(paper.WEAK.share_per_gpu, 1.0 / top)
     if not 0 < f0 * top <= 1.0 + 1e-9:
         raise BadInput(f"--base-fraction: {f0} x {top} GPUs = {f0 * top:g} is not a share of the data set in (0, 1]")
-    return [_point("weak", f"weak/gpus={n}", base.replace(dataset_fraction=min(round(f0 * n, 10), 1.0)), pool,
+    return [make_point("weak", f"weak/gpus={n}", base.replace(dataset_fraction=min(round(f0 * n, 10), 1.0)), pool,
                    packed(pool, n), {"sense": "study", "base_fraction": f0, "dataset_fraction": min(f0 * n, 1.0)})
             for n in counts]
 
@@ -148,13 +149,13 @@ def _placement(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
         raise BadInput("placement: no host has >= 2 slots, so nothing can be packed on one node")
     counts = gpu_counts(opts.gpu_counts, pool, [default])
     # One GPU alone: the T1 that each placement's efficiency X_N / (N X_1) is measured against.
-    points = [_point("placement", "placement/one/gpus=1", base, pool, one_node(pool, 1), {"placement": "one"})]
+    points = [make_point("placement", "placement/one/gpus=1", base, pool, one_node(pool, 1), {"placement": "one"})]
     for n in counts:
         if n < 2:
             raise BadInput(f"--gpu-counts: placement needs >= 2 GPUs per point, got {n}")
-        points.append(_point("placement", f"placement/packed/gpus={n}", base, pool, one_node(pool, n),
+        points.append(make_point("placement", f"placement/packed/gpus={n}", base, pool, one_node(pool, n),
                              {"placement": "packed"}))
-        points.append(_point("placement", f"placement/spread/gpus={n}", base, pool, spread(pool, n),
+        points.append(make_point("placement", f"placement/spread/gpus={n}", base, pool, spread(pool, n),
                              {"placement": "spread"}))
     return points
 
@@ -182,7 +183,7 @@ def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
                 if offload == "nvme" and not base.nvme_path:
                     raise BadInput("--values: 3+nvme needs --nvme-path DIR")
                 cfg = base.replace(zero_stage=stage, offload=offload, precision=p)
-                points.append(_point("zero", f"zero/stage={v}/{p}/gpus={n}", cfg, pool, packed(pool, n),
+                points.append(make_point("zero", f"zero/stage={v}/{p}/gpus={n}", cfg, pool, packed(pool, n),
                                      {"zero_stage": stage, "offload": offload, "precision": p}))
     return points
 
@@ -192,7 +193,7 @@ def _ddp(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     if base.zero_stage != 0 or base.offload or base.precision != "fp32":
         raise BadInput("ddp: compares fp32 ZeRO-0 runs; drop --zero-stage/--offload/--precision")
     counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
-    return [_point("ddp", f"ddp/engine={e}/gpus={n}", base.replace(engine=e), pool, packed(pool, n), {"engine": e})
+    return [make_point("ddp", f"ddp/engine={e}/gpus={n}", base.replace(engine=e), pool, packed(pool, n), {"engine": e})
             for n in counts for e in ("deepspeed", "ddp")]
 
 
@@ -213,13 +214,13 @@ def _paper(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     for mb in mbs:
         cfg = cfg0.replace(micro_batch=mb)
         for n in counts:
-            points.append(_point("paper", f"paper/mb={mb}/gpus={n}", cfg, pool, packed(pool, n),
+            points.append(make_point("paper", f"paper/mb={mb}/gpus={n}", cfg, pool, packed(pool, n),
                                  {"sense": "study", "placement": "packed", "micro_batch": mb}))
         # The study's inter-node series ran one GPU per node.
         if pool.hostfile and len(pool.resources) >= 2:
             for n in counts:
                 if 2 <= n <= len(pool.resources) and n in paper.VECTOR_INTER.gpus:
-                    points.append(_point("paper", f"paper/spread/mb={mb}/gpus={n}", cfg, pool, spread(pool, n),
+                    points.append(make_point("paper", f"paper/spread/mb={mb}/gpus={n}", cfg, pool, spread(pool, n),
                                          {"sense": "study", "placement": "spread", "micro_batch": mb}))
     return points
 
@@ -230,7 +231,7 @@ def _memory(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
 
 
 def _maker(suite: str, pool: Pool) -> Callable:
-    return lambda pid, cfg, n, labels: _point(suite, pid, cfg, pool, packed(pool, n), labels)
+    return lambda pid, cfg, n, labels: make_point(suite, pid, cfg, pool, packed(pool, n), labels)
 
 
 def follow_ups(point: Point, latest: dict[str, dict[str, Any]], opts: SuiteOptions, pool: Pool) -> list[Point]:

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from bench.analysis import tune as figures
 from bench.analysis import tune_memory
-from bench.cluster.hostfile import HostSelection, include_spec
+from bench.cluster.hostfile import HostSelection
 from bench.core import results
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_INTERRUPTED
@@ -38,7 +38,6 @@ from bench.experiments import suites, sweep
 from bench.experiments.pool import Pool, packed
 from bench.experiments.tune_search import Candidate, Space, Strategy, TuneOptions, ceiling, finals_repeats, halve, \
     next_probe
-from bench.launch.registry import MULTI_HOST_DEFAULT
 
 
 class Stop(Exception):
@@ -68,15 +67,8 @@ class Tuner:
         cfg = Strategy.of(c.strategy).apply(self.base).replace(
             micro_batch=c.micro_batch, grad_accum=c.grad_accum, steps=steps, epochs=None,
             timing_warmup=min(self.base.timing_warmup, steps // 2))
-        res = packed(self.pool, c.gpus)
         labels = {**c.to_dict(), "steps": steps, "repeat": rep, "phase": phase}
-        if self.pool.hostfile:
-            if cfg.launcher is None and len(self.pool.resources) > 1:
-                cfg = cfg.replace(launcher=MULTI_HOST_DEFAULT)
-            return suites.Point(id=c.trial_id(steps, rep), suite="tune", config=cfg.replace(gpus=None),
-                                resources=res, include=include_spec(res), labels=labels)
-        return suites.Point(id=c.trial_id(steps, rep), suite="tune", config=cfg.replace(gpus=c.gpus), resources=res,
-                            labels=labels)
+        return suites.make_point("tune", c.trial_id(steps, rep), cfg, self.pool, packed(self.pool, c.gpus), labels)
 
     def _recorded(self) -> list[dict[str, Any]]:
         return results.read(self.rpath).records if os.path.exists(self.rpath) else []

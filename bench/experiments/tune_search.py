@@ -11,14 +11,13 @@ runs the trials; this module decides which.
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
-from bench.core.options import opt
+from bench.core.options import csv_parser, opt
 from bench.experiments.pool import Pool, powers_of_two
 
 STRATEGIES = ("ddp", "fsdp2", "zero0", "zero1", "zero2", "zero3", "zero1+offload", "zero2+offload", "zero3+offload")
@@ -27,17 +26,7 @@ DEFAULT_BUDGET_RUNS = 20
 
 
 def _csv(kind: type):
-    def parse(text: str) -> tuple:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError("empty list")
-        if kind is int:
-            bad = [t for t in items if not t.isdigit() or int(t) < 1]
-            if bad:
-                raise argparse.ArgumentTypeError(f"{bad[0]!r} is not a whole number >= 1")
-            return tuple(sorted({int(t) for t in items}))
-        return tuple(dict.fromkeys(items))
-    return parse
+    return csv_parser(kind, dedupe=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
