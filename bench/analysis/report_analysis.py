@@ -212,7 +212,8 @@ def analyse(g: Group) -> None:
             if one is not None and _ok(r) and r["gpus"] and r["images_per_s"]:
                 r["efficiency"] = r["images_per_s"] / (r["gpus"] * one["images_per_s"])
     elif g.suite == "ddp":
-        g.ratios = _ratio("deepspeed over ddp", rows, "engine", "deepspeed", "ddp")
+        g.ratios = (_ratio("deepspeed over ddp", rows, "engine", "deepspeed", "ddp")
+                    + _ratio("fsdp2 over ddp", rows, "engine", "fsdp2", "ddp"))
 
 
 def _paper_series(rows: list[dict[str, Any]]) -> dict[tuple[Any, str], list[dict[str, Any]]]:

@@ -18,7 +18,7 @@ class SuiteOptions:
 
     values: tuple[str, ...] | None = opt(
         "the swept values: micro batches (batch, paper), accumulation steps (accum), "
-        "ZeRO variants 0,1,2,3,1+offload,2+offload,3+offload,3+nvme (zero), strategies (memory: "
+        "ZeRO variants 0,1,2,3,1+offload,2+offload,3+offload,3+nvme,fsdp2,fsdp2-keep (zero), strategies (memory: "
         + ",".join(memory.STRATEGIES) + ")", default=None, parse=_csv(str), metavar="LIST",
         group="sweep")
     gpu_counts: tuple[int, ...] | None = opt("GPU (rank) counts, e.g. 1,2,4; default: the suite's, up to the pool",

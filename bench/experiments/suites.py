@@ -18,8 +18,8 @@ Suites (the study is arXiv 2602.21081, see bench/paper.py):
              (fixed per-GPU batch over the whole data set: the study's)
   weak       the study's: data share base x N, so steps per epoch stay fixed
   placement  one GPU alone, then the same GPU count packed on one node vs one per node
-  zero       ZeRO 0/1/2/3 and 2+offload by precision
-  ddp        DeepSpeed ZeRO-0 vs plain PyTorch DDP at the same GPU counts
+  zero       ZeRO 0/1/2/3, 2+offload (3+nvme with --nvme-path) and FSDP2 by precision
+  ddp        DeepSpeed ZeRO-0 vs plain PyTorch DDP vs FSDP2 at the same GPU counts
   paper      the study's recipe: ViT-B/16 at 224, AdamW 1e-4, 5 epochs,
              batch 16 and 64, at the study's GPU counts that the pool has
   memory     one point per strategy (DDP, ZeRO 0-3, offload, NVMe, FSDP2,
@@ -43,7 +43,7 @@ from bench.experiments.pool import Pool, gpu_counts, one_node, packed, powers_of
 from bench.launch.registry import MULTI_HOST_DEFAULT
 
 SUITES = ("batch", "accum", "strong", "weak", "placement", "zero", "ddp", "paper", "memory")
-ZERO_VARIANTS = ("0", "1", "2", "3", "1+offload", "2+offload", "3+offload", "3+nvme")
+ZERO_VARIANTS = ("0", "1", "2", "3", "1+offload", "2+offload", "3+offload", "3+nvme", "fsdp2", "fsdp2-keep")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,7 +162,7 @@ def _placement(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
 
 def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     variants = list(opts.values) if opts.values else ["0", "1", "2", "3", "2+offload"] + (
-        ["3+nvme"] if base.nvme_path else [])
+        ["3+nvme"] if base.nvme_path else []) + ["fsdp2"]
     for v in variants:
         if v not in ZERO_VARIANTS:
             raise BadInput(f"--values: unknown ZeRO variant {v!r} (known: {', '.join(ZERO_VARIANTS)})")
@@ -178,13 +178,21 @@ def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     for n in counts:
         for p in precs:
             for v in variants:
+                if v.startswith("fsdp2"):  # the third arm: PyTorch's own sharding beside ZeRO's
+                    if p == "fp16" and not opts.values:
+                        continue  # FSDP2 runs fp32 and bf16 here
+                    cfg = base.replace(engine="fsdp2", reshard_after_forward=v == "fsdp2", precision=p)
+                    points.append(make_point("zero", f"zero/{v}/{p}/gpus={n}", cfg, pool, packed(pool, n),
+                                             {"engine": "fsdp2", "reshard_after_forward": v == "fsdp2",
+                                              "precision": p}))
+                    continue
                 stage, offload = int(v[0]), ("cpu" if v.endswith("+offload") else "nvme" if v.endswith("+nvme")
                                              else None)
                 if offload == "nvme" and not base.nvme_path:
                     raise BadInput("--values: 3+nvme needs --nvme-path DIR")
                 cfg = base.replace(zero_stage=stage, offload=offload, precision=p)
                 points.append(make_point("zero", f"zero/stage={v}/{p}/gpus={n}", cfg, pool, packed(pool, n),
-                                     {"zero_stage": stage, "offload": offload, "precision": p}))
+                                         {"zero_stage": stage, "offload": offload, "precision": p}))
     return points
 
 
@@ -194,7 +202,7 @@ def _ddp(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
         raise BadInput("ddp: compares fp32 ZeRO-0 runs; drop --zero-stage/--offload/--precision")
     counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
     return [make_point("ddp", f"ddp/engine={e}/gpus={n}", base.replace(engine=e), pool, packed(pool, n), {"engine": e})
-            for n in counts for e in ("deepspeed", "ddp")]
+            for n in counts for e in ("deepspeed", "ddp", "fsdp2")]
 
 
 def paper_config(base: RunConfig) -> RunConfig:

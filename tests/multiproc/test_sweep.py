@@ -158,8 +158,9 @@ def test_ddp_baseline(tmp_path):
     out = str(tmp_path)
     proc, s = sweep(out, "ddp")
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
-    recs = check_complete(out, "ddp", s, ["ddp/engine=deepspeed/gpus=2", "ddp/engine=ddp/gpus=2"])
-    assert [r["config"]["engine"] for r in recs] == ["deepspeed", "ddp"]
+    recs = check_complete(out, "ddp", s, ["ddp/engine=deepspeed/gpus=2", "ddp/engine=ddp/gpus=2",
+                                          "ddp/engine=fsdp2/gpus=2"])
+    assert [r["config"]["engine"] for r in recs] == ["deepspeed", "ddp", "fsdp2"]
     ddp = recs[1]["figures"]
     assert ddp["sanity"] == {"loss_finite": True, "loss_fell": True, "world_size_as_planned": True}
     # Both engines' collectives were counted (DeepSpeed's comms logger, DDP's communication hook): one gradient
@@ -169,7 +170,7 @@ def test_ddp_baseline(tmp_path):
     assert ddp["comm"]["seconds_per_step"] > 0
     assert ddp["comm"]["bytes_per_step"] == pytest.approx(ds["comm"]["bytes_per_step"], rel=0.05)
     rep = one_json(bench("report", os.path.join(out, "ddp"), "--json").stdout)
-    assert rep["groups"][0]["ratios"][0]["comparison"] == "deepspeed over ddp"
+    assert [r["comparison"] for r in rep["groups"][0]["ratios"]] == ["deepspeed over ddp", "fsdp2 over ddp"]
 
 
 def test_placement_needs_two_hosts(tmp_path):

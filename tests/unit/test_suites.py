@@ -139,13 +139,16 @@ def test_placement_needs_two_hosts():
 
 def test_zero_cpu_precisions_and_variants():
     pts = plan("zero", BASE, SuiteOptions(), LOCAL2)
-    assert len(pts) == 10
+    assert len(pts) == 12
+    assert {p.id for p in pts if p.config.engine == "fsdp2"} == {"zero/fsdp2/fp32/gpus=2", "zero/fsdp2/bf16/gpus=2"}
     assert {p.config.precision for p in pts} == {"fp32", "bf16"}
     off = [p for p in pts if p.config.offload]
     assert {p.config.zero_stage for p in off} == {2}
     assert "zero/stage=2+offload/bf16/gpus=2" in ids(pts)
     gpu = Pool(resources={"localhost": [0, 1]}, hostfile=False, device="cuda")
-    assert {p.config.precision for p in plan("zero", BASE, SuiteOptions(), gpu)} == {"fp32", "fp16", "bf16"}
+    on_gpu = plan("zero", BASE, SuiteOptions(), gpu)
+    assert {p.config.precision for p in on_gpu} == {"fp32", "fp16", "bf16"}
+    assert "zero/fsdp2/fp16/gpus=2" not in ids(on_gpu)  # FSDP2 runs fp32 and bf16
     with pytest.raises(BadInput, match="--precisions: fp16 needs a GPU"):
         plan("zero", BASE, SuiteOptions(precisions=("fp16",)), LOCAL2)
     with pytest.raises(BadInput, match="unknown ZeRO variant '0\\+offload'"):
@@ -157,7 +160,8 @@ def test_zero_cpu_precisions_and_variants():
 def test_ddp_pairs_engines():
     pts = plan("ddp", BASE, SuiteOptions(), LOCAL2)
     assert [(p.id, p.config.engine) for p in pts] == [("ddp/engine=deepspeed/gpus=2", "deepspeed"),
-                                                      ("ddp/engine=ddp/gpus=2", "ddp")]
+                                                      ("ddp/engine=ddp/gpus=2", "ddp"),
+                                                      ("ddp/engine=fsdp2/gpus=2", "fsdp2")]
     with pytest.raises(BadInput, match="ddp: compares fp32 ZeRO-0"):
         plan("ddp", BASE.replace(precision="bf16"), SuiteOptions(), LOCAL2)
 
