@@ -26,7 +26,7 @@ $(MPI_STAMP): $(STAMP) requirements-mpi.lock requirements-test.lock
 	touch $@
 
 test: system $(STAMP) $(MPI_STAMP) lint
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra --durations=25 tests
 
 # The layer contracts (.importlinter; bench/README.md says what each folder may import).
 lint: $(MPI_STAMP)

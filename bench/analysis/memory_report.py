@@ -28,7 +28,7 @@ def strategies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({
             "strategy": r["labels"]["strategy"], "id": r["id"], "status": r["status"], "gpus": r["gpus"],
             "micro_batch": r["micro_batch"], "images_per_s": r["images_per_s"], "comm_share": r["comm_share"],
-            "states": r["states"], "states_formula": r["states_formula"], "states_deepspeed": r["states_deepspeed"],
+            "states": r["states"], "states_formula": r["states_formula"], "states_deepspeed": r["states_deepspeed"], "states_nvme": r.get("states_nvme"),
             "peak_memory_bytes": r["peak_memory_bytes"], "memory_kind": r["memory_kind"], "reason": r["reason"],
             "max_batch": {"fits": fits, "oom": oom, "tries": dict(sorted(tries.items())),
                           "note": None if oom is not None or not searched else

@@ -96,6 +96,7 @@ def comm_and_memory(fig: dict[str, Any]) -> dict[str, Any]:
         "states_formula": {k: formula.get(k) for k in ("params", "grads", "master_params", "optimizer_states",
                                                         "total")} if formula else None,
         "states_deepspeed": (states.get("deepspeed_estimate") or {}).get("bytes_per_rank"),
+        "states_nvme": (measured.get("by_device") or {}).get("nvme"),
     }
 
 

@@ -2,7 +2,8 @@
 
     table(group)      # one row per strategy (its plot, <sweep>-memory.png, is bench.render.plots.memory)
 
-Model states are the tensors each rank holds (measured), beside the ZeRO
+Model states are the tensors each rank holds in memory (measured; what
+ZeRO-Infinity swapped out is "on NVMe", its swap files' size), beside the ZeRO
 paper's formula and DeepSpeed's estimate; peak memory is the device's on
 GPUs and the process's resident set on CPUs (METRICS.md says what each sees).
 """
@@ -16,7 +17,7 @@ from bench.analysis import report_analysis as ra
 
 
 def _mb(x: Any) -> str:
-    return "-" if x is None else f"{x / 1e6:,.1f} MB"
+    return "-" if x is None else f"{x / 1e6:,.2f} MB" if x < 1e7 else f"{x / 1e6:,.0f} MB"
 
 
 def _batch(m: dict[str, Any] | None) -> str:
@@ -33,8 +34,8 @@ def table(g: ra.Group):
 
     t = Table(title=f"{g.sweep}: memory per rank and throughput by strategy (METRICS.md)", box=box.SIMPLE_HEAVY,
               title_justify="left")
-    for c in ("strategy", "status", "ranks", "micro", "images/s", "model states", "formula", "DeepSpeed est.",
-              "peak memory", "comm share", "max micro batch"):
+    for c in ("strategy", "status", "ranks", "micro", "images/s", "model states", "on NVMe", "formula",
+              "DeepSpeed est.", "peak memory", "comm share", "max micro batch"):
         t.add_column(c, justify="left" if c in ("strategy", "status") else "right")
     for s in memory_report.strategies(g.rows):
         states = (s["states"] or {}).get("total")
@@ -42,7 +43,7 @@ def table(g: ra.Group):
         status = s["status"] if s["status"] == "ok" else f"[red]{s['status']}[/red]"
         t.add_row(s["strategy"], status, str(s["gpus"] or "-"), str(s["micro_batch"]),
                   "-" if s["images_per_s"] is None else f"{s['images_per_s']:,.1f}", _mb(states),
-                  _mb((s["states_formula"] or {}).get("total")), _mb(s["states_deepspeed"]),
+                  _mb(s["states_nvme"]), _mb((s["states_formula"] or {}).get("total")), _mb(s["states_deepspeed"]),
                   peak if s["peak_memory_bytes"] is not None else "-",
                   "null" if s["comm_share"] is None else f"{100 * s['comm_share']:.1f}%", _batch(s["max_batch"]))
     return t

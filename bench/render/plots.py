@@ -227,7 +227,12 @@ def memory(path: str, g: ra.Group) -> str:
         mb = [(s["states"].get(cat) or 0) / 1e6 for s in rows]
         a1.bar(xs, mb, width=0.5, bottom=bottom, label=cat)
         bottom = [b + v for b, v in zip(bottom, mb)]
-    a1.plot(xs, [((s["states_formula"] or {}).get("total") or 0) / 1e6 for s in rows], "kD", label="formula")
+    swapped = [(s.get("states_nvme") or 0) / 1e6 for s in rows]
+    if any(swapped):
+        a1.bar(xs, swapped, width=0.5, bottom=bottom, label="on NVMe (swap files)", color="none", edgecolor="grey",
+               hatch="//")
+    formula = [(x, s["states_formula"]["total"] / 1e6) for x, s in zip(xs, rows) if s["states_formula"]]
+    a1.plot([x for x, _ in formula], [v for _, v in formula], "kD", label="formula (ZeRO paper)")
     peaks = [(x, s["peak_memory_bytes"] / 1e6) for x, s in zip(xs, rows) if s["peak_memory_bytes"]]
     if peaks:
         kind = rows[0]["memory_kind"] or "peak"

@@ -154,8 +154,12 @@ def print_plan(suite: str, sweep_dir: str, points: list[Any], done: dict[str, di
         c = p.config
         length = f"{c.steps} steps" if c.steps is not None else (f"{c.epochs:g} epochs" if c.epochs else "50 steps")
         where = p.include or f"--gpus {p.gpus}"
+        engine = c.engine + (f" {c.pipeline_stages} stages" if c.pipeline_stages > 1 else "") + (
+            " kept" if c.engine == "fsdp2" and not c.reshard_after_forward else "")
+        data_parallel = p.gpus // c.pipeline_stages
         t.add_row(p.id, str(p.gpus), where, str(c.micro_batch), str(c.grad_accum),
-                  str(c.micro_batch * c.grad_accum * p.gpus), f"{c.zero_stage}{'+' + c.offload if c.offload else ''}",
-                  c.precision, c.engine, f"{c.dataset} x{c.dataset_fraction:g}", length, state(p))
+                  str(c.micro_batch * c.grad_accum * data_parallel),
+                  "-" if c.engine != "deepspeed" else f"{c.zero_stage}{'+' + c.offload if c.offload else ''}",
+                  c.precision, engine, f"{c.dataset} x{c.dataset_fraction:g}", length, state(p))
     # Logs and pipes get the whole table, not one folded to 80 columns.
     Console(stderr=True, width=None if sys.stderr.isatty() else 200).print(t)

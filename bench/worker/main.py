@@ -133,6 +133,9 @@ def run(run_dir: str) -> dict:
             "flops_per_image": flops_per_image,
             "versions": _versions(device)})
     torch.distributed.barrier()
+    if cfg.offload == "nvme":
+        freed = model_states.remove_swap_files(cfg.nvme_path, rank)
+        print(f"removed this rank's NVMe swap files: {freed / 2**20:.1f} MiB", flush=True)
     torch.distributed.destroy_process_group()
     return rec
 

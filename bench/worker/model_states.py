@@ -37,6 +37,7 @@ through a closure or a C++ object are missed.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 CATEGORIES = ("params", "grads", "master_params", "optimizer_states")  # the model states; buffers beside
@@ -161,13 +162,36 @@ def peak(measurements: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _rank_swap_dirs(nvme_path: str, rank: int) -> list[str]:
+    """This rank's swap folders: <nvme_path>/zero_stage_3/<kind>/rank<R> (DeepSpeed's layout), nothing else."""
+    import glob
+
+    return sorted(glob.glob(os.path.join(glob.escape(nvme_path), "zero_stage_*", "*", f"rank{rank}")))
+
+
+def remove_swap_files(nvme_path: str, rank: int) -> int:
+    """Delete this rank's swap folders after the run (DeepSpeed leaves them; bench's ranks end with os._exit).
+
+    Only the rank<R> folders DeepSpeed made under nvme_path are removed, and their parents if empty:
+    never anything else of the user's directory. Returns the bytes freed.
+    """
+    import shutil
+
+    freed = swapped_bytes(nvme_path, rank)
+    for d in _rank_swap_dirs(nvme_path, rank):
+        shutil.rmtree(d, ignore_errors=True)
+        for parent in (os.path.dirname(d), os.path.dirname(os.path.dirname(d))):
+            try:
+                os.rmdir(parent)  # only when empty: another rank may still be writing beside it
+            except OSError:
+                pass
+    return freed
+
+
 def swapped_bytes(nvme_path: str, rank: int) -> int:
     """Bytes in this rank's ZeRO-Infinity swap files (DeepSpeed writes <nvme_path>/zero_stage_3/<kind>/rank<R>/)."""
-    import os
-
     total = 0
-    for top, dirs, files in os.walk(nvme_path):
-        if os.path.basename(top) == f"rank{rank}":
-            total += sum(os.path.getsize(os.path.join(top, f)) for f in files
-                         if os.path.isfile(os.path.join(top, f)))
+    for d in _rank_swap_dirs(nvme_path, rank):
+        for top, _dirs, files in os.walk(d):
+            total += sum(os.path.getsize(os.path.join(top, f)) for f in files if os.path.isfile(os.path.join(top, f)))
     return total
