@@ -50,11 +50,11 @@ class FSDP2Engine:
         fully_shard(model, **kw)
         self.model = model
         params = ds_config["optimizer"]["params"]
-        # fused AdamW has no kernel for DTensor shards on every build; foreach steps them as one group.
-        impl = {"foreach": True} if params.get("fused") else {k: params[k] for k in ("foreach",) if k in params}
+        # The same AdamW implementation (--adamw: fused/foreach) as DDP and DeepSpeed's torch_adam path: torch's
+        # fused kernel steps FSDP2's DTensor shards too (their local tensors), on CPU and CUDA.
+        impl = {k: params[k] for k in ("fused", "foreach") if k in params}
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=params["lr"], betas=tuple(params["betas"]),
                                            eps=params["eps"], weight_decay=params["weight_decay"], **impl)
-        self.optimizer_impl = "foreach" if impl.get("foreach") else "forloop"
         self.accum = int(ds_config["gradient_accumulation_steps"])
         self.clip = float(ds_config.get("gradient_clipping", 0.0))
         self.micro_steps = 0

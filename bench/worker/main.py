@@ -116,8 +116,7 @@ def run(run_dir: str) -> dict:
 
     rec = rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine)
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
-               comm_timing=counter.timing_reason, pipeline=getattr(engine, "pipeline_layout", None),
-               optimizer_impl=getattr(engine, "optimizer_impl", None))
+               comm_timing=counter.timing_reason, pipeline=getattr(engine, "pipeline_layout", None))
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
 
     gathered: list = [None] * world
