@@ -101,6 +101,7 @@ def test_pipeline_refuses_zero_2_and_stages_that_do_not_divide(tmp_path):
     assert not os.path.exists(out)
 
 
+@pytest.mark.nvme
 def test_nvme_offload_swaps_optimizer_states_to_files(tmp_path):
     # One rank: its fp32 partition (1.8 MB) is above DeepSpeed's 1 MiB swap minimum (MIN_AIO_BYTES); the
     # micro model's parameters stay resident (each under stage3_param_persistence_threshold).
