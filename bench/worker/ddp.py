@@ -27,9 +27,40 @@ import contextlib
 from typing import Any
 
 
-class DDPEngine:
-    def __init__(self, model, ds_config: dict[str, Any], device) -> None:
+class TorchEngine:
+    """What the plain PyTorch engines (DDP here, FSDP2 in bench.worker.fsdp2) do alike: AdamW from ds_config,
+    the accumulation boundary, clipping and the step. A subclass sets self.module's wrapper up and calls
+    _init_optimizer with the parameters the optimizer steps."""
+
+    def _init_optimizer(self, parameters, ds_config: dict[str, Any]) -> None:
         import torch
+
+        params = ds_config["optimizer"]["params"]
+        # The same AdamW implementation (--adamw: fused/foreach) DeepSpeed's torch_adam path gets; torch's
+        # fused kernel steps FSDP2's DTensor shards too (their local tensors), on CPU and CUDA.
+        impl = {k: params[k] for k in ("fused", "foreach") if k in params}
+        self.optimizer = torch.optim.AdamW(parameters, lr=params["lr"], betas=tuple(params["betas"]),
+                                           eps=params["eps"], weight_decay=params["weight_decay"], **impl)
+        self.accum = int(ds_config["gradient_accumulation_steps"])
+        self.clip = float(ds_config.get("gradient_clipping", 0.0))
+        self.micro_steps = 0
+
+    def _at_boundary(self) -> bool:
+        return (self.micro_steps + 1) % self.accum == 0
+
+    def step(self) -> None:
+        import torch
+
+        if self._at_boundary():
+            if self.clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.micro_steps += 1
+
+
+class DDPEngine(TorchEngine):
+    def __init__(self, model, ds_config: dict[str, Any], device) -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         model = model.to(device)
@@ -39,14 +70,7 @@ class DDPEngine:
         # goes through torch.distributed.all_reduce, where bench counts DeepSpeed's collectives too.
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         self.ddp.register_comm_hook(None, default_hooks.allreduce_hook)
-        params = ds_config["optimizer"]["params"]
-        # The same AdamW implementation (--adamw: fused/foreach) DeepSpeed's torch_adam path gets.
-        impl = {k: params[k] for k in ("fused", "foreach") if k in params}
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=params["lr"], betas=tuple(params["betas"]),
-                                           eps=params["eps"], weight_decay=params["weight_decay"], **impl)
-        self.accum = int(ds_config["gradient_accumulation_steps"])
-        self.clip = float(ds_config.get("gradient_clipping", 0.0))
-        self.micro_steps = 0
+        self._init_optimizer(model.parameters(), ds_config)
 
     @property
     def module(self):
@@ -54,9 +78,6 @@ class DDPEngine:
 
     def train(self) -> None:
         self.ddp.train()
-
-    def _at_boundary(self) -> bool:
-        return (self.micro_steps + 1) % self.accum == 0
 
     def __call__(self, x):
         # DDP decides at forward time whether the next backward all-reduces.
@@ -68,13 +89,3 @@ class DDPEngine:
         ctx = contextlib.nullcontext() if self._at_boundary() else self.ddp.no_sync()
         with ctx:
             (loss / self.accum).backward()
-
-    def step(self) -> None:
-        import torch
-
-        if self._at_boundary():
-            if self.clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.ddp.parameters(), self.clip)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        self.micro_steps += 1

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.worker.ddp import TorchEngine
+
 
 def blocks_of(model) -> list:
     """The transformer blocks of a timm ViT (model.blocks), each its own FSDP unit."""
@@ -35,7 +37,7 @@ def blocks_of(model) -> list:
     return list(blocks)
 
 
-class FSDP2Engine:
+class FSDP2Engine(TorchEngine):
     def __init__(self, model, ds_config: dict[str, Any], device, *, reshard_after_forward: bool,
                  precision: str) -> None:
         import torch
@@ -49,15 +51,7 @@ class FSDP2Engine:
             fully_shard(block, **kw)
         fully_shard(model, **kw)
         self.model = model
-        params = ds_config["optimizer"]["params"]
-        # The same AdamW implementation (--adamw: fused/foreach) as DDP and DeepSpeed's torch_adam path: torch's
-        # fused kernel steps FSDP2's DTensor shards too (their local tensors), on CPU and CUDA.
-        impl = {k: params[k] for k in ("fused", "foreach") if k in params}
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=params["lr"], betas=tuple(params["betas"]),
-                                           eps=params["eps"], weight_decay=params["weight_decay"], **impl)
-        self.accum = int(ds_config["gradient_accumulation_steps"])
-        self.clip = float(ds_config.get("gradient_clipping", 0.0))
-        self.micro_steps = 0
+        self._init_optimizer(model.parameters(), ds_config)
 
     @property
     def module(self):
@@ -66,9 +60,6 @@ class FSDP2Engine:
     def train(self) -> None:
         self.model.train()
 
-    def _at_boundary(self) -> bool:
-        return (self.micro_steps + 1) % self.accum == 0
-
     def __call__(self, x):
         # Gradients are reduce-scattered only in the boundary's backward; before it they accumulate unsharded.
         self.model.set_requires_gradient_sync(self._at_boundary())
@@ -76,13 +67,3 @@ class FSDP2Engine:
 
     def backward(self, loss) -> None:
         (loss / self.accum).backward()
-
-    def step(self) -> None:
-        import torch
-
-        if self._at_boundary():
-            if self.clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        self.micro_steps += 1

@@ -174,7 +174,7 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
         "parts_s": {k: sum(getattr(times, k)[steady]) / len(step_s)
                     for k in ("data", "forward", "backward", "optimizer")} if times.forward else None,
         "loss": times.loss, "train_acc": times.acc or None,
-        **({} if times.forward else {"parts_reason": pipeline_reasons()[0], "train_acc_reason": pipeline_reasons()[1]}),
+        **({} if times.forward else pipeline_reasons()),
         "peak_memory_bytes": int(peak_mem),
         "memory_kind": "device" if device.type == "cuda" else "rss",
         **memory,
@@ -183,9 +183,10 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
     }
 
 
-def pipeline_reasons() -> tuple[str, str]:
+def pipeline_reasons() -> dict[str, str]:
+    """Why a pipeline rank's record has no parts and no training accuracy (bench.worker.pipeline)."""
     from bench.worker.pipeline import ACC_REASON, PARTS_REASON
-    return PARTS_REASON, ACC_REASON
+    return {"parts_reason": PARTS_REASON, "train_acc_reason": ACC_REASON}
 
 
 def deepspeed_estimate(cfg, plan: dict, params: int, largest_layer: int) -> dict:
