@@ -49,7 +49,7 @@ def read_only(path: str) -> bool:
         return False
 
 
-def _existing(path: str) -> str:
+def existing(path: str) -> str:
     """path, or its nearest existing parent (--out may not exist yet)."""
     path = os.path.abspath(path)
     while not os.path.exists(path) and os.path.dirname(path) != path:
@@ -59,7 +59,7 @@ def _existing(path: str) -> str:
 
 def check_room(root: str, ranks: int, option: str = "--out") -> None:
     """Refuse a results root whose file system is read-only or cannot hold the smallest run of this many ranks."""
-    where = _existing(root)
+    where = existing(root)
     if read_only(where):
         raise NoRoom(f"{option}: {root} is on a read-only file system: give a writable {option}", root, 0)
     free, need = free_bytes(where), floor_bytes(ranks)

@@ -25,7 +25,7 @@ from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
-from bench.core.storage import free_bytes
+from bench.core.storage import existing, free_bytes
 from bench.jobs.plan import Placement
 
 _PROBE = ("import sys\n"
@@ -59,12 +59,10 @@ def check(cfg: RunConfig, placement: Placement, *, env: dict[str, str] | None = 
     if cfg.offload != "nvme":
         return
     path = cfg.nvme_path or ""
-    where = path
-    while where and not os.path.exists(where):
-        where = os.path.dirname(where.rstrip("/"))
-    if not os.path.isdir(where or "/"):
+    where = existing(path)  # the path, or its nearest parent that exists (DeepSpeed makes the rest)
+    if not os.path.isdir(where):
         raise BadInput(f"--nvme-path: {path} is not a directory")
-    if not os.access(where or "/", os.W_OK):
+    if not os.access(where, os.W_OK):
         raise BadInput(f"--nvme-path: {where} is not writable")
     ok, why = async_io_buildable(env=env)
     if not ok:
@@ -74,7 +72,7 @@ def check(cfg: RunConfig, placement: Placement, *, env: dict[str, str] | None = 
         return  # a model bench cannot count before it is built: DeepSpeed reports a full disk itself
     per_rank = swap_bytes_per_rank(vit_params(shape), placement.world, cfg.precision)
     here = max(len(s) for s in placement.resources.values())
-    need, free = per_rank * here, free_bytes(where or "/")
+    need, free = per_rank * here, free_bytes(where)
     if free is not None and free < need:
         raise BadInput(f"--nvme-path: {where} has {_size(free)} free; {here} rank(s) of {cfg.model} swap "
                        f"{_size(need)} there ((12 + b) bytes x parameters / {placement.world} ranks each)")
