@@ -19,6 +19,12 @@ try:
     import torch  # noqa: F401
 except ImportError:
     pass
+# matplotlib's first import on a machine builds its font cache by running `fc-list`; on a fresh machine
+# (where `make test-fast` runs before anything drew a plot) that would fail the first plotting test.
+try:
+    import matplotlib.font_manager  # noqa: F401
+except ImportError:
+    pass
 
 
 class ProcessLaunched(AssertionError):
