@@ -27,13 +27,18 @@ from bench.core import storage
 from bench.core.errors import BadInput, StorageFailed
 
 SCHEMA_VERSION = 1
-KINDS = ("run", "point", "comm", "probe", "verdict", "validate")
+KINDS = ("run", "point", "alone", "numerics", "comm", "probe", "verdict", "validate")
 STATUSES = ("ok", "failed", "oom", "skipped", "interrupted")
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schemas", "record.schema.json")
 
 
 def write_json_atomic(path: str, data: Any) -> None:
-    """Write a whole JSON file so readers see the old or the new one, never half.
+    """Write a whole JSON file so readers see the old or the new one, never half (write_text_atomic)."""
+    write_text_atomic(path, json.dumps(data, indent=1))
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Write a whole file so readers see the old or the new one, never half.
 
     The directory must exist: a run directory removed mid-run is not
     silently made again (the ranks would then write where no log is). On
@@ -43,7 +48,7 @@ def write_json_atomic(path: str, data: Any) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -21,7 +21,7 @@ from bench.cluster.hostfile import HostSelection
 from bench.core import dsconfig, provenance, results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
-from bench.jobs import nvme
+from bench.jobs import alone, nvme
 from bench.jobs.gate import check_precision, device_of, inspect_cluster
 from bench.jobs.plan import plan_resources
 from bench.launch.execute import Outcome, execute
@@ -32,7 +32,7 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
         out_dir: str | None = None, extra: dict[str, Any] | None = None,
         inspected: tuple[list[dict], dict] | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
-        start_barrier: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        start_barrier: dict[str, Any] | None = None, independent: bool = False) -> dict[str, Any] | None:
     """Plan, launch and record one run; returns its record (None for a dry run, which prints the plan).
 
     inspected: (inventory, verdict) already taken by the caller (bench validate
@@ -40,6 +40,8 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     start_barrier: {"dir", "count", "timeout_s"}: the ranks start their first
     step only once `count` runs have reached it (bench.worker.barrier), so
     runs launched together are measured together.
+    independent: every rank trains alone, in a world of one, with no communication (bench validate's
+    per-GPU runs); the record's "alone" lists each rank's own figures (bench.jobs.alone).
     """
     cfg = cfg.with_absolute_paths()
     placement = plan_resources(cfg, hosts)
@@ -56,6 +58,8 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
         raise BadInput(f"--pipeline-stages: {cfg.pipeline_stages} stages do not divide {world} rank(s)")
     data_parallel = world // cfg.pipeline_stages
     nominal_steps = cfg.steps or 50
+    if independent:
+        data_parallel = 1  # each rank is a run of its own: its batch is the micro batch times accumulation
     ds = dsconfig.build(cfg, data_parallel, nominal_steps)
     dsconfig.batch_sizes(ds, data_parallel)
     root = out_dir or cfg.out
@@ -84,6 +88,8 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     plan = plan_json(lp, resources, device, cfg.timeout)
     if start_barrier:
         plan["start_barrier"] = start_barrier
+    if independent:
+        plan["independent"] = True
     if dry_run:
         print(json.dumps({"config": cfg.to_dict(), "plan": plan, "deepspeed_config": ds,
                           "env_file": lp.env_file, "command": lp.shell()}, indent=2))
@@ -98,9 +104,13 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
 
     if device == "cpu" and not quiet:
         print(f"bench: no GPU: running on CPU with gloo, {world} rank(s)", file=sys.stderr)
-    outcome = execute(lp, run_dir, timeout=cfg.timeout, on_progress=on_progress)
-    rec = record(cfg, plan, run_id, run_dir, outcome, {"inventory": inventory, "verdict": verdict, **(extra or {})},
-                 ds_config=ds)
+    outcome = execute(lp, run_dir, timeout=cfg.timeout, on_progress=on_progress, expect_summary=not independent)
+    if independent:
+        rec = alone.record(cfg, plan, run_id, run_dir, outcome,
+                           {"inventory": inventory, "verdict": verdict, **(extra or {})}, ds, figures_of)
+    else:
+        rec = record(cfg, plan, run_id, run_dir, outcome,
+                     {"inventory": inventory, "verdict": verdict, **(extra or {})}, ds_config=ds)
     results.append(os.path.join(run_dir, "results.jsonl"), rec)
     return rec
 
@@ -112,19 +122,25 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
                             "duration_s": outcome.duration_s, **extra}
     body["provenance"] = provenance.collect(plan, summary)
     if outcome.status == "ok" and summary is not None:
-        body["figures"] = figures.from_summary(
-            summary, micro_batch=cfg.micro_batch, grad_accum=cfg.grad_accum, planned_world=plan["world_size"],
-            flops_per_image=summary.get("flops_per_image"), precision=cfg.precision,
-            strategy=volume.strategy_of(cfg.engine, cfg.zero_stage, reshard_after_forward=cfg.reshard_after_forward,
-                                        pipeline_stages=cfg.pipeline_stages),
-            comm_bytes_per_element=volume.comm_bytes_per_element(
-                cfg.precision, (ds_config or {}).get("communication_data_type")),
-            pipeline_stages=cfg.pipeline_stages,
-            # FSDP2's MixedPrecisionPolicy reduces gradients in fp32 (bench.worker.fsdp2).
-            reduce_bytes_per_element=4 if cfg.engine == "fsdp2" else None)
+        body["figures"] = figures_of(cfg, summary, plan["world_size"], ds_config)
         sanity = body["figures"]["sanity"]
         if not all(sanity.values()):
             body["warnings"] = [f"sanity: {k} is false" for k, v in sanity.items() if not v]
     else:
         body["error"] = outcome.error
     return results.make_record("run", outcome.status, **body)
+
+
+def figures_of(cfg: RunConfig, summary: dict[str, Any], planned_world: int,
+               ds_config: dict[str, Any] | None) -> dict[str, Any]:
+    """The record's figures of a summary the ranks wrote (a run's, or one rank's alone)."""
+    return figures.from_summary(
+        summary, micro_batch=cfg.micro_batch, grad_accum=cfg.grad_accum, planned_world=planned_world,
+        flops_per_image=summary.get("flops_per_image"), precision=cfg.precision,
+        strategy=volume.strategy_of(cfg.engine, cfg.zero_stage, reshard_after_forward=cfg.reshard_after_forward,
+                                    pipeline_stages=cfg.pipeline_stages),
+        comm_bytes_per_element=volume.comm_bytes_per_element(
+            cfg.precision, (ds_config or {}).get("communication_data_type")),
+        pipeline_stages=cfg.pipeline_stages,
+        # FSDP2's MixedPrecisionPolicy reduces gradients in fp32 (bench.worker.fsdp2).
+        reduce_bytes_per_element=4 if cfg.engine == "fsdp2" else None)

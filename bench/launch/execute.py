@@ -85,8 +85,12 @@ _REPORT_GRACE_S = 15.0
 
 
 def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
-            on_progress: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
-    """Run the plan to its end; on_progress gets each new progress.json the ranks write (a bar, say)."""
+            on_progress: Callable[[dict[str, Any]], None] | None = None, expect_summary: bool = True) -> Outcome:
+    """Run the plan to its end; on_progress gets each new progress.json the ranks write (a bar, say).
+
+    expect_summary False: the ranks report one by one (an independent run writes alone/rank<R>.json, no
+    summary.json), so a clean exit of every rank is the whole of "ok".
+    """
     plan_timeout = (_read_json(os.path.join(run_dir, "plan.json")) or {}).get("collective_timeout_s")
     if isinstance(plan_timeout, (int, float)):
         timeout = max(timeout, plan_timeout + _REPORT_GRACE_S)
@@ -132,7 +136,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     summary = _read_json(os.path.join(run_dir, "summary.json"))
     rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
                   if r]
-    if rc == 0 and summary is not None and not hung:
+    if rc == 0 and (summary is not None or not expect_summary) and not hung:
         return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
     oom_after = memcg.oom_kills()
     oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"

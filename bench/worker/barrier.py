@@ -15,11 +15,16 @@ import os
 import time
 
 
-def wait(run_dir: str, barrier: dict, rank: int) -> float:
-    """Block until the barrier is full; returns the seconds waited."""
+def wait(run_dir: str, barrier: dict, rank: int, entry: str | None = None) -> float:
+    """Block until the barrier is full; returns the seconds waited.
+
+    entry: this rank's own name in the barrier (the ranks of an independent run each count as one run);
+    without it, rank 0 enters for its run.
+    """
     os.makedirs(barrier["dir"], exist_ok=True)
-    if rank == 0:
-        with open(os.path.join(barrier["dir"], os.path.basename(os.path.abspath(run_dir))), "w") as f:
+    if rank == 0 or entry is not None:
+        name = os.path.basename(os.path.abspath(run_dir)) + (f"-{entry}" if entry else "")
+        with open(os.path.join(barrier["dir"], name), "w") as f:
             f.write(f"{time.time()}\n")
     t0 = time.monotonic()
     while len(os.listdir(barrier["dir"])) < barrier["count"]:

@@ -1,6 +1,11 @@
 """The process group of a rank, set up once for training ranks and comm ranks alike.
 
-    world, rank, local_rank, device = init(plan, backend_via_deepspeed=True)
+    world, rank, local_rank, device = init(plan, via_deepspeed=True)
+
+A plan with "independent": true (bench validate's per-GPU runs: every GPU
+of every node at once, one rank each, no communication) gives every rank a
+world of its own (rank 0 of 1, an in-process store): nothing it does waits
+for another rank, so one GPU's failure or pace cannot move another's figure.
 
 Every process group gets the run's collective timeout (plan.json
 collective_timeout_s), the world group and the ones created later
@@ -12,6 +17,7 @@ hung or cut-off peer waits half an hour.
 from __future__ import annotations
 
 import datetime
+import os
 
 from bench.worker.bootstrap import device_index, env_local_rank, map_launcher_env
 
@@ -47,14 +53,24 @@ def init(plan: dict, *, via_deepspeed: bool):
     timeout = datetime.timedelta(seconds=plan["collective_timeout_s"])
     dist.distributed_c10d.default_pg_timeout = timeout
     dist.distributed_c10d.default_pg_nccl_timeout = timeout
-    if via_deepspeed:
+    local_rank = env_local_rank()
+    if plan.get("independent"):
+        # A world of one: DeepSpeed (and anything reading RANK/WORLD_SIZE) must see that world, not the
+        # launcher's; LOCAL_RANK stays, it picks this rank's GPU. The caller kept the launcher's rank.
+        os.environ.update(RANK="0", WORLD_SIZE="1")
+        dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
+        if via_deepspeed:
+            import deepspeed
+
+            _skip_shm_comm_build()
+            deepspeed.init_distributed(dist_backend=backend, timeout=timeout)  # adopts the group above
+    elif via_deepspeed:
         import deepspeed
 
         _skip_shm_comm_build()
         deepspeed.init_distributed(dist_backend=backend, timeout=timeout)
     else:
         dist.init_process_group(backend=backend, timeout=timeout)
-    local_rank = env_local_rank()
     if plan["device"] == "cuda":
         # Under srun --gpus-per-task=1 (or --gpu-bind=single:1) every task sees one GPU, cuda:0, while its
         # LOCAL_RANK (SLURM_LOCALID) counts the node's tasks: the index is the local rank among the GPUs it sees.

@@ -20,7 +20,8 @@ import time
 from bench.core import provenance
 from bench.core.config import RunConfig
 from bench.core.results import write_json_atomic
-from bench.worker.bootstrap import rank_main
+from bench.core.storage import subdir
+from bench.worker.bootstrap import env_rank, rank_main
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(run_dir: str) -> dict:
+    """Train this rank's part of the run; in an independent run (plan.json "independent": bench validate's
+    per-GPU runs) the rank trains alone in a world of one and writes alone/rank<R>.json, a summary of its own."""
     import torch
 
     from bench.core import datasets, models, synthetic
@@ -44,6 +47,8 @@ def run(run_dir: str) -> dict:
     torch.manual_seed(cfg.seed)
     # Before the group exists: DeepSpeed binds its collectives when it starts (see comm_counter).
     counter = comm_counter.install(plan["device"])
+    independent = bool(plan.get("independent"))
+    me = env_rank()  # the launcher's rank: in an independent run the group's is 0 for every rank
     # Both engines start their group through DeepSpeed: the DDP baseline then differs in the engine alone.
     world, rank, local_rank, device = dist.init(plan, via_deepspeed=True)
 
@@ -76,7 +81,7 @@ def run(run_dir: str) -> dict:
 
     if plan.get("start_barrier"):
         from bench.worker.barrier import wait
-        waited = wait(run_dir, plan["start_barrier"], rank)
+        waited = wait(run_dir, plan["start_barrier"], rank, entry=f"rank{me}" if independent else None)
         print(f"start barrier: waited {waited:.2f} s", flush=True)
     progress_path = os.path.join(run_dir, "progress.json")
     t_start = time.time()
@@ -117,20 +122,27 @@ def run(run_dir: str) -> dict:
     rec = rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine)
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
                comm_timing=counter.timing_reason, pipeline=getattr(engine, "pipeline_layout", None))
-    write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
+    if independent:
+        rec["rank"] = me
+    write_json_atomic(os.path.join(run_dir, "ranks", f"rank{me if independent else rank}.json"), rec)
 
-    gathered: list = [None] * world
-    torch.distributed.all_gather_object(gathered, rec)
-    if rank == 0:
-        write_json_atomic(os.path.join(run_dir, "summary.json"), {
-            "world_size": world, "ranks": gathered, "test": test, "total_steps": total_steps,
-            "steps_per_epoch": steps_per_epoch, "num_classes": train_ds.num_classes,
-            "train_samples": train_batches.num_samples * world,
-            "model": {"timm_name": spec.timm_name, "img_size": spec.img_size, "params": n_params,
-                      "largest_layer_params": largest},
-            "deepspeed_estimate": deepspeed_estimate(cfg, plan, n_params, largest),
-            "flops_per_image": flops_per_image,
-            "versions": _versions(device)})
+    def summary(ranks: list) -> dict:
+        return {"world_size": world, "ranks": ranks, "test": test, "total_steps": total_steps,
+                "steps_per_epoch": steps_per_epoch, "num_classes": train_ds.num_classes,
+                "train_samples": train_batches.num_samples * world,
+                "model": {"timm_name": spec.timm_name, "img_size": spec.img_size, "params": n_params,
+                          "largest_layer_params": largest},
+                "deepspeed_estimate": deepspeed_estimate(cfg, plan, n_params, largest),
+                "flops_per_image": flops_per_image,
+                "versions": _versions(device)}
+
+    if independent:
+        write_json_atomic(os.path.join(subdir(run_dir, "alone"), f"rank{me}.json"), summary([rec]))
+    else:
+        gathered: list = [None] * world
+        torch.distributed.all_gather_object(gathered, rec)
+        if rank == 0:
+            write_json_atomic(os.path.join(run_dir, "summary.json"), summary(gathered))
     torch.distributed.barrier()
     if cfg.offload == "nvme":
         freed = model_states.remove_swap_files(cfg.nvme_path, rank)

@@ -1,0 +1,75 @@
+"""The record of an independent run: every rank trained alone (a world of one), and each has figures of its own.
+
+    rec = train.run(cfg, hosts, independent=True, inspected=...)
+    for r in rec["alone"]:
+        r["host"], r["slot"], r["status"], r["figures"]["images_per_s"]
+
+bench validate's per-GPU check launches one such run over every selected
+slot of every node: all GPUs busy at once, as in training, and none waits
+for another. A rank's result is its own alone/rank<R>.json (the summary a
+one-rank run writes); a rank without one failed, and gets the launch's
+diagnosis when it is the rank named there, else its own report or "no
+report". Rank R is slot k of host h in plan order: DeepSpeed's launchers
+number ranks host by host, slot by slot, in the order of the resources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+from bench.core import provenance, results
+from bench.core.config import RunConfig
+from bench.launch.execute import Outcome
+
+
+def slot_of_rank(resources: dict[str, list[int]]) -> list[tuple[str, int]]:
+    """(host, slot) of each global rank, in the launchers' order."""
+    return [(h, s) for h, slots in resources.items() for s in slots]
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            got = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outcome, extra: dict[str, Any],
+           ds_config: dict[str, Any], figures_of: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    """An "alone" record whose "alone" lists every rank's result; ok only when every rank's is."""
+    per_rank, seen = [], []
+    reports = {r.get("rank"): r for r in outcome.rank_files}
+    named = (outcome.error or {}).get("rank")
+    for rank, (host, slot) in enumerate(slot_of_rank(plan["resources"])):
+        entry: dict[str, Any] = {"rank": rank, "host": host, "slot": slot}
+        summary = read_json(os.path.join(run_dir, "alone", f"rank{rank}.json"))
+        if summary is not None and (summary.get("ranks") or [{}])[0].get("status") == "ok":
+            seen.append(summary)
+            entry.update(status="ok", figures=figures_of(cfg, summary, 1, ds_config),
+                         hostname=summary["ranks"][0].get("host"), device=summary["ranks"][0].get("device"),
+                         step_s=summary["ranks"][0].get("step_s"), params=(summary.get("model") or {}).get("params"))
+        else:
+            own = reports.get(rank) or {}
+            if rank == named:
+                reason = (outcome.error or {}).get("reason") or "failed"
+            elif own.get("status") in ("failed", "oom"):
+                reason = own.get("error") or own["status"]
+            else:
+                reason = ("no report: stopped when its run ended (a rank beside it on this node failed, or the run "
+                          "was stopped)" if outcome.status != "ok" else "no report")
+            entry.update(status="oom" if own.get("status") == "oom" else "failed", reason=reason)
+        per_rank.append(entry)
+    bad = [r for r in per_rank if r["status"] != "ok"]
+    body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "config": cfg.to_dict(), "plan": plan,
+                            "duration_s": outcome.duration_s, "alone": per_rank, **extra,
+                            "provenance": provenance.collect(plan, {"ranks": [s["ranks"][0] for s in seen],
+                                                                    "versions": (seen[0] if seen else {}).get("versions")})}
+    if bad:
+        body["error"] = outcome.error or {"where": f"{bad[0]['host']}:{bad[0]['slot']}", "reason": bad[0]["reason"]}
+        body["error"]["failed_slots"] = [f"{r['host']}:{r['slot']}" for r in bad]
+    status = "ok" if not bad else ("interrupted" if outcome.status == "interrupted" else "failed")
+    return results.make_record("alone", status, **body)
