@@ -22,13 +22,18 @@ def row(op: str, n: int, size: int, times_s: list[float], wrong: int, group: str
 
 
 def rows_from_summary(summary: dict, op: str, group_names: list[str]) -> list[dict[str, Any]]:
-    """Per group and size: each iteration's time is the slowest member's; #wrong adds over members."""
+    """Per round, group and size: each iteration's time is the slowest member's; #wrong adds over members.
+
+    Rows carry their round (the groups of one round were measured at the same time)."""
     groups = summary["groups"]
+    rounds = summary.get("rounds") or [[gi] for gi in range(len(groups))]
     out = []
-    for gi, members in enumerate(groups):
-        per_rank = [g["rows"] for r in summary["ranks"] for g in r["groups"] if g["group"] == gi]
-        for k, first in enumerate(per_rank[0]):
-            times = [max(rows[k]["times_s"][i] for rows in per_rank) for i in range(len(first["times_s"]))]
-            wrong = sum(rows[k]["wrong"] for rows in per_rank)
-            out.append(row(op, len(members), first["size"], times, wrong, group_names[gi]))
+    for ri, round_groups in enumerate(rounds):
+        for gi in round_groups:
+            per_rank = [g["rows"] for r in summary["ranks"] for g in r["groups"]
+                        if g["group"] == gi and g.get("round", gi) == ri]
+            for k, first in enumerate(per_rank[0]):
+                times = [max(rows[k]["times_s"][i] for rows in per_rank) for i in range(len(first["times_s"]))]
+                wrong = sum(rows[k]["wrong"] for rows in per_rank)
+                out.append({**row(op, len(groups[gi]), first["size"], times, wrong, group_names[gi]), "round": ri})
     return out

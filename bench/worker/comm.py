@@ -4,7 +4,7 @@ Started by DeepSpeed's launcher (any of local, pdsh, openmpi, slurm) as
 
     python -u -m bench.worker.comm --run-dir results/<run-id>
 
-It reads comm.json (op, sizes, iterations, groups) and plan.json, uses plain
+It reads comm.json (op, sizes, iterations, groups, rounds) and plan.json, uses plain
 torch.distributed (NCCL on GPUs, gloo on CPU; DeepSpeed is not needed to move
 bytes), and rank 0 writes summary.json with every rank's per-iteration times
 and wrong-value counts. The launcher side (bench/comm.py) turns those into
@@ -15,6 +15,12 @@ every sum is exact in float32 and the expected result of each collective is
 known exactly (bench.core.collectives, the one table of ops). After the timed
 iterations the result is compared with it and the mismatches counted
 (nccl-tests' #wrong). Start and end: bench.worker.bootstrap.
+
+Groups are measured in rounds: the groups of one round at the same time
+(disjoint: bench validate's node pairs of one matching, or every node's own
+GPUs), the rounds one after another with a barrier of the whole world
+between them, so a group is never measured while a group of another round
+shares its links. Without "rounds", each group is a round of its own.
 """
 
 from __future__ import annotations
@@ -105,10 +111,6 @@ def measure_group(torch, dist, spec: dict, members: list[int], group, rank: int,
     for size in spec["sizes"]:
         count = max(size // 4, 1)
         src, work, out = _buffers(torch, op, rank, n, count, device)
-        if spec.get("corrupt_rank") == rank:
-            # The hidden test hook: this rank sends one wrong value, as a bad
-            # link or bad memory would; the check below must count it.
-            src[0] += 1
         for _ in range(spec["warmup"]):
             work.copy_(src)
             _run_op(dist, op, work, out, group, members[0])
@@ -150,17 +152,18 @@ def run(run_dir: str) -> dict:
         sync, name = (lambda: None), "cpu"
 
     groups = spec.get("groups") or [list(range(world))]
+    rounds = spec.get("rounds") or [[gi] for gi in range(len(groups))]
     # Every rank must create every group, in the same order, members or not.
     handles = [dist.new_group(g) if len(g) < world else None for g in groups]
     progress_path = os.path.join(run_dir, "progress.json")
     done = [0]
-    total = len(groups) * len(spec["sizes"])
+    total = len(rounds) * len(spec["sizes"])
 
     last = [0.0]
 
     def progress(size: int, final: bool = True, writer: bool = True) -> None:
-        """A group's first member reports (at most once a second within a size): groups run one after another,
-        and rank 0 waits at the barrier while a pair without it is measured."""
+        """Each group's first member reports (at most once a second within a size): rank 0 may wait at the
+        barrier while a round it is not in is measured."""
         if final:
             done[0] += 1
         now = time.time()
@@ -170,15 +173,17 @@ def run(run_dir: str) -> dict:
                                               "time": now})
 
     mine = []
-    for gi, (members, handle) in enumerate(zip(groups, handles)):
-        if rank in members:
+    for ri, round_groups in enumerate(rounds):
+        gi = next((g for g in round_groups if rank in groups[g]), None)
+        if gi is not None:
+            members = groups[gi]
             first = rank == members[0]
-            rows = measure_group(torch, dist, spec, members, handle, rank, device, sync,
+            rows = measure_group(torch, dist, spec, members, handles[gi], rank, device, sync,
                                  lambda size, final=True, first=first: progress(size, final, first))
-            mine.append({"group": gi, "rows": rows})
+            mine.append({"group": gi, "round": ri, "rows": rows})
         else:
             done[0] += len(spec["sizes"])
-        # Groups run one after another, so a pair is never measured while another shares its links.
+        # Rounds run one after another: a group never shares its links with one of another round.
         dist.barrier()
     rec = {"rank": rank, "host": socket.gethostname(), "device": name, "status": "ok", "groups": mine}
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
@@ -186,7 +191,7 @@ def run(run_dir: str) -> dict:
     dist.all_gather_object(gathered, rec)
     if rank == 0:
         write_json_atomic(os.path.join(run_dir, "summary.json"), {
-            "world_size": world, "backend": backend, "groups": groups, "ranks": gathered,
+            "world_size": world, "backend": backend, "groups": groups, "rounds": rounds, "ranks": gathered,
             "versions": _versions(torch)})
     dist.barrier()
     dist.destroy_process_group()
