@@ -141,10 +141,13 @@ def samples(records: list[dict[str, Any]]) -> dict[Subject, dict[str, list[float
                 _add(out, subject, "time_s", (row.get("time_s") or {}).get("median"))
         elif kind == "validate":
             level, m = rec.get("level"), rec.get("measured") or {}
-            for host, ips in (m.get("node_images_per_s") or {}).items():
-                _add(out, Subject(f"validate {level} {host}"), "images_per_s", ips)
+            # Each GPU alone (host:slot), each node's GPUs together, each node's links inside and to others.
+            for name, ips in {**(m.get("gpu_images_per_s") or {}), **(m.get("node_images_per_s") or {})}.items():
+                _add(out, Subject(f"validate {level} {name}"), "images_per_s", ips)
+            for host, bw in (m.get("intra_busbw") or {}).items():
+                _add(out, Subject(f"validate {level} {host} intra-node"), "busbw", bw)
             for host, bw in (m.get("node_busbw") or {}).items():
-                _add(out, Subject(f"validate {level} {host}"), "busbw", bw)
+                _add(out, Subject(f"validate {level} {host} inter-node"), "busbw", bw)
             dp = m.get("dp") or {}
             if dp:
                 _add(out, Subject(f"validate {level} cluster x{dp.get('world_size')}"), "images_per_s",

@@ -196,6 +196,14 @@ def allreduce_seconds(nbytes: float, busbw_bytes_per_s: float, n: int) -> float:
     )
 
 
+def compute_line_busbw(grad_bytes: float, t_compute_s: float, n: int) -> float:
+    """The bus bandwidth at which one all-reduce of the gradients takes one compute step:
+    B_line = S * 2(n-1)/n / t_compute, bytes/s. Below it a data-parallel step spends longer
+    communicating than computing (efficiency under 50% without overlap)."""
+    return _non_negative("grad_bytes", grad_bytes) * _busbw_factor("all_reduce", n) / _positive(
+        "t_compute_s", t_compute_s)
+
+
 def predicted_dp_efficiency(
     t_compute_s: float,
     grad_bytes: float,

@@ -1,19 +1,21 @@
 """Name what holds a synchronous data-parallel cluster back: a GPU, a node or a link.
 
     from bench.analysis.stragglers import find
-    for s in find(rank_compute_s={("node1", 0): 0.11, ("node2", 0): 0.30},
-                  node_step_s={"node1": 0.10, "node2": 0.31},
+    for s in find(gpu_step_s={("node1", 0): 0.10, ("node2", 0): 0.31},
+                  rank_compute_s={("node1", 0): 0.11, ("node2", 0): 0.30},
                   node_busbw={"node1": 9e8, "node2": 1e5}, grad_bytes=1.2e6, n=2):
         print(s.kind, s.host, f"{s.cost:.0%}", "--exclude", s.exclude)
 
 Every step waits for the slowest rank, so one slow part costs the whole
 cluster: cost = metrics.straggler_cost (1 - median / max of per-rank step
 times; METRICS.md). Three views, each from its own measurement:
-  gpu   a rank's own compute per step in the data-parallel run (forward +
-        backward - the all-reduce DeepSpeed timed): waiting is left out,
-        which a wall-clock step would hide (every rank's equals the slowest's)
-  node  each node's solo step time (one rank, nothing to wait for)
-  link  each node's modelled step: the median solo step plus one all-reduce
+  gpu   each GPU's step time alone (bench validate's per-GPU runs: every GPU
+        at once, one rank each, nothing to wait for)
+  rank  a rank's own work per step in the data-parallel run (its step minus
+        its time with a collective in flight): waiting is left out, which a
+        wall-clock step would hide (every rank's equals the slowest's); only
+        where that time is measured (not on CUDA: bench.validate.training)
+  link  each node's modelled step: the median GPU step plus one all-reduce
         of the gradients at that node's best pairwise bus bandwidth
         (metrics.allreduce_seconds): what its link alone would cost
 """
@@ -25,14 +27,14 @@ from typing import Any
 
 from bench.analysis import metrics
 
-KINDS = ("gpu", "node", "link")
+KINDS = ("gpu", "rank", "link")
 
 
 @dataclass(frozen=True, slots=True)
 class Straggler:
-    kind: str            # gpu, node or link
+    kind: str            # gpu, rank or link
     host: str
-    slot: int | None     # the GPU (rank slot) for kind gpu
+    slot: int | None     # the GPU (slot) for kinds gpu and rank
     cost: float          # share of the cluster's throughput it takes (metrics.straggler_cost)
     value_s: float       # its time per step (measured, or modelled for a link)
     median_s: float      # the median over the cluster of the same figure
@@ -47,25 +49,15 @@ def _median(xs) -> float:
     return metrics.percentile(list(xs), 50)
 
 
-def from_ranks(rank_compute_s: dict[tuple[str, int], float]) -> Straggler | None:
-    """The slowest rank of a data-parallel run, from each rank's own compute time per step."""
-    if len(rank_compute_s) < 2:
+def from_slots(kind: str, step_s: dict[tuple[str, int], float]) -> Straggler | None:
+    """The slowest GPU of a view, from each (host, slot)'s time per step: alone (gpu) or its own work (rank)."""
+    if len(step_s) < 2:
         return None
-    host, slot = metrics.slowest_rank(rank_compute_s)
-    t, med = rank_compute_s[(host, slot)], _median(rank_compute_s.values())
-    cost = metrics.straggler_cost(rank_compute_s)
-    return Straggler("gpu", host, slot, cost, t, med, f"{host}:{slot}",
-                     f"GPU {slot} on {host} computes a step in {t * 1e3:.1f} ms, the median rank in {med * 1e3:.1f} ms")
-
-
-def from_nodes(node_step_s: dict[str, float]) -> Straggler | None:
-    """The slowest node, from each node's solo (single-rank) step time."""
-    if len(node_step_s) < 2:
-        return None
-    host = metrics.slowest_rank(node_step_s)
-    t, med = node_step_s[host], _median(node_step_s.values())
-    return Straggler("node", host, None, metrics.straggler_cost(node_step_s), t, med, host,
-                     f"{host} alone takes {t * 1e3:.1f} ms a step, the median node {med * 1e3:.1f} ms")
+    host, slot = metrics.slowest_rank(step_s)
+    t, med = step_s[(host, slot)], _median(step_s.values())
+    how = "alone" if kind == "gpu" else "of its own work in the data-parallel run"
+    return Straggler(kind, host, slot, metrics.straggler_cost(step_s), t, med, f"{host}:{slot}",
+                     f"GPU {slot} on {host} takes {t * 1e3:.1f} ms a step {how}, the median GPU {med * 1e3:.1f} ms")
 
 
 def from_links(node_busbw: dict[str, float], grad_bytes: float, t_compute_s: float, n: int) -> Straggler | None:
@@ -83,10 +75,11 @@ def from_links(node_busbw: dict[str, float], grad_bytes: float, t_compute_s: flo
                      f"would take {metrics.allreduce_seconds(grad_bytes, node_busbw[host], n) * 1e3:.1f} ms a step")
 
 
-def find(*, rank_compute_s: dict[tuple[str, int], float] | None = None, node_step_s: dict[str, float] | None = None,
-         node_busbw: dict[str, float] | None = None, grad_bytes: float = 0.0, n: int = 0) -> list[Straggler]:
+def find(*, gpu_step_s: dict[tuple[str, int], float] | None = None,
+         rank_compute_s: dict[tuple[str, int], float] | None = None, node_busbw: dict[str, float] | None = None,
+         grad_bytes: float = 0.0, n: int = 0) -> list[Straggler]:
     """Every view's slowest part, costliest first (views without data are left out)."""
-    found = [from_ranks(rank_compute_s or {}), from_nodes(node_step_s or {})]
-    if node_step_s and node_busbw:
-        found.append(from_links(node_busbw, grad_bytes, _median(node_step_s.values()), n))
+    found = [from_slots("gpu", gpu_step_s or {}), from_slots("rank", rank_compute_s or {})]
+    if gpu_step_s and node_busbw:
+        found.append(from_links(node_busbw, grad_bytes, _median(gpu_step_s.values()), n))
     return sorted((s for s in found if s is not None), key=lambda s: -s.cost)

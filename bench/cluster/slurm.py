@@ -54,3 +54,28 @@ def slurm_hosts(environ: dict[str, str] | None = None) -> dict[str, int]:
     if len(counts) != len(nodes):
         raise BadInput(f"SLURM_TASKS_PER_NODE: {len(counts)} counts for {len(nodes)} nodes ({nodelist})")
     return dict(zip(nodes, counts))
+
+
+# Slurm keeps a node's reason in a fixed-size field; a reason longer than this is cut (with "...").
+REASON_MAX = 200
+
+
+def drain_argv(node: str, reason: str) -> list[str]:
+    """The scontrol command that drains `node` with `reason` (an argument list: no shell sees the reason)."""
+    text = " ".join(reason.split())
+    if len(text) > REASON_MAX:
+        text = text[: REASON_MAX - 3] + "..."
+    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={text}"]
+
+
+def drain(node: str, reason: str, environ: dict[str, str] | None = None, timeout: float = 30.0) -> tuple[bool, str]:
+    """Drain one node; (done, what scontrol said or why it could not run)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(drain_argv(node, reason), capture_output=True, text=True, timeout=timeout,
+                             env=dict(os.environ if environ is None else environ))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"scontrol: {e}"
+    said = (out.stderr or out.stdout).strip()
+    return out.returncode == 0, said or ("drained" if out.returncode == 0 else f"scontrol exited {out.returncode}")

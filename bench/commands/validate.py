@@ -1,13 +1,14 @@
-"""`bench validate`: an acceptance test of a cluster, check by check, node by node.
+"""`bench validate`: an acceptance test of a cluster, GPU by GPU, link by link, and what to drain.
 
     bench validate --hostfile hostfiles/vector                        # quick: minutes
-    bench validate --hostfile hostfiles/vector --level full --junit validate.xml
-    bench validate --hostfile hostfiles/tesla --reference my_refs.json --json
+    bench validate --hostfile hostfiles/vector --level full --junit validate.xml --drain-file drain.txt
+    bench validate --level prolog --drain                             # this node, seconds: Slurm health check
 
-The checks and their order are bench.experiments.validate's. Exit 0: no
-FAIL (WARNs allowed, shown); 1: a FAIL; 2: bad input. --json prints one
-document (the "validate" record); --junit FILE writes one JUnit test case
-per check per node.
+The checks and their order are bench.validate.stages'. Exit 0: no FAIL
+(WARNs allowed, shown); 1: a FAIL (at --level prolog: drain this node);
+2: bad input. --json prints one document (the "validate" record); the
+table shows a summary per check and every row that is not PASS (--all:
+every row); --level prolog prints one line.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from bench.cluster.hostfile import HostSelection
 from bench.commands.common import add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
 from bench.core.errors import EXIT_FAILED
 from bench.core.options import add_options, from_args
-from bench.experiments.validate import validate
-from bench.experiments.validation import ValidateConfig
+from bench.validate.config import ValidateConfig
+from bench.validate.stages import validate
 
-HELP = "acceptance-test a cluster: preflight, inventory, per-node throughput, bandwidth, a DP run, stragglers, scaling"
+HELP = ("acceptance-test a cluster: every GPU alone, bit-exact numerics, links inside and between nodes, a DP "
+        "run, stragglers, scaling, and what to drain")
 
 
 def add_arguments(p) -> None:
@@ -41,7 +43,10 @@ def main(args) -> int:
         write(cfg.junit, rec["checks"], duration_s=rec["duration_s"])
     if args.json:
         print(json.dumps(rec))
+    elif cfg.level == "prolog" and not cfg.all:
+        from bench.render.validate import one_line
+        print(one_line(rec))
     else:
         from bench.render.validate import render
-        render(rec)
+        render(rec, every_row=cfg.all)
     return EXIT_FAILED if rec["result"] == "FAIL" else 0

@@ -1,4 +1,11 @@
-"""bench validate's table: every check per node, the named straggler, and the --exclude string that drops failed hosts."""
+"""bench validate's table: a summary per check and every row that is not PASS (--all: every row), then what to drain.
+
+At 100 nodes x 8 GPUs a row per check and GPU is thousands of rows: the
+default view is one line per check (its counts, its worst row's value and
+what judged it) and then only the rows a person must read (FAIL, WARN,
+SKIP). The exclude line is printed only for what the verdict drains or
+names a straggler. The JSON record keeps every row.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,29 @@ import os
 import sys
 from typing import Any
 
-
 _STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
+_ORDER = {"FAIL": 3, "WARN": 2, "SKIP": 1, "PASS": 0}
 
 
-def render(rec: dict[str, Any]) -> None:
+def summary(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per check, in the order the checks ran: counts, and the worst row (worst status, then lowest figure)."""
+    by_check: dict[str, list[dict]] = {}
+    for c in rec["checks"]:
+        by_check.setdefault(c["check"], []).append(c)
+    out = []
+    for check, rows in by_check.items():
+        judged = [r for r in rows if r["status"] != "SKIP"] or rows
+        worst = max(judged, key=lambda r: (_ORDER[r["status"]], -(r.get("figure") if r.get("figure") is not None
+                                                                   else float("inf"))))
+        counts = {s: sum(r["status"] == s for r in rows) for s in ("PASS", "WARN", "FAIL", "SKIP")}
+        status = max((r["status"] for r in rows), key=_ORDER.__getitem__) if rows else "SKIP"
+        if status == "SKIP" and counts["PASS"]:
+            status = "PASS"
+        out.append({"check": check, "status": status, "rows": len(rows), "counts": counts, "worst": worst})
+    return out
+
+
+def render(rec: dict[str, Any], every_row: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -19,17 +44,56 @@ def render(rec: dict[str, Any]) -> None:
     c = rec["counts"]
     title = (f"bench validate {rec['run_id']} ({rec['level']}, {len(rec['hosts'])} host(s), {rec['device']}): "
              f"{rec['result']} — {c['FAIL']} FAIL, {c['WARN']} WARN, {c['PASS']} PASS, {c['SKIP']} SKIP")
-    table = Table(title=Text(title), title_justify="left")
-    for col in ("check", "node", "status", "value", "reference", "reason"):
-        table.add_column(col, overflow="fold")
-    for ch in rec["checks"]:
-        table.add_row(Text(ch["check"]), Text(ch["node"]), Text(ch["status"], style=_STYLE[ch["status"]]),
-                      Text(ch["value"]), Text(ch["reference"]), Text(ch["reason"]))
-    out.print(table)
-    for s in rec["measured"].get("stragglers", [])[:1]:
-        out.print(Text(f"straggler: {s['kind']} {s['host']}{'' if s['slot'] is None else ':' + str(s['slot'])} costs "
-                       f"{s['cost']:.1%} of the cluster's throughput; to drop it: --exclude {s['exclude']}"))
-    if rec["failed_hosts"]:
-        out.print(Text(f"failed: {', '.join(rec['failed_hosts'])}; to run without them: --exclude "
-                       f"{'@'.join(rec['failed_hosts'])}", style="bold red"))
+    t = Table(title=Text(title), title_justify="left")
+    for col in ("check", "rows", "PASS", "WARN", "FAIL", "SKIP", "worst", "value", "judged by"):
+        t.add_column(col, overflow="fold")
+    for s in summary(rec):
+        w = s["worst"]
+        t.add_row(Text(s["check"], style=_STYLE[s["status"]]), str(s["rows"]),
+                  *(str(s["counts"][k]) for k in ("PASS", "WARN", "FAIL", "SKIP")), Text(w["node"]),
+                  Text(w["value"]), Text(w["reference"]))
+    out.print(t)
+    shown = rec["checks"] if every_row else [ch for ch in rec["checks"] if ch["status"] != "PASS"]
+    if shown:
+        rows = Table(title=Text("every row" if every_row else "rows that are not PASS (--all: every row)"),
+                     title_justify="left")
+        for col in ("check", "node", "status", "value", "reference", "reason"):
+            rows.add_column(col, overflow="fold")
+        for ch in shown:
+            rows.add_row(Text(ch["check"]), Text(ch["node"]), Text(ch["status"], style=_STYLE[ch["status"]]),
+                         Text(ch["value"]), Text(ch["reference"]), Text(ch["reason"]))
+        out.print(rows)
+    for line, style in footer(rec):
+        out.print(Text(line, style=style))
     print(f"results: {os.path.join(rec['run_dir'], 'results.jsonl')}", file=sys.stderr)
+
+
+def footer(rec: dict[str, Any]) -> list[tuple[str, str]]:
+    """The lines under the table: the named straggler and what to drain, each with its --exclude; nothing else."""
+    lines = []
+    s = (rec.get("measured") or {}).get("straggler")
+    if s:
+        where = s["host"] + ("" if s["slot"] is None else f":{s['slot']}")
+        lines.append((f"straggler: {s['kind']} {where} costs {s['cost']:.1%} of the cluster's throughput; to drop "
+                      f"it: --exclude {s['exclude']}", "yellow"))
+    if rec.get("drain"):
+        what = ", ".join(f"{e['host']}{'' if e['gpu'] is None else ':' + str(e['gpu'])} ({e['check']})"
+                         for e in rec["drain"])
+        lines.append((f"drain: {what}; to run without them: --exclude {rec['exclude']}", "bold red"))
+    for d in rec.get("drained") or []:
+        lines.append((f"scontrol: {d['node']} {'drained' if d['drained'] else 'NOT drained'}: {d['scontrol']}",
+                      "bold red" if not d["drained"] else ""))
+    return lines
+
+
+def one_line(rec: dict[str, Any]) -> str:
+    """--level prolog: one line, the verdict and the first reason (what a health check logs)."""
+    ran = [ch for ch in rec["checks"] if ch["status"] != "SKIP"]
+    if rec["result"] != "FAIL":
+        gpus = len({ch["node"] for ch in ran if ch.get("gpu") is not None})
+        checks = ", ".join(dict.fromkeys(ch["check"] for ch in ran))
+        warn = [ch for ch in ran if ch["status"] == "WARN"]
+        return (f"bench validate prolog: {rec['result']}: {', '.join(rec['hosts'])}, {gpus} GPU(s)/rank(s): {checks}"
+                + (f"; WARN {warn[0]['check']} {warn[0]['node']}: {warn[0]['reason']}" if warn else ""))
+    first = next(ch for ch in rec["checks"] if ch["status"] == "FAIL")
+    return f"bench validate prolog: FAIL: {first['check']} {first['node']}: {first['reason']}"

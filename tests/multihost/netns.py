@@ -247,12 +247,15 @@ class Cluster:
             "--mca", "btl", "self,tcp",
         ]  # fmt: skip
 
-    def start_sshd(self, host: str, wait: bool = True, mount_over: str | None = None) -> int:
+    def start_sshd(self, host: str, wait: bool = True, mount_over: str | None = None,
+                   bind_over: tuple[str, str] | None = None) -> int:
         """Start (or restart) the host's sshd; its PID, once it accepts connections.
 
         mount_over: a directory that this host, and only it, sees with an empty
         tmpfs mounted over it (its sshd in its own mount namespace): a node
-        whose "shared" directory is a local one. Gone when its sshd stops.
+        whose "shared" directory is a local one. bind_over (src, dst): this
+        host, and only it, sees directory src at dst (a file on one host's
+        path, e.g. a sitecustomize). Either is gone when its sshd stops.
         """
         i = self._index(host)
         node = self.tmp / self.hostnames[i]
@@ -265,6 +268,9 @@ class Cluster:
         if mount_over is not None:
             unshare += ["--mount", "--propagation", "private"]
             inner = f"mount -t tmpfs -o size=1m vitbench-local {shlex.quote(mount_over)} && {inner}"
+        elif bind_over is not None:
+            unshare += ["--mount", "--propagation", "private"]
+            inner = f"mount --bind {shlex.quote(bind_over[0])} {shlex.quote(bind_over[1])} && {inner}"
         proc = subprocess.Popen(
             ["ip", "netns", "exec", self.namespaces[i], *unshare, "sh", "-c", inner],
             stdin=subprocess.DEVNULL,

@@ -10,7 +10,6 @@ import pytest
 from bench.analysis import metrics, references, stragglers
 from bench.core.errors import BadInput
 from bench.render.junit import to_junit
-from bench.experiments.link_checks import _pairs
 from tests.conftest import assert_bad_input, cli
 
 
@@ -58,27 +57,22 @@ def test_bad_reference_files_are_named(tmp_path, text, needle):
 
 
 def test_stragglers_by_hand():
-    ranks = {("n1", 0): 0.10, ("n1", 1): 0.11, ("n2", 0): 0.30}
-    g = stragglers.from_ranks(ranks)
+    alone = {("n1", 0): 0.10, ("n1", 1): 0.11, ("n2", 0): 0.30}
+    g = stragglers.from_slots("gpu", alone)
     assert (g.kind, g.host, g.slot, g.exclude) == ("gpu", "n2", 0, "n2:0")
-    assert g.cost == pytest.approx(1 - 0.11 / 0.30) == pytest.approx(metrics.straggler_cost(ranks))
-    n = stragglers.from_nodes({"a": 0.2, "b": 0.2, "c": 0.5})
-    assert (n.kind, n.host, n.exclude) == ("node", "c", "c") and n.cost == pytest.approx(0.6)
+    assert g.cost == pytest.approx(1 - 0.11 / 0.30) == pytest.approx(metrics.straggler_cost(alone))
+    assert "alone" in g.reason
+    r = stragglers.from_slots("rank", {("a", 0): 0.2, ("a", 1): 0.2, ("c", 1): 0.5})
+    assert (r.kind, r.host, r.slot, r.exclude) == ("rank", "c", 1, "c:1") and r.cost == pytest.approx(0.6)
     # A link: modelled step = compute + one all-reduce of the gradients at the node's bus bandwidth.
     link = stragglers.from_links({"a": 1e9, "b": 1e9, "c": 1e5}, grad_bytes=1e6, t_compute_s=0.1, n=3)
     slow = 0.1 + 1e6 * 2 * 2 / 3 / 1e5
     fast = 0.1 + 1e6 * 2 * 2 / 3 / 1e9
     assert link.host == "c" and link.cost == pytest.approx(1 - fast / slow)
-    found = stragglers.find(rank_compute_s=ranks, node_step_s={"a": 0.2, "b": 0.2, "c": 0.2},
+    found = stragglers.find(gpu_step_s={("a", 0): 0.2, ("b", 0): 0.2, ("c", 0): 0.21}, rank_compute_s=alone,
                             node_busbw={"a": 1e9, "b": 1e9, "c": 1e5}, grad_bytes=1e6, n=3)
-    assert [s.kind for s in found] == ["link", "gpu", "node"]  # costliest first
-    assert stragglers.find(node_step_s={"a": 0.1}) == []
-
-
-def test_pairs_are_ring_neighbours():
-    assert _pairs(2) == [] and _pairs(3) == [[0, 1], [1, 2], [2, 0]]
-    # Every node is in exactly two pairs: one bad node shows in both of its pairs only.
-    assert all(sum(i in p for p in _pairs(5)) == 2 for i in range(5))
+    assert [s.kind for s in found] == ["link", "rank", "gpu"]  # costliest first
+    assert stragglers.find(gpu_step_s={("a", 0): 0.1}) == []
 
 
 def test_junit_has_one_testcase_per_check_with_failures_and_skips():
@@ -102,6 +96,19 @@ def test_junit_has_one_testcase_per_check_with_failures_and_skips():
 
 def test_validate_needs_a_hostfile():
     assert_bad_input(cli("validate"), "--hostfile")
+
+
+def test_prolog_takes_no_hostfile(tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("localhost slots=1\n")
+    assert_bad_input(cli("validate", "--level", "prolog", "--hostfile", str(hf)), "--level prolog")
+
+
+def test_checks_must_be_known(tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("localhost slots=1\n")
+    assert_bad_input(cli("validate", "--hostfile", str(hf), "--checks", "throughput,bandwith"), "--checks",
+                     "'bandwith'")
 
 
 def test_validate_names_a_bad_reference_file(tmp_path):

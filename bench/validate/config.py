@@ -1,0 +1,105 @@
+"""What `bench validate` checks and how much: its options (ValidateConfig), levels and check names.
+
+    cfg = ValidateConfig(level="full", checks=("throughput", "numerics"))
+    LEVELS[cfg.level].micro_batch      # 64
+
+Levels: quick (the micro ViT, a few steps: minutes), full (the study's
+ViT-B/16 and batch, every node pair), prolog (this node only, in seconds:
+a Slurm HealthCheckProgram or job prolog).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.core.errors import BadInput
+from bench.core.options import csv_parser, opt
+from bench.core.precision import PRECISIONS
+
+# Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
+CHECKS = ("throughput", "numerics", "intra-node", "inter-node", "training", "stragglers", "scaling")
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    model: str
+    micro_batch: int
+    steps: int
+    timing_warmup: int
+    synthetic_size: int
+    dp_steps: int
+    fallback_size: int   # bytes, when no per-GPU run said how large the gradient is
+    iters: int           # timed iterations per size: the median of these is a row's time
+    comm_warmup: int
+    timeout: float
+    pairs: str           # inter-node pairs: "ring" (each node with its two neighbours) or "all" (round-robin)
+    numerics_model: str
+    numerics_steps: int
+    matmul_n_gpu: int    # the timed matmul on a GPU (a CPU core gets 512)
+    checks: tuple[str, ...] = CHECKS
+
+
+LEVELS = {
+    # The smallest preset on synthetic data; messages of its gradient's size (1.8 MB).
+    "quick": Level("vit-micro-p4-32", 16, 40, 5, 1024, 30, 1 << 20, 20, 5, 240.0, "ring", "vit-micro-p4-32", 8,
+                   4096),
+    # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
+    "full": Level("vit-b16-224", 64, 50, 10, 10000, 60, 64 << 20, 20, 5, 900.0, "all", "vit-tiny-p4-32", 20,
+                  8192),
+    # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
+    "prolog": Level("vit-micro-p4-32", 16, 0, 0, 256, 0, 1 << 20, 10, 3, 120.0, "ring", "vit-micro-p4-32", 8,
+                    4096, checks=("numerics", "intra-node")),
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ValidateConfig:
+    """What bench validate checks and how (the hosts are a HostSelection)."""
+
+    level: str = opt("quick: tiny runs (vit-micro-p4-32, synthetic, few steps, ring pairs); full: ViT-B/16, more "
+                     "steps, every node pair; prolog: this node only, in seconds (Slurm HealthCheckProgram/prolog)",
+                     default="quick", choices=tuple(LEVELS))
+    checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); preflight and inventory "
+                                         "always run, the others are SKIPped with this reason",
+                                         default=None, parse=csv_parser(str, dedupe=True), metavar="LIST")
+    reference: str | None = opt("reference table (default bench/data/reference_throughput.json)", default=None,
+                                metavar="FILE")
+    numerics_reference: str | None = opt("reference loss curves to compare the numerics job with, besides the "
+                                         "peers (default: the curves shipped in bench/data)", default=None,
+                                         metavar="FILE")
+    save_numerics_reference: str | None = opt("write the curves this run agreed on (per platform) to FILE, for "
+                                              "--numerics-reference on other nodes (e.g. the prolog)", default=None,
+                                              metavar="FILE")
+    precision: str = opt("training precision", default="fp32", choices=PRECISIONS)
+    junit: str | None = opt("write one JUnit test case per check per node", default=None, metavar="FILE")
+    out: str = opt("results root; writes OUT/validate-<id>/", default="results")
+    fail_fast: bool = opt("stop after the first check with a FAIL (the rest SKIP)", default=False)
+    keep_going: bool = opt("after a host fails preflight, still check the others (default: stop there, in seconds)",
+                           default=False)
+    repeats: int = opt("measure each GPU's throughput and each link this many times; FAIL only when it fails "
+                       "every time, WARN when it fails some", default=1, metavar="N")
+    baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each GPU's "
+                               "throughput and each node's bandwidth that fell by more than --threshold and the "
+                               "spread is a FAIL (bench compare's rule)", default=None, metavar="DIR")
+    threshold: str = opt("with --baseline: the fall that is a regression", default="5%", metavar="SHARE")
+    drain: bool = opt("Slurm: drain every node the verdict names (scontrol update State=DRAIN with the reason); "
+                      "never resumes a node", default=False)
+    drain_file: str | None = opt("write the hosts to drain, one a line (an empty file when none)", default=None,
+                                 metavar="FILE")
+    all: bool = opt("show every row of the table (default: a summary per check and every row that is not PASS)",
+                    default=False)
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise BadInput(f"--level: must be one of {', '.join(LEVELS)}, got {self.level!r}")
+        if not 1 <= self.repeats <= 20:
+            raise BadInput(f"--repeats: must be 1..20, got {self.repeats}")
+        if self.precision not in PRECISIONS:
+            raise BadInput(f"--precision: must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        unknown = [c for c in self.checks or () if c not in CHECKS]
+        if unknown:
+            raise BadInput(f"--checks: {unknown[0]!r} is not a check; choose from {', '.join(CHECKS)}")
+
+    def wanted(self, check: str) -> bool:
+        """Whether this run runs `check` (its level's checks, narrowed by --checks)."""
+        return check in LEVELS[self.level].checks and (self.checks is None or check in self.checks)

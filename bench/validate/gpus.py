@@ -1,0 +1,144 @@
+"""validate's throughput check: every GPU of every node trains alone, all at once, and is judged on its own.
+
+One launch covers every selected slot of every good node (bench.jobs.alone:
+one rank per GPU, a world of one each, no communication), so each node
+carries the load training puts on it, and each GPU's figure is its own:
+    X = micro batch / median steady step time          (METRICS.md, per-GPU throughput)
+judged against the published reference for its GPU model, precision,
+model and micro batch when there is one, else against the median of the
+GPUs of the same model in the cluster (the "relative" tolerances), else
+SKIP: nothing to judge it against. A node's row sums its GPUs and names
+the slowest; it is a summary (its GPUs' rows carry the verdicts and drain).
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.analysis import metrics
+from bench.analysis.references import judge, judge_relative
+from bench.validate import runs
+from bench.validate.state import Validation
+
+# The share of the cluster's throughput one GPU may cost before it is named a straggler (metrics.straggler_cost).
+STRAGGLER_WARN = 0.10
+_ORDER = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
+
+
+def pct(x: float) -> str:
+    return f"{x:+.0%}"
+
+
+def relative_se(steps: list[float]) -> float:
+    """The standard error of a GPU's mean step, relative to it: how far its mean may move run to run."""
+    if len(steps) < 2:
+        return 0.0
+    mean = sum(steps) / len(steps)
+    var = sum((x - mean) ** 2 for x in steps) / (len(steps) - 1)
+    return (var ** 0.5) / len(steps) ** 0.5 / mean
+
+
+def _round(v: Validation, res: dict[str, list[int]], tag: str) -> tuple[dict, dict]:
+    """One launch: ({(host, slot): figures}, {(host, slot): why it has none})."""
+    rec = runs.alone(v, res, tag)
+    ok, failed = {}, {}
+    for r in rec.get("alone") or []:
+        key = (r["host"], r["slot"])
+        if r["status"] == "ok" and r.get("step_s"):
+            steps = r["step_s"]
+            ok[key] = {"images_per_s": metrics.images_per_s(v.level.micro_batch, metrics.percentile(steps, 50)),
+                       "samples": steps, "se": relative_se(steps), "params": r.get("params")}
+        else:
+            failed[key] = r.get("reason") or r["status"]
+    if not rec.get("alone"):
+        err = rec.get("error") or {}
+        why = f"the per-GPU run failed at {err.get('where')}: {err.get('reason')}"
+        failed = {(h, s): why for h, slots in res.items() for s in slots}
+    return ok, failed
+
+
+def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[tuple[str, int], float]) -> tuple:
+    """(status, reference text, reason) of one GPU's images/s; peers: every GPU's figure in the same round."""
+    name = v.gpu_name(*key)
+    ref = v.table.throughput_for(name, v.cfg.precision, v.level.model, v.level.micro_batch)
+    if ref is not None:
+        status, dev = judge(ips, ref.value, ref.lower, ref.upper)
+        return (status, f"{ref.value:g} img/s ({ref.gpu}, {ref.precision})",
+                f"{pct(dev)} from the published figure (tolerance {ref.lower}..{ref.upper}); {ref.source[:80]}")
+    same = [x for k, x in peers.items() if v.gpu_name(*k) == name]
+    if len(same) < 2:
+        return ("SKIP", "none", f"no published figure for {name} / {v.level.model} at micro batch "
+                f"{v.level.micro_batch} ({v.cfg.precision}) and no other GPU of this model here: nothing to judge "
+                "it against")
+    median = metrics.percentile(same, 50)
+    status, dev = judge_relative(ips, median, v.table.relative)
+    tol = v.table.relative
+    return (status, f"median of {len(same)} {name} {median:.1f} img/s",
+            f"{pct(dev)} from the median of its model (WARN below {pct(tol.warn_lower)}, FAIL below "
+            f"{pct(tol.fail_lower)}); no published figure for {name} / {v.level.model}")
+
+
+def throughput(v: Validation) -> None:
+    t0 = time.time()
+    v.skip_left_out("throughput", per_gpu=True)
+    res = v.good_resources()
+    if not res:
+        return
+    repeats = v.cfg.repeats
+    rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}") for r in range(repeats)]
+    first = rounds[0][0]
+    if repeats == 1 and len(first) >= 2 and \
+            metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= STRAGGLER_WARN:
+        # One slow GPU in one measurement is not yet a straggler: GPUs that share cores, power or cooling can
+        # be unlucky once. Measure every GPU again and keep each one's faster round: slow in both is slow.
+        rounds.append(_round(v, res, "throughput-repeat"))
+    v.figures["gpu_rounds"] = len(rounds)
+    keys = [(h, s) for h, slots in res.items() for s in slots]
+    # Each GPU's figure: its median round (with 2, the faster): one bad round does not make a GPU slow.
+    per_key = {k: sorted((r[0][k] for r in rounds if k in r[0]), key=lambda s: s["images_per_s"]) for k in keys}
+    chosen = {k: xs[len(xs) // 2] for k, xs in per_key.items() if xs}
+    ips = {k: s["images_per_s"] for k, s in chosen.items()}
+    for k, s in chosen.items():
+        name = f"{k[0]}:{k[1]}"
+        v.figures["gpu_images_per_s"][name] = ips[k]
+        v.figures.setdefault("gpu_step_samples", {})[name] = s["samples"]
+        v.figures.setdefault("gpu_step_se", {})[name] = s["se"]
+        if s["params"]:
+            v.figures.setdefault("params", s["params"])
+    if len(rounds) > 1:
+        v.figures["gpu_images_per_s_rounds"] = {f"{h}:{s}": [r[0][(h, s)]["images_per_s"] if (h, s) in r[0] else None
+                                                            for r in rounds] for h, s in keys}
+    statuses: dict[tuple[str, int], str] = {}
+    for k in keys:
+        host, slot = k
+        if k not in ips:
+            why = next((r[1][k] for r in reversed(rounds) if k in r[1]), "no figure")
+            v.add_gpu("throughput", host, slot, "FAIL", reason=f"its run failed: {why}", t0=t0)
+            statuses[k] = "FAIL"
+            continue
+        status, reference, reason = judge_gpu(v, k, ips[k], ips)
+        value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and repeats == 1 else "")
+        if repeats > 1:
+            verdicts = [judge_gpu(v, k, r[0][k]["images_per_s"], {q: x["images_per_s"] for q, x in r[0].items()})[0]
+                        if k in r[0] else "FAIL" for r in rounds]
+            judged = [x for x in verdicts if x != "SKIP"]
+            failed = sum(x != "PASS" for x in judged)
+            if judged:
+                status = "FAIL" if all(x == "FAIL" for x in judged) else "WARN" if failed else "PASS"
+            value = f"{ips[k]:.1f} img/s (median of {repeats})"
+            reason = f"not PASS in {failed} of {len(judged)} rounds ({', '.join(verdicts)}); median round: {reason}"
+        v.add_gpu("throughput", host, slot, status, value, reference, reason, t0=t0, figure=ips[k])
+        statuses[k] = status
+    for host, slots in res.items():
+        mine = {s: ips[(host, s)] for s in slots if (host, s) in ips}
+        worst = max((statuses[(host, s)] for s in slots), key=_ORDER.__getitem__)
+        v.figures["node_images_per_s"][host] = sum(mine.values()) if mine else None
+        if not mine:
+            v.add("throughput", host, "FAIL", reason="no GPU of this node measured", t0=t0)
+            continue
+        slow = min(mine, key=mine.get)
+        bad = [f"{host}:{s} {statuses[(host, s)]}" for s in slots if statuses[(host, s)] in ("FAIL", "WARN")]
+        v.add("throughput", host, worst, f"{len(slots)} GPU(s): {sum(mine.values()):.1f} img/s together, slowest "
+              f"{host}:{slow} {mine[slow]:.1f} img/s", "its GPUs' rows",
+              ("; ".join(bad) if bad else "every GPU of the node as its own row says") + " (summary row)", t0=t0,
+              figure=sum(mine.values()))

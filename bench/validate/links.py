@@ -1,0 +1,133 @@
+"""validate's link checks, inside each node (intra-node) and between nodes (inter-node, bench.validate.pairs).
+
+intra-node: one all-reduce launch over every good node, each node's GPUs
+in a group of their own, every node at once (one round), at the size of
+the training's gradients. A node's busbw is judged, in this order, against
+  1. the published figure for its interconnect (NVSwitch/NVLink/PCIe
+     generation and GPU count: bench/data, Table.link_for), else
+  2. the median of the nodes with the same interconnect and GPU count, else
+  3. nothing but the floor,
+and always against the floor: the larger of the table's absolute floor and
+the compute line (metrics.compute_line_busbw: the busbw at which one
+all-reduce of the gradients takes as long as a compute step). #wrong > 0
+(a value other than the exact sum arrived) is a FAIL whatever the speed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.analysis import metrics
+from bench.analysis.references import judge, judge_relative
+from bench.analysis.volume import comm_bytes_per_element
+from bench.validate import runs
+from bench.validate.gpus import pct
+from bench.validate.state import Validation
+
+
+def rate(bps: float) -> str:
+    return f"{bps / 1e6:.3g} MB/s"
+
+
+def message_size(v: Validation) -> int:
+    """What the training run's all-reduce sends: the whole gradient (DeepSpeed ZeRO-0 reduces it in one bucket up
+    to 5e8 elements), in bytes of the communication dtype; the level's fallback before any run said so."""
+    params = v.figures.get("params")
+    if not params:
+        return v.level.fallback_size
+    grad = params * comm_bytes_per_element(v.cfg.precision)
+    return max(grad - grad % 4, 4096)
+
+
+def floor(v: Validation, ranks: int) -> tuple[float | None, str]:
+    """(the busbw below which a link of `ranks` ranks FAILs, what it is), or (None, why none)."""
+    table_floor = v.table.busbw.floor
+    steps = [metrics.percentile(xs, 50) for xs in (v.figures.get("gpu_step_samples") or {}).values() if xs]
+    params = v.figures.get("params")
+    line = None
+    if steps and params and ranks > 1:
+        t_compute = metrics.percentile(steps, 50)
+        line = metrics.compute_line_busbw(params * comm_bytes_per_element(v.cfg.precision), t_compute, ranks)
+    if line is not None and (table_floor is None or line > table_floor):
+        return line, (f"compute line {rate(line)} (one all-reduce of the gradients per {t_compute * 1e3:.1f} ms "
+                      f"compute step)")
+    if table_floor is not None:
+        return table_floor, f"floor {rate(table_floor)} (the reference table's)"
+    return None, "no floor"
+
+
+def judge_link(v: Validation, busbw: float, wrong: int, ranks: int, ref, peers: list[float]) -> tuple[str, str, str]:
+    """(status, reference text, reason) of one link: the published reference, else its peers' median, then the
+    floor; #wrong always FAILs."""
+    line, line_text = floor(v, ranks)
+    notes = []
+    if ref is not None:
+        status, dev = judge(busbw, ref.busbw, ref.lower, ref.upper)
+        reference = ref.label
+        notes.append(f"{pct(dev)} from the published figure ({ref.source[:60]})")
+    elif len(peers) >= 2:
+        median = metrics.percentile(peers, 50)
+        status, dev = judge_relative(busbw, median, v.table.busbw)
+        reference = f"median {rate(median)} of {len(peers)}"
+        notes.append(f"{pct(dev)} from the median of its peers (WARN below {pct(v.table.busbw.warn_lower)}, FAIL "
+                     f"below {pct(v.table.busbw.fail_lower)}); no published figure for this link")
+    elif line is not None:
+        status, reference = "PASS", line_text
+        notes.append("no published figure for this link and no peer to compare with: judged by the floor only")
+    else:
+        return "SKIP", "none", "no published figure, no peer and no floor: nothing to judge it against"
+    if line is not None:
+        if busbw < line:
+            status = "FAIL"
+            notes.insert(0, f"below the {line_text}")
+        elif ref is not None or len(peers) >= 2:
+            notes.append(f"above the {line_text}")
+    if wrong:
+        status = "FAIL"
+        notes.insert(0, f"{wrong} wrong value(s) after all-reduce")
+    return status, reference, "; ".join(notes)
+
+
+def link_ref(v: Validation, scope: str, host: str):
+    lookup = getattr(v.table, "link_for", None)
+    return lookup(scope, v.inventory.get(host) or {}) if lookup else None
+
+
+def intra_node(v: Validation) -> None:
+    t0 = time.time()
+    v.skip_left_out("intra-node")
+    res = v.good_resources()
+    multi = {h: s for h, s in res.items() if len(s) >= 2}
+    for h in res:
+        if h not in multi:
+            v.add("intra-node", h, "SKIP", reason="one GPU selected on this node: no link inside it to measure",
+                  host=h)
+    if not multi:
+        return
+    size = message_size(v)
+    ranks = runs.ranks_of(multi)
+    groups, names = [ranks[h] for h in multi], list(multi)
+    rec = runs.comm(v, multi, groups, names, [list(range(len(groups)))], [size], "intra-node")
+    if "rows" not in rec:
+        err = rec.get("error") or {}
+        for h in multi:
+            v.add_node("intra-node", h, "FAIL", reason=f"the all-reduce run failed at {err.get('where')}: "
+                       f"{err.get('reason')}", t0=t0)
+        return
+    rows: dict[str, dict[str, Any]] = {r["group"]: r for r in rec["rows"]}
+    v.figures["intra_rows"] = rec["rows"]
+
+    def kind(h: str) -> tuple:
+        return ((v.interconnect(h).get("intra") or {}).get("kind"), len(multi[h]), v.gpu_name(h, multi[h][0]))
+
+    for h in multi:
+        r = rows[h]
+        v.figures["intra_busbw"][h] = r["busbw"]
+        peers = [rows[o]["busbw"] for o in multi if kind(o) == kind(h)]
+        status, reference, reason = judge_link(v, r["busbw"], r["wrong"], len(multi[h]), link_ref(v, "intra", h),
+                                               peers)
+        what = (v.interconnect(h).get("intra") or {}).get("kind") or "unknown"
+        v.add_node("intra-node", h, status, f"{rate(r['busbw'])} busbw, {len(multi[h])} GPUs ({what})", reference,
+                   f"all-reduce of {size} B over the node's GPUs, every node at once; {reason}; #wrong {r['wrong']}",
+                   t0=t0, figure=r["busbw"])

@@ -1,0 +1,78 @@
+"""validate's first checks, per node: preflight (ssh, versions, the shared folder) and inventory (GPUs, links).
+
+preflight is bench.cluster.preflight; inventory is bench probe on every
+node at once (bench.cluster.inventory) and the heterogeneity verdict
+(bench.cluster.hetero), which also decides the device of every later job.
+A node that FAILs either is left out of the rest.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.cluster.hetero import verdict
+from bench.cluster.inventory import probe_any, selected
+from bench.cluster.preflight import preflight as check_hosts
+from bench.core.errors import BadInput
+from bench.core.precision import cpu_refusal
+from bench.validate.state import CLUSTER, Validation
+
+
+def preflight(v: Validation) -> None:
+    t0 = time.time()
+    if v.this_node_only:
+        v.add_node("preflight", next(iter(v.resources)), "SKIP", reason="this node only: nothing to reach")
+        return
+    try:
+        answers = check_hosts(list(v.resources), timeout=15.0, run_root=v.cfg.out)
+    except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
+        raise BadInput(f"--hostfile: {e}") from None
+    for c in answers:
+        if c.ok:
+            v.hostname_of[c.host] = c.hostname or c.host
+            vers = c.versions
+            v.add_node("preflight", c.host, "PASS", f"{c.hostname}: python {c.python}, deepspeed "
+                       f"{vers.get('deepspeed')}, torch {vers.get('torch')}", "same as this machine", t0=t0)
+        else:
+            v.add_node("preflight", c.host, "FAIL", reason="; ".join(c.problems), reference="same as this machine",
+                       t0=t0)
+
+
+def _value(inv: dict) -> str:
+    gpus = inv.get("gpus") or []
+    cpu = inv.get("cpu") or {}
+    text = (", ".join(sorted({g.get("name") or "?" for g in gpus})) + f" x{len(gpus)}" if gpus else
+            f"no GPU: {cpu.get('model') or 'CPU'}, {cpu.get('logical_cores') or '?'} cores")
+    link = inv.get("interconnect") or {}
+    kinds = [f"{scope} {(link.get(scope) or {}).get('kind')}" for scope in ("intra", "inter") if link.get(scope)]
+    return text + (f"; links: {', '.join(kinds)}" if kinds else "")
+
+
+def inventory(v: Validation) -> None:
+    t0 = time.time()
+    v.skip_left_out("inventory")
+    if not v.good:
+        v.add("heterogeneity", CLUSTER, "SKIP", reason="no host passed preflight")
+        return
+    good = {h: v.resources[h] for h in v.good}
+    nodes, unreachable = probe_any("local" if v.this_node_only else "ssh", good, 30.0)
+    for host, why in unreachable.items():
+        v.add_node("inventory", host, "FAIL", reason=f"not probed: {why}", t0=t0)
+    verdict_ = verdict([selected(n) for n in nodes], v.cfg.precision, v.level.micro_batch)
+    v.device = "cuda" if verdict_["gpus"] else "cpu"
+    v.figures["verdict"] = verdict_
+    failing = {h: f["message"] for f in verdict_["findings"] if f["level"] == "fail" for h in f["hosts"]}
+    for n in nodes:
+        host, inv = n["host"], selected(n)
+        v.inventory[host] = inv
+        v.hostname_of.setdefault(host, inv.get("hostname") or host)
+        gpus = inv.get("gpus") or []
+        v.figures.setdefault("gpu_model", {})[host] = ", ".join(sorted({g.get("name") or "?" for g in gpus})) or "cpu"
+        v.add_node("inventory", host, "FAIL" if host in failing else "PASS", _value(inv), reason=failing.get(host, ""),
+                   t0=t0)
+    shown = [f"{f['level']} {f['code']}" for f in verdict_["findings"] if f["level"] in ("warn", "fail")]
+    status = {"ok": "PASS", "warn": "WARN", "fail": "FAIL"}[verdict_["level"]]
+    v.add("heterogeneity", CLUSTER, status, "uniform" if verdict_["uniform"] else "heterogeneous",
+          reason="; ".join(shown) or "one kind of node", t0=t0)
+    if v.device == "cpu" and cpu_refusal(v.cfg.precision):
+        raise BadInput(f"--precision {v.cfg.precision}: the nodes have no GPU and {cpu_refusal(v.cfg.precision)}")

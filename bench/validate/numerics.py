@@ -1,0 +1,170 @@
+"""validate's numerics and matmul checks: the same deterministic job on every GPU at once, judged bit for bit.
+
+The job (bench.worker.numerics, launched by bench.jobs.numerics) trains the
+level's small ViT for a few steps from a fixed seed on a fixed batch, fp32,
+deterministic algorithms, and multiplies integer matrices exactly; the
+judgement is bench.analysis.numerics: GPUs of one model, driver and
+software stack must agree bit for bit, and with the reference curve of
+their stack where one is known (shipped in bench/data/numerics_reference.json,
+or --numerics-reference FILE written by --save-numerics-reference on a
+known-good node). The matmul row judges the timed matmul's TFLOP/s against
+the published figure for the GPU and dtype, else the median of its model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from importlib import resources as package_files
+from typing import Any
+
+from bench.analysis import metrics, numerics as judge_numerics
+from bench.analysis.references import judge, judge_relative
+from bench.core import results
+from bench.core.errors import BadInput
+from bench.jobs.numerics import NumericsSpec
+from bench.validate import runs
+from bench.validate.gpus import pct
+from bench.validate.state import Validation
+
+SHIPPED = "data/numerics_reference.json"
+
+
+def spec_for(v: Validation) -> NumericsSpec:
+    lv = v.level
+    cuda = v.device == "cuda"
+    return NumericsSpec(model=lv.numerics_model, steps=lv.numerics_steps, matmul_check_n=2048 if cuda else 512,
+                        matmul_n=lv.matmul_n_gpu if cuda else 1024, matmul_dtype="auto")
+
+
+def load_references(path: str | None) -> tuple[list[dict], str]:
+    """(reference curves, where they came from): the shipped file, or the user's."""
+    if path is None:
+        text, where = package_files.files("bench").joinpath(SHIPPED).read_text("utf-8"), f"bench/{SHIPPED}"
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text, where = f.read(), path
+        except OSError as e:
+            raise BadInput(f"--numerics-reference: cannot read {path!r} ({e.strerror})") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{where}:{e.lineno}: not JSON ({e.msg})") from None
+    curves = raw.get("curves") if isinstance(raw, dict) else None
+    if not isinstance(curves, list):
+        raise BadInput(f"{where}: must hold an object with a \"curves\" list")
+    for i, c in enumerate(curves):
+        ok = (isinstance(c, dict) and isinstance(c.get("platform"), dict) and isinstance(c.get("spec"), dict)
+              and isinstance(c.get("losses"), list) and all(isinstance(x, (int, float)) for x in c["losses"])
+              and isinstance(c.get("params_sha256"), str))
+        if not ok:
+            raise BadInput(f"{where}: curves[{i}]: needs platform, spec, losses (numbers) and params_sha256")
+    return curves, where
+
+
+def _stack(v: Validation, r: dict) -> dict[str, Any]:
+    """The rank's own stack plus, on GPUs, the node's driver (which builds the kernels' PTX and runs them)."""
+    stack = dict(r.get("stack") or {})
+    if v.device == "cuda":
+        stack["driver"] = (v.inventory.get(r["host"]) or {}).get("driver_version")
+    return stack
+
+
+def numerics(v: Validation) -> None:
+    t0 = time.time()
+    v.skip_left_out("numerics", per_gpu=True)
+    res = v.good_resources()
+    if not res:
+        return
+    curves, where = load_references(v.cfg.numerics_reference)
+    spec = spec_for(v)
+    rec = runs.numerics(v, res, spec)
+    ranks = rec.get("ranks") or []
+    if not ranks:
+        err = rec.get("error") or {}
+        for h, slots in res.items():
+            for s in slots:
+                v.add_gpu("numerics", h, s, "FAIL", reason=f"the numerics run failed at {err.get('where')}: "
+                          f"{err.get('reason')}", t0=t0)
+        return
+    ok = [{**r, "key": f"{r['host']}:{r['slot']}", "stack": _stack(v, r)} for r in ranks if r["status"] == "ok"]
+    verdicts = {x.key: x for x in judge_numerics.judge(ok, spec.key(), curves)}
+    by_key = {r["key"]: r for r in ok}
+    v.figures["numerics"] = {
+        k: {"status": x.status, "first_step": x.first_step, "judged_by": x.judged_by,
+            "losses": by_key[k]["losses"], "params_sha256": by_key[k]["params_sha256"],
+            "stack": by_key[k]["stack"], "matmul_exact": by_key[k].get("matmul_exact")}
+        for k, x in verdicts.items()}
+    v.figures["numerics_spec"] = spec.key()
+    v.figures["numerics_reference"] = where
+    for r in ranks:
+        key = f"{r['host']}:{r['slot']}"
+        if r["status"] != "ok":
+            v.add_gpu("numerics", r["host"], r["slot"], "FAIL", reason=f"its run failed: {r.get('reason')}", t0=t0)
+            continue
+        x = verdicts[key]
+        losses = r["losses"]
+        ref = {"reference": f"reference curve ({where})", "peers": f"{len(x.compared_with)} peer(s), same stack",
+               "none": "none"}[x.judged_by]
+        v.add_gpu("numerics", r["host"], r["slot"], x.status, f"{len(losses)} steps, loss {losses[0]:.6f} -> "
+                  f"{losses[-1]:.6f}", ref, x.reason, t0=t0)
+    _matmul(v, [r for r in ok], t0)
+    for h, slots in res.items():
+        mine = [c for c in v.checks if c.check == "numerics" and c.host == h and c.gpu is not None]
+        bad = [c.node for c in mine if c.status == "FAIL"]
+        status = "FAIL" if bad else "PASS" if any(c.status == "PASS" for c in mine) else "SKIP"
+        v.add("numerics", h, status, f"{len(mine)} GPU(s)", "its GPUs' rows",
+              (f"{', '.join(bad)} computed other bits" if bad else "every GPU of the node as its own row says")
+              + " (summary row)", t0=t0)
+    if v.cfg.save_numerics_reference:
+        save_references(v, ok, verdicts, spec)
+
+
+def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
+    rates = {r["key"]: (r.get("matmul") or {}).get("flops_per_s") for r in ok}
+    model = {r["key"]: v.gpu_name(r["host"], r["slot"]) for r in ok}
+    for r in ok:
+        m = r.get("matmul") or {}
+        rate, dtype = m.get("flops_per_s"), m.get("dtype")
+        name = model[r["key"]]
+        if not rate:
+            v.add_gpu("matmul", r["host"], r["slot"], "SKIP", reason="no timed matmul in its report", t0=t0)
+            continue
+        value = f"{rate / 1e12:.3g} TFLOP/s ({dtype}, n={m.get('n')})"
+        ref = v.table.matmul_for(name, dtype) if hasattr(v.table, "matmul_for") else None
+        same = [x for k, x in rates.items() if x and model[k] == name]
+        if ref is not None:
+            status, dev = judge(rate, ref.flops, ref.lower, ref.upper)
+            v.add_gpu("matmul", r["host"], r["slot"], status, value, f"{ref.flops / 1e12:g} TFLOP/s ({ref.gpu}, "
+                      f"{ref.dtype})", f"{pct(dev)} from the published figure; {ref.source[:80]}", t0=t0, figure=rate)
+        elif len(same) >= 2:
+            med = metrics.percentile(same, 50)
+            status, dev = judge_relative(rate, med, v.table.relative)
+            v.add_gpu("matmul", r["host"], r["slot"], status, value, f"median of {len(same)} {name} "
+                      f"{med / 1e12:.3g} TFLOP/s", f"{pct(dev)} from the median of its model; no published "
+                      f"matmul figure for {name} ({dtype})", t0=t0, figure=rate)
+        else:
+            v.add_gpu("matmul", r["host"], r["slot"], "SKIP", value, "none", f"no published matmul figure for "
+                      f"{name} ({dtype}) and no other of its model here: nothing to judge it against", t0=t0,
+                      figure=rate)
+
+
+def save_references(v: Validation, ok: list[dict], verdicts: dict, spec: NumericsSpec) -> None:
+    """The curve of every stack whose GPUs all PASSed (by peers or reference), for --numerics-reference."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in ok:
+        groups.setdefault(judge_numerics.stack_key(r["stack"]), []).append(r)
+    curves = []
+    for members in groups.values():
+        if all(verdicts[m["key"]].status == "PASS" for m in members):
+            first = members[0]
+            curves.append({"platform": first["stack"], "spec": spec.key(), "losses": first["losses"],
+                           "params_sha256": first["params_sha256"],
+                           "source": f"bench validate {os.path.basename(v.vdir)}: {len(members)} GPU(s) agreed "
+                                     f"({', '.join(m['key'] for m in members[:4])})"})
+    v.figures["numerics_saved"] = {"file": v.cfg.save_numerics_reference, "curves": len(curves)}
+    results.write_json_atomic(v.cfg.save_numerics_reference, {"_about": [
+        "Reference loss curves of bench validate's numerics job, made by --save-numerics-reference: one per "
+        "platform (device model, driver, software stack) whose GPUs all agreed bit for bit."], "curves": curves})

@@ -1,0 +1,146 @@
+"""validate's inter-node check: node pairs in rounds of disjoint pairs, then bisection to name the node.
+
+One all-reduce launch over every good node: each pair (all selected GPUs
+of both nodes) in a group, the pairs of a round (a matching,
+bench.validate.pairing) at the same time, rounds one after another, then
+the whole set once (the ring the training uses: the cluster row and the
+scaling prediction). `quick` measures ring pairs (2 or 3 rounds), `full`
+every pair (N-1 rounds). A pair is judged like any link (bench.validate.links:
+the published figure for the nodes' NICs, else the median over nodes of
+each node's best pair, and the floor). A node none of whose pairs PASSed is
+a suspect; each suspect is measured again against two nodes already found
+good (a second launch), and its verdict comes from those pairs alone, so
+the row names the node, not the pair. Two nodes have one link: judged
+against the reference or the floor, never an unconditional PASS; which end
+is at fault cannot be told, so both nodes carry the verdict.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.analysis import metrics
+from bench.validate import pairing, runs
+from bench.validate.gpus import pct
+from bench.validate.links import judge_link, link_ref, message_size, rate
+from bench.validate.state import CLUSTER, Validation
+
+
+def _launch(v: Validation, hosts: list[str], rounds: list[list[tuple[int, int]]], with_all: bool, tag: str):
+    """Measure these rounds of pairs (indices into hosts); {pair name: [busbw...]}, {pair: wrong}, the record."""
+    res = {h: v.good_slots(h) for h in hosts}
+    ranks = runs.ranks_of(res)
+    groups, names, round_groups = [], [], []
+    for rnd in rounds * v.cfg.repeats:
+        ids = []
+        for a, b in rnd:
+            name = f"{hosts[a]}+{hosts[b]}"
+            if name not in names:
+                names.append(name)
+                groups.append(ranks[hosts[a]] + ranks[hosts[b]])
+            ids.append(names.index(name))
+        round_groups.append(ids)
+    if with_all:
+        names.append("all")
+        groups.append([r for h in hosts for r in ranks[h]])
+        round_groups.append([len(groups) - 1])
+    rec = runs.comm(v, res, groups, names, round_groups, [message_size(v)], tag)
+    bw: dict[str, list[float]] = {}
+    wrong: dict[str, int] = {}
+    for r in rec.get("rows") or []:
+        bw.setdefault(r["group"], []).append(r["busbw"])
+        wrong[r["group"]] = wrong.get(r["group"], 0) + r["wrong"]
+    return bw, wrong, rec
+
+
+def _pair_ref(v: Validation, a: str, b: str):
+    """The published figure for the slower end's NICs, when both ends have one."""
+    refs = [link_ref(v, "inter", h) for h in (a, b)]
+    return None if None in refs else min(refs, key=lambda r: r.busbw)
+
+
+def inter_node(v: Validation) -> None:
+    t0 = time.time()
+    v.skip_left_out("inter-node")
+    hosts = v.good
+    if len(hosts) < 2:
+        for h in hosts:
+            v.add("inter-node", h, "SKIP", reason="fewer than two good nodes: no link between nodes", host=h)
+        v.add("inter-node", CLUSTER, "SKIP", reason="fewer than two good nodes")
+        return
+    rounds = pairing.ring_rounds(len(hosts)) if v.level.pairs == "ring" else pairing.round_robin(len(hosts))
+    bw, wrong, rec = _launch(v, hosts, rounds, len(hosts) > 2, "inter-node")
+    if "rows" not in rec:
+        err = rec.get("error") or {}
+        for h in hosts:
+            v.add("inter-node", h, "SKIP", reason="the all-reduce run failed (see the cluster row)", host=h)
+        v.add("inter-node", CLUSTER, "FAIL", reason=f"all-reduce run failed at {err.get('where')}: "
+              f"{err.get('reason')}", t0=t0)
+        return
+    v.figures["busbw_rows"] = rec["rows"]
+    pair = {name: metrics.percentile(xs, 50) for name, xs in bw.items() if name != "all"}
+    ranks_of_pair = {f"{a}+{b}": len(v.good_slots(a)) + len(v.good_slots(b)) for a in hosts for b in hosts}
+    best = {h: max(x for p, x in pair.items() if h in p.split("+")) for h in hosts}
+    peers = list(best.values()) if len(hosts) > 2 else []   # two nodes: the one pair is its own median
+
+    def verdict(name: str, busbw: float, bad: int):
+        a, b = name.split("+")
+        return judge_link(v, busbw, bad, ranks_of_pair[name], _pair_ref(v, a, b), peers)
+
+    judged = {}
+    for name, busbw in pair.items():
+        judged[name] = verdict(name, busbw, wrong.get(name, 0))
+        v.add("inter-node", name, judged[name][0], f"{rate(busbw)} busbw", judged[name][1],
+              f"all-reduce of {message_size(v)} B over both nodes' GPUs; {judged[name][2]}", t0=t0, figure=busbw)
+    v.figures["pair_busbw"] = pair
+    passed = {h for name, j in judged.items() if j[0] == "PASS" for h in name.split("+")}
+    suspects = [h for h in hosts if h not in passed]
+    good = [h for h in hosts if h in passed]
+    retest: dict[str, list[tuple[str, float, str]]] = {}
+    if suspects and good:
+        idx = {h: i for i, h in enumerate(hosts)}
+        plan = pairing.retest_rounds([idx[h] for h in suspects], [idx[h] for h in good])
+        again, again_wrong, _ = _launch(v, hosts, plan, False, "inter-node-bisect")
+        for name, xs in again.items():
+            a, b = name.split("+")
+            s = a if a in suspects else b
+            x = metrics.percentile(xs, 50)
+            retest.setdefault(s, []).append((b if s == a else a, x, verdict(name, x, again_wrong.get(name, 0))[0]))
+        v.figures["bisection"] = {s: [{"against": o, "busbw": x, "status": st} for o, x, st in xs]
+                                  for s, xs in retest.items()}
+    v.figures["node_busbw"] = {h: best[h] for h in hosts}
+    for h in hosts:
+        mine = {p: j for p, j in judged.items() if h in p.split("+")}
+        if h in passed:
+            v.add_node("inter-node", h, "PASS", f"{rate(best[h])} busbw (best pair)", "its pairs",
+                       f"PASS in {sum(j[0] == 'PASS' for j in mine.values())} of {len(mine)} pair(s)", t0=t0,
+                       figure=best[h])
+        elif h in retest:
+            tries = retest[h]
+            low = [t for t in tries if t[2] != "PASS"]
+            status = "FAIL" if len(low) == len(tries) else "WARN" if low else "PASS"
+            shown = ", ".join(f"{o} {rate(x)} {st}" for o, x, st in tries)
+            v.figures["node_busbw"][h] = max(x for _, x, _ in tries)
+            v.add_node("inter-node", h, status, f"{rate(max(x for _, x, _ in tries))} busbw (best against good "
+                       "nodes)", "nodes found good", f"no PASS in its {len(mine)} pair(s); measured again against "
+                       f"{len(tries)} node(s) found good: {shown}"
+                       + ("; this node, not its neighbours" if status == "FAIL" else ""), t0=t0,
+                       figure=max(x for _, x, _ in tries))
+        else:
+            worst = min(mine.values(), key=lambda j: {"FAIL": 0, "WARN": 1}.get(j[0], 2))
+            why = ("two nodes: one link, and which end is at fault cannot be told (a third good node would say)"
+                   if len(hosts) == 2 else "no pair of any node PASSed: the network, or every node")
+            v.add_node("inter-node", h, worst[0], f"{rate(best[h])} busbw (best pair)", worst[1],
+                       f"{why}; {worst[2]}", t0=t0, figure=best[h])
+    if "all" in bw:
+        whole, median = metrics.percentile(bw["all"], 50), metrics.percentile(list(best.values()), 50)
+        dev = whole / median - 1
+        v.figures["inter_all"] = {"busbw": whole, "ranks": sum(len(v.good_slots(h)) for h in hosts)}
+        v.add("inter-node", CLUSTER, "FAIL" if wrong.get("all") else "WARN" if dev < v.table.busbw.fail_lower
+              else "PASS", f"{rate(whole)} busbw, {len(hosts)} nodes", f"node median {rate(median)}",
+              f"whole-set all-reduce, {pct(dev)} from the nodes' median best pair (its ring runs at its slowest "
+              f"link: a slow node shows here too, and its own row names it); #wrong {wrong.get('all', 0)}", t0=t0)
+    else:
+        only = next(iter(pair))
+        v.add("inter-node", CLUSTER, judged[only][0], f"{rate(pair[only])} busbw, 2 nodes", judged[only][1],
+              "two nodes: the whole set is the one pair", t0=t0)

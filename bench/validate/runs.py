@@ -1,0 +1,92 @@
+"""The jobs bench validate launches, each once for all the nodes it covers: failures come back, never raise.
+
+    rec = alone(v, v.good_resources(), tag="throughput")     # every GPU alone, all at once (bench.jobs.alone)
+    rec = numerics(v, v.good_resources())                    # the deterministic job on every GPU
+    rec = comm(v, resources, groups, names, rounds, sizes, tag="intra-node")
+    rec = training(v, resources, steps)                      # one data-parallel run
+
+Every job is launched by bench.jobs without its own preflight and probe
+(validate did both once), its folder under the validate folder's runs/.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from bench.core.errors import BadInput, RunFailed
+from bench.jobs import comm as comm_job
+from bench.jobs import numerics as numerics_job
+from bench.jobs import train
+from bench.validate.state import Validation
+
+
+def _failed(e: Exception, where: str) -> dict[str, Any]:
+    return {"status": "failed", "error": {"where": where, "reason": str(e).splitlines()[0]}}
+
+
+def _inspected(v: Validation, hosts) -> tuple[list[dict], dict]:
+    return [v.inventory[h] for h in hosts if h in v.inventory], v.figures.get("verdict") or {}
+
+
+def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int | None = None) -> dict[str, Any]:
+    """Every slot of resources trains alone, all at once, their first steps together (a barrier)."""
+    v.launches += 1
+    world = sum(len(s) for s in resources.values())
+    barrier = {"dir": os.path.join(v.vdir, "barriers", f"{tag}-{v.launches}"), "count": world,
+               "timeout_s": v.level.timeout / 2}
+    cfg = v.run_config(list(resources), steps or v.level.steps)
+    try:
+        rec = train.run(cfg, v.hosts.only(resources), quiet=True, inspected=_inspected(v, resources),
+                        start_barrier=barrier, independent=True)
+    except (RunFailed, BadInput) as e:
+        rec = _failed(e, "bench run")
+    v.runs[tag] = (rec or {}).get("run_dir", "")
+    return rec or {}
+
+
+def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict[str, Any]:
+    """One short data-parallel run over resources, recorded as `bench run` records it."""
+    v.launches += 1
+    cfg = v.run_config(list(resources), steps)
+    try:
+        rec = train.run(cfg, v.hosts.only(resources), quiet=True, inspected=_inspected(v, resources))
+    except (RunFailed, BadInput) as e:
+        rec = _failed(e, "bench run")
+    v.runs["training"] = (rec or {}).get("run_dir", "")
+    return rec or {}
+
+
+def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.NumericsSpec) -> dict[str, Any]:
+    v.launches += 1
+    try:
+        rec = numerics_job.run(resources, v.launcher_for(list(resources)), v.device, spec,
+                               out_root=os.path.join(v.vdir, "runs"), timeout=v.level.timeout)
+    except (RunFailed, BadInput) as e:
+        rec = _failed(e, "numerics")
+    v.runs["numerics"] = rec.get("run_dir", "")
+    return rec
+
+
+def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]], names: list[str],
+         rounds: list[list[int]], sizes: list[int], tag: str) -> dict[str, Any]:
+    """All-reduce over groups of global ranks of resources, the groups of a round at the same time."""
+    v.launches += 1
+    try:
+        rec = comm_job.measure(resources, v.launcher_for(list(resources)), v.device, op="all_reduce", sizes=sizes,
+                               iters=v.level.iters, warmup=v.level.comm_warmup,
+                               out_root=os.path.join(v.vdir, "runs"), groups=groups, group_names=names,
+                               rounds=rounds, timeout=v.level.timeout)
+    except (RunFailed, BadInput) as e:
+        rec = _failed(e, "bench comm")
+    v.runs[tag] = rec.get("run_dir", "")
+    return rec
+
+
+def ranks_of(resources: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Each host's global ranks in a launch over resources (host by host, slot by slot)."""
+    out, k = {}, 0
+    for h, slots in resources.items():
+        out[h] = list(range(k, k + len(slots)))
+        k += len(slots)
+    return out

@@ -1,0 +1,171 @@
+"""Faults the tests make from outside bench: code on one host's Python path, a CPU quota on one rank.
+
+    with on_one_host(cluster, host, {"sitecustomize.py": perturb_linear(1e-6)}) as site:
+        env = dict(cluster.env, PYTHONPATH=site)      # every host's ranks get it; only `host` finds a file there
+    with cpu_quota_on(cluster, host, local_rank=1, module="bench.worker", quota_us=5000):
+        ...                                             # that rank (and each one started later) at 5% of a core
+
+bench's own code has no switch that makes it misbehave: a test that needs
+a GPU that computes wrong, or a slow GPU, makes one here. The sitecustomize
+sources patch torch when it is imported (an import hook), so a process that
+never imports torch on that host is untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+
+_HOOK = '''\
+"""Installed by a vitbench test on one host's path: {what}."""
+import importlib.abc
+import importlib.machinery
+import sys
+
+_TARGET = {target!r}
+
+
+def _patch(module):
+{patch}
+
+
+class _Hook(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != _TARGET:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Hook())
+'''
+
+
+def _indent(code: str) -> str:
+    return "\n".join("    " + line if line.strip() else "" for line in code.strip("\n").splitlines())
+
+
+def perturb_linear(eps: float) -> str:
+    """Every torch.nn.functional.linear output times (1 + eps): a GPU whose multiply-adds are off by eps."""
+    return _HOOK.format(what=f"F.linear's output off by one part in {1 / eps:.0e}", target="torch.nn.functional",
+                        patch=_indent(f"""
+original = module.linear
+
+def linear(input, weight, bias=None):
+    return original(input, weight, bias) * (1.0 + {eps!r})
+
+module.linear = linear
+"""))
+
+
+def corrupt_all_reduce(rank: int) -> str:
+    """On global rank `rank`, the first element of every all_reduce input is off by one before it is sent."""
+    return _HOOK.format(what=f"rank {rank} sends one wrong value in every all_reduce",
+                        target="torch.distributed.distributed_c10d", patch=_indent(f"""
+import os
+
+original = module.all_reduce
+
+def all_reduce(tensor, *args, **kwargs):
+    if os.environ.get("RANK") == "{rank}":
+        tensor.view(-1)[0] += 1
+    return original(tensor, *args, **kwargs)
+
+module.all_reduce = all_reduce
+"""))
+
+
+@contextlib.contextmanager
+def on_one_host(cluster, host: str, files: dict[str, str]) -> Iterator[str]:
+    """A directory every host has (empty) and only `host` sees `files` in: its sshd restarted with a bind mount.
+
+    Put the directory on PYTHONPATH of the launch: DeepSpeed's runners export it to every rank.
+    """
+    shared = tempfile.mkdtemp(prefix="vitbench-site-", dir=str(cluster.tmp))
+    own = tempfile.mkdtemp(prefix="vitbench-site-own-", dir=str(cluster.tmp))
+    for name, text in files.items():
+        with open(os.path.join(own, name), "w") as f:
+            f.write(text)
+    cluster.stop_sshd(host)
+    cluster.start_sshd(host, bind_over=(own, shared))
+    try:
+        yield shared
+    finally:
+        cluster.stop_sshd(host)
+        cluster.start_sshd(host)
+        shutil.rmtree(own, ignore_errors=True)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int) -> bool:
+    """Whether /proc/pid is a rank of `module` with LOCAL_RANK=local_rank inside the namespace ns_ino."""
+    try:
+        if os.stat(f"/proc/{pid}/ns/net").st_ino != ns_ino:
+            return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        if module.encode() not in argv:
+            return False
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"LOCAL_RANK={local_rank}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def cpu_quota_on(cluster, host: str, local_rank: int, module: str = "bench.worker", quota_us: int = 5000,
+                 period_us: int = 100000) -> Iterator[set[str]]:
+    """Every rank of `module` with this local rank on `host`, as it starts, in a cgroup v1 CPU quota.
+
+    Yields the PIDs moved so far. Only processes of that namespace, that module and that LOCAL_RANK are
+    touched, and only moved between cgroups (never signalled).
+    """
+    import pytest
+
+    if not os.path.isdir("/sys/fs/cgroup/cpu"):
+        pytest.skip("no cgroup v1 cpu controller here")
+    cg = f"/sys/fs/cgroup/cpu/vitbench-test-{os.getpid()}-rank{local_rank}"
+    os.makedirs(cg, exist_ok=True)
+    for name, value in (("cpu.cfs_period_us", period_us), ("cpu.cfs_quota_us", quota_us)):
+        with open(f"{cg}/{name}", "w") as f:
+            f.write(str(value))
+    ns_ino = os.stat(f"/run/netns/{cluster.ns_of(host)}").st_ino
+    moved: set[str] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for pid in os.listdir("/proc"):
+                if pid.isdigit() and pid not in moved and _rank_of(pid, ns_ino, module, local_rank):
+                    with contextlib.suppress(OSError), open(f"{cg}/cgroup.procs", "w") as f:
+                        f.write(pid)
+                        moved.add(pid)
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield moved
+    finally:
+        stop.set()
+        thread.join()
+        with open(f"{cg}/cgroup.procs") as f:
+            left = f.read().split()
+        for pid in left:
+            with contextlib.suppress(OSError), open("/sys/fs/cgroup/cpu/cgroup.procs", "w") as f:
+                f.write(pid)
+        with contextlib.suppress(OSError):
+            os.rmdir(cg)
