@@ -2,5 +2,6 @@
 
 metrics and stats (every formula once: METRICS.md), figures (a training
 run's figures), comm_figures (algbw, busbw rows), report_analysis (groups,
-scaling series), stragglers, references (tolerances), paper (the study).
+scaling series), stragglers, references (tolerances), link_references (busbw
+per interconnect, matmul FLOP/s, scaled to one node), paper (the study).
 """

@@ -4,12 +4,15 @@
     ref = table.throughput_for("Tesla T4", "fp32", "vit-b16-224", 64)
     judge(26.0, ref.value, ref.lower, ref.upper)      # ("PASS", -0.055)
     judge_relative(0.2e9, 1.0e9, table.busbw)         # ("FAIL", -0.8)
+    table.link_for("intra", node)                     # LinkReference for a probed node, or None
+    table.matmul_for("NVIDIA H200", "bf16")           # MatmulReference (794.5e12 FLOP/s), or None
 
 A reference is a value plus tolerances as fractions of it (lower -0.3: down
 to 30% below still passes; None: unbounded). Where no published figure fits
 (CPU nodes, GPUs the table lacks, other models), nodes are judged against
 the median of the cluster with the file's "relative" tolerances. Every
-figure in the file carries its source.
+figure in the file carries its source. Link (busbw) and matmul references
+and their scaling rules are bench.analysis.link_references.
 """
 
 from __future__ import annotations
@@ -19,8 +22,20 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 
+from bench.analysis.link_references import (
+    LinkEntry,
+    LinkReference,
+    MatmulReference,
+    link_for,
+    matmul_for,
+    parse_link_entries,
+    parse_matmul,
+)
 from bench.core.errors import BadInput
 from bench.core.gpus import normalise
+
+__all__ = ["LinkReference", "MatmulReference", "Reference", "Relative", "STATUSES", "Table", "judge",
+           "judge_relative", "load", "parse"]  # fmt: skip
 
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
 
@@ -54,6 +69,16 @@ class Table:
     throughput: tuple[Reference, ...]
     relative: Relative
     busbw: Relative
+    intra: tuple[LinkEntry, ...] = ()
+    inter: tuple[LinkEntry, ...] = ()
+    matmul: tuple[MatmulReference, ...] = ()
+
+    def link_for(self, scope: str, node: dict, gpus_per_node: int | None = None) -> LinkReference | None:
+        """The busbw expected of this node's intra- or inter-node links (None where nothing published fits)."""
+        return link_for(self.intra, self.inter, scope, node, gpus_per_node)
+
+    def matmul_for(self, gpu_name: str, dtype: str) -> MatmulReference | None:
+        return matmul_for(self.matmul, gpu_name, dtype)
 
     def throughput_for(self, gpu: str, precision: str, model: str, micro_batch: int) -> Reference | None:
         key = normalise(gpu)
@@ -106,7 +131,8 @@ def parse(text: str, path: str) -> Table:
             raise BadInput(f"{where}: images_per_s must be > 0")
     default = {"warn_lower": -0.35, "fail_lower": -0.65}
     return Table(path, tuple(refs), _relative(raw.get("relative", default), f"{path}: relative"),
-                 _relative(raw.get("busbw", default), f"{path}: busbw"))
+                 _relative(raw.get("busbw", default), f"{path}: busbw"), parse_link_entries(raw, path, "intra"),
+                 parse_link_entries(raw, path, "inter"), parse_matmul(raw, path))  # fmt: skip
 
 
 def load(path: str | None = None) -> Table:

@@ -14,6 +14,16 @@ a node whose GPU is not among them cannot run. The text parsers (bench.cluster.s
 re-exported here) are pure so that recorded outputs (tests/fixtures/gpu)
 test them, and node_inventory() assembles an inventory from their results
 the same way for this node and for recorded ones.
+
+inv["interconnect"] says how the GPUs reach each other and the node reaches
+the others (bench.cluster.interconnect.collect): it runs `nvidia-smi topo -m`
+and `nvidia-smi nvlink -s` (GPU nodes only) and `ibstat` (where installed),
+each with a 10 s deadline, and reads /sys/class/infiniband/*/ports/*,
+/sys/class/net/* and the GPUs' PCIe links under /sys/bus/pci/devices. It
+gives {"raw", "intra", "inter", "errors"}: intra.kind nvswitch, nvlink, pcie,
+shared-memory (no GPU), none (one GPU) or unknown; inter.kind infiniband,
+roce, ethernet, virtual (veth, bridge, lo) or unknown, with the rate and the
+evidence; a tool that is missing or fails is a reason in "errors".
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import sys
 
 import bench
 from bench.core.gpus import lookup, parse_cc
+from bench.cluster.interconnect import collect as collect_interconnect
 from bench.cluster.smi import (
     QUERY_FIELDS,
     gpu_record,
@@ -259,5 +270,7 @@ def local_inventory(with_torch: bool | None = None) -> dict:
     facts = system_facts()
     smi = local_gpus()
     info = torch_info() if (with_torch or (with_torch is None and smi["gpus"])) else None
-    return node_inventory(facts["hostname"], smi, versions=library_versions(), torch_info=info,
-                          image=os.environ.get(IMAGE_ENV) or None, system=facts)  # fmt: skip
+    inv = node_inventory(facts["hostname"], smi, versions=library_versions(), torch_info=info,
+                         image=os.environ.get(IMAGE_ENV) or None, system=facts)  # fmt: skip
+    inv["interconnect"] = collect_interconnect(inv["gpus"], os.environ)
+    return inv

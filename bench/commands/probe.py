@@ -10,6 +10,10 @@ the answers are joined into one verdict (bench.cluster.hetero). Slots named
 with --include host:0,1 limit the verdict to those GPUs; the inventory still
 shows them all. Exit 0 when every host answered (whatever the verdict
 says), 1 when one could not be probed (named on stderr), 2 for bad input.
+
+Each node's inventory carries "interconnect": how its GPUs reach each other
+and it reaches the other nodes, read from `nvidia-smi topo -m`, `nvidia-smi
+nvlink -s`, `ibstat` and sysfs (bench.cluster.probe says what exactly).
 """
 
 from __future__ import annotations

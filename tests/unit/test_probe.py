@@ -240,6 +240,7 @@ def test_node_inventory_of_a_failed_driver():
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has nvidia-smi")
+@pytest.mark.skipif(shutil.which("ibstat") is not None, reason="this machine has ibstat (the probe would run it)")
 def test_local_inventory_of_this_machine(monkeypatch):
     monkeypatch.setenv("VITBENCH_IMAGE", "vitbench:test")
     inv = local_inventory()
@@ -251,6 +252,10 @@ def test_local_inventory_of_this_machine(monkeypatch):
     assert inv["image"] == "vitbench:test"
     assert inv["cpu"]["logical_cores"] == os.cpu_count()
     assert any(a["address"] == "127.0.0.1" for n in inv["network"] for a in n["addresses"])
+    # No GPU: CPU ranks share memory; the link between nodes is read from this machine's sysfs.
+    assert inv["interconnect"]["intra"]["kind"] == "shared-memory"
+    assert inv["interconnect"]["inter"]["kind"] in ("ethernet", "virtual", "unknown")
+    assert {i["name"] for i in inv["interconnect"]["raw"]["net"]} >= {"lo"}
 
 
 def run_bench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -271,6 +276,7 @@ def test_probe_local_json_without_gpu_and_without_torch():
     (node,) = doc["nodes"]
     assert node["gpus"] == [] and "nvidia-smi not found" in node["gpu_error"]
     assert doc["verdict"]["level"] == "ok" and doc["verdict"]["findings"][0]["code"] == "cpu-only"
+    assert node["interconnect"]["intra"]["kind"] == "shared-memory" and "topo" not in node["interconnect"]["raw"]
 
 
 @pytest.mark.process

@@ -1,0 +1,250 @@
+"""How a node's GPUs reach each other and the node reaches the others, from what the node shows.
+
+    from bench.cluster.interconnect import collect, parse_topo_matrix
+    collect(inv["gpus"], os.environ)            # {"raw", "intra", "inter", "errors"}: inv["interconnect"]
+    parse_topo_matrix(open("topo.txt").read())["links"]["GPU0"]["GPU1"]    # 'NV18'
+
+What collect reads, each cheap and none needing root: `nvidia-smi topo -m` and
+`nvidia-smi nvlink -s` (only when the node has GPUs), `ibstat` (only where it
+is installed), and sysfs: /sys/class/infiniband/*/ports/*/{rate,state,
+phys_state,link_layer}, /sys/class/net/*/{speed,operstate,type} (an interface
+whose device lies under /sys/devices/virtual is virtual: lo, veth, bridge),
+and each GPU's PCIe link (/sys/bus/pci/devices/BUS/max_link_{speed,width}
+and its upstream port's). A tool that is missing or fails is a reason in
+"errors", never an exception. The parsers are pure, tested on recorded real
+outputs (tests/fixtures/gpu, tests/fixtures/net); bench.cluster.linkkind
+turns their results into a kind of link (classify, re-exported here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+from bench.cluster.linkkind import classify
+from bench.cluster.smi import run_smi
+
+__all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_topo_matrix", "read_sysfs_ib",
+           "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
+
+# A probe must stay fast: a healthy driver answers topo/nvlink in 1-3 s, ibstat in well under one.
+TOOL_TIMEOUT_S = 10.0
+# nvidia-smi separates the matrix's cells with tabs; copies pasted into issues often have runs of spaces instead.
+_CELL = re.compile(r"\t| {2,}")
+_MATRIX_TAIL = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_IB_STATE = {"1": "Down", "2": "Initializing", "3": "Armed", "4": "Active", "5": "ActDefer"}
+_GTS_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def parse_topo_matrix(text: str) -> dict:
+    """`nvidia-smi topo -m` -> {"devices", "links": {dev: {peer: "NV18"|"PIX"|...}}, "nics", "error"}.
+
+    nics maps each non-GPU device to its name from the NIC Legend ("NIC0": "mlx5_0"); older drivers
+    name the column after the device itself ("mlx5_0"), which is then its own name.
+    """
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln[:1] in ("\t", " ") and _cells(ln)[:1] == ["GPU0"]), None)
+    if start is None:
+        return {"devices": [], "links": {}, "nics": {}, "error": "not nvidia-smi topo -m output (no GPU0 header)"}
+    devices = []
+    for cell in _cells(lines[start]):
+        if cell in _MATRIX_TAIL:
+            break
+        devices.append(cell)
+    links: dict[str, dict[str, str]] = {}
+    for line in lines[start + 1 :]:
+        cells = _cells(line)
+        if not cells or cells[0] not in devices:
+            break
+        links[cells[0]] = {d: v for d, v in zip(devices, cells[1 : 1 + len(devices)]) if d != cells[0]}
+    legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)\s*$", text, re.M))
+    nics = {d: legend.get(d, None if d.startswith("NIC") else d) for d in devices if not d.startswith("GPU")}
+    return {"devices": devices, "links": links, "nics": nics, "error": None}
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in _CELL.split(line.strip())] if line.strip() else []
+
+
+def parse_nvlink_status(text: str) -> dict[int, list[dict]]:
+    """`nvidia-smi nvlink -s` -> {gpu index: [{"link": n, "gbps": GB/s per direction as printed, or None}]}.
+
+    "gbps" is nvidia-smi's own unit, gigabytes per second ("25 GB/s", "25.781 GB/s"); an inactive
+    link ("<inactive>", "Inactive") is None. A GPU without NVLink is listed with no links.
+    """
+    out: dict[int, list[dict]] = {}
+    gpu = None
+    for line in text.splitlines():
+        m = re.match(r"^GPU (\d+): ", line)
+        if m:
+            gpu = int(m.group(1))
+            out[gpu] = []
+            continue
+        m = re.match(r"^\s+Link (\d+): (.*)$", line)
+        if m and gpu is not None:
+            rate = re.match(r"([\d.]+)\s*GB/s", m.group(2).strip())
+            out[gpu].append({"link": int(m.group(1)), "gbps": float(rate.group(1)) if rate else None})
+    return out
+
+
+def _port(ca: str, port: int) -> dict:
+    return {"ca": ca, "port": port, "state": None, "physical_state": None, "rate_gbps": None, "link_layer": None}
+
+
+def parse_ibstat(text: str) -> list[dict]:
+    """`ibstat` -> one {"ca", "port", "state", "physical_state", "rate_gbps", "link_layer"} per port."""
+    ports: list[dict] = []
+    ca = None
+    keys = {"State": "state", "Physical state": "physical_state", "Rate": "rate_gbps", "Link layer": "link_layer"}
+    for line in text.splitlines():
+        m = re.match(r"^CA '([^']+)'", line)
+        if m:
+            ca = m.group(1)
+            continue
+        key, _, value = (s.strip() for s in line.partition(":"))
+        m = re.match(r"^Port (\d+)$", key)
+        if m and ca is not None and not value:
+            ports.append(_port(ca, int(m.group(1))))
+        elif ports and ports[-1]["ca"] == ca and key in keys:
+            ports[-1][keys[key]] = _number(value) if key == "Rate" else value
+    return ports
+
+
+def _number(text: str | None) -> float | None:
+    m = re.match(r"\s*([\d.]+)", text or "")
+    return float(m.group(1)) if m else None
+
+
+def _ls(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:  # absent, or a driver that refuses the read (speed of a down link: EINVAL)
+        return None
+
+
+def read_sysfs_ib(root: str = "/sys") -> list[dict]:
+    """The RDMA ports under ROOT/class/infiniband, in parse_ibstat's shape (sysfs "4: ACTIVE" -> "Active")."""
+    base = os.path.join(root, "class", "infiniband")
+    ports = []
+    for ca in _ls(base):
+        pdir = os.path.join(base, ca, "ports")
+        for p in sorted(_ls(pdir), key=lambda s: (len(s), s)):
+            d = os.path.join(pdir, p)
+            rec = _port(ca, int(p) if p.isdigit() else p)
+            state, phys = _read(os.path.join(d, "state")) or "", _read(os.path.join(d, "phys_state")) or ""
+            rec["state"] = _IB_STATE.get(state.partition(":")[0].strip(), state or None)
+            rec["physical_state"] = phys.partition(":")[2].strip() or phys or None
+            rec["rate_gbps"] = _number(_read(os.path.join(d, "rate")))
+            rec["link_layer"] = _read(os.path.join(d, "link_layer"))
+            ports.append(rec)
+    return ports
+
+
+def read_sysfs_net(root: str = "/sys") -> list[dict]:
+    """Every interface under ROOT/class/net: speed (Mb/s; -1 or unreadable -> None), operstate, virtual."""
+    base = os.path.join(root, "class", "net")
+    virtual_dir = os.path.join(os.path.realpath(root), "devices", "virtual") + os.sep
+    out = []
+    for name in _ls(base):
+        d = os.path.join(base, name)
+        speed = _read(os.path.join(d, "speed"))
+        kind = _read(os.path.join(d, "type"))
+        out.append({
+            "name": name,
+            "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
+            "operstate": _read(os.path.join(d, "operstate")),
+            "virtual": os.path.realpath(d).startswith(virtual_dir),
+            "bridge": os.path.isdir(os.path.join(d, "bridge")),
+            "type": int(kind) if kind and kind.isdigit() else None,   # 1 ether, 32 IPoIB, 772 loopback
+        })  # fmt: skip
+    return out
+
+
+def _link(d: str) -> tuple[float, int] | None:
+    speed, width = _number(_read(os.path.join(d, "max_link_speed"))), _read(os.path.join(d, "max_link_width"))
+    return (speed, int(width)) if speed and width and width.isdigit() else None
+
+
+def read_sysfs_pci(bus_ids: list[str], root: str = "/sys") -> dict[str, dict]:
+    """Each GPU's PCIe link, {bus id: {"speed_gts", "width", "gen"}}: the lesser of the device's and its
+    upstream port's max_link_* (as NCCL reads them: a Gen4 card in a Gen3 slot runs at Gen3)."""
+    out = {}
+    for bus in bus_ids:
+        m = re.match(r"^([0-9a-fA-F]+):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$", bus or "")
+        if not m:
+            continue
+        name = f"{int(m.group(1), 16):04x}:{m.group(2).lower()}"   # NVML's 00000000:18:00.0 is sysfs's 0000:18:00.0
+        d = os.path.realpath(os.path.join(root, "bus", "pci", "devices", name))
+        own, up = _link(d), _link(os.path.dirname(d))
+        if own is None:
+            continue
+        speed, width = (min(own[0], up[0]), min(own[1], up[1])) if up else own
+        out[bus] = {"speed_gts": speed, "width": width, "gen": _GTS_GEN.get(speed)}
+    return out
+
+
+def _run(argv: list[str]) -> tuple[str | None, str | None]:
+    """(stdout, None) or (None, why): the tool's one line of failure, never an exception."""
+    if argv[0] == "nvidia-smi":
+        a = run_smi(argv[1:], timeout=TOOL_TIMEOUT_S)
+        return (a.stdout, None) if a.failure is None else (None, a.failure)
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return None, f"{argv[0]} not installed"
+    try:
+        p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
+                           stdin=subprocess.DEVNULL)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None, f"no answer within {TOOL_TIMEOUT_S:g}s"
+    except OSError as e:
+        return None, str(e.strerror or e)
+    if p.returncode != 0:
+        return None, f"exited {p.returncode}: {((p.stderr or p.stdout).strip().splitlines() or ['no output'])[0]}"
+    return p.stdout, None
+
+
+def collect(gpus: list[dict], environ, root: str = "/sys") -> dict:
+    """This node's interconnect: {"raw": what each source gave, "intra", "inter", "errors": {source: why}}."""
+    raw: dict = {}
+    errors: dict[str, str] = {}
+    topo = nvlink = None
+    if gpus:
+        out, why = _run(["nvidia-smi", "topo", "-m"])
+        topo = parse_topo_matrix(out) if out is not None else None
+        if why or (topo and topo["error"]):
+            errors["topo"] = why or topo["error"]
+        out, why = _run(["nvidia-smi", "nvlink", "-s"])
+        nvlink = parse_nvlink_status(out) if out is not None else None
+        if why:
+            errors["nvlink"] = why
+        # JSON keys are strings: raw holds {"0": links} where parse_nvlink_status gives {0: links}.
+        raw.update(topo=topo, nvlink={str(k): v for k, v in nvlink.items()} if nvlink is not None else None)
+    sysfs_ib = read_sysfs_ib(root)
+    out, why = None, None
+    if shutil.which("ibstat"):
+        out, why = _run(["ibstat"])
+    elif not sysfs_ib:  # say why nothing was seen; with sysfs ports a missing ibstat loses nothing
+        why = f"ibstat not installed and no {os.path.join(root, 'class', 'infiniband')}"
+    ibstat = parse_ibstat(out) if out is not None else None
+    if why:
+        errors["ibstat"] = why
+    pcie = read_sysfs_pci([g.get("pci_bus_id") for g in gpus], root)
+    net = read_sysfs_net(root)
+    raw.update(ibstat=ibstat, sysfs_ib=sysfs_ib, net=net, pcie=pcie)
+    # NCCL bootstraps on NCCL_SOCKET_IFNAME and moves data over RDMA where it finds it; gloo (CPU ranks) uses
+    # GLOO_SOCKET_IFNAME for everything.
+    names = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if gpus else ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+    ifname = next((environ[n] for n in names if environ.get(n)), None)
+    kinds = classify(gpus, topo, nvlink, sysfs_ib or ibstat or [], net, ifname, pcie=pcie,
+                     ib_disabled=environ.get("NCCL_IB_DISABLE") == "1")  # fmt: skip
+    return {"raw": raw, **kinds, "errors": errors}
