@@ -16,8 +16,11 @@ temporary beside it and renamed, so the collector never reads half of one.
     vitbench_step_seconds                       a run's steady step: stat = mean, median, p90
     vitbench_comm_busbw_bytes_per_second        bench comm: op, group, size_bytes
     vitbench_validate_check                     validate: check, node, status (1 = PASS)
-    vitbench_node_images_per_second             validate: host, gpu_model (one rank alone)
-    vitbench_node_busbw_bytes_per_second        validate: host (its best pairwise link)
+    vitbench_gpu_images_per_second              validate: host, slot, gpu_model (each GPU alone, all at once)
+    vitbench_node_images_per_second             validate: host, gpu_model (its GPUs alone, summed)
+    vitbench_node_intra_busbw_bytes_per_second  validate: host (the all-reduce over its own GPUs)
+    vitbench_node_busbw_bytes_per_second        validate: host (its best link to other nodes)
+    vitbench_validate_drain                     validate: host, gpu, check (1 per thing to drain)
     vitbench_cluster_images_per_second          validate: the data-parallel run over the good nodes
     vitbench_record_timestamp_seconds           when the record was made (to alert on a stale file)
 """
@@ -36,8 +39,11 @@ HELP = {
     "vitbench_step_seconds": "steady training step time",
     "vitbench_comm_busbw_bytes_per_second": "collective bus bandwidth (nccl-tests' busbw) per message size",
     "vitbench_validate_check": "1 when the validate check passed, 0 when it warned or failed",
-    "vitbench_node_images_per_second": "one node's throughput alone (one rank, no communication)",
-    "vitbench_node_busbw_bytes_per_second": "a node's best pairwise all-reduce bus bandwidth",
+    "vitbench_gpu_images_per_second": "one GPU's training throughput alone (every GPU at once, no communication)",
+    "vitbench_node_images_per_second": "one node's GPUs' throughput alone, summed",
+    "vitbench_node_intra_busbw_bytes_per_second": "all-reduce bus bandwidth over one node's own GPUs",
+    "vitbench_node_busbw_bytes_per_second": "a node's best all-reduce bus bandwidth to other nodes (pairs)",
+    "vitbench_validate_drain": "1 for each node or GPU and check the verdict drains",
     "vitbench_cluster_images_per_second": "throughput of the validate data-parallel run",
     "vitbench_record_timestamp_seconds": "Unix time of the record",
 }
@@ -88,10 +94,18 @@ def samples(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any], float]]:
             if c.get("status") != "SKIP":
                 add("vitbench_validate_check", 1 if c["status"] == "PASS" else 0, check=c.get("check"),
                     node=c.get("node"), status=c.get("status"), level=rec.get("level"))
+        for name, ips in (m.get("gpu_images_per_s") or {}).items():
+            host, slot = name.rsplit(":", 1)
+            add("vitbench_gpu_images_per_second", ips, host=host, slot=slot, gpu_model=models.get(host),
+                level=rec.get("level"))
         for host, ips in (m.get("node_images_per_s") or {}).items():
             add("vitbench_node_images_per_second", ips, host=host, gpu_model=models.get(host), level=rec.get("level"))
+        for host, bw in (m.get("intra_busbw") or {}).items():
+            add("vitbench_node_intra_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
         for host, bw in (m.get("node_busbw") or {}).items():
             add("vitbench_node_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
+        for e in rec.get("drain") or []:
+            add("vitbench_validate_drain", 1, host=e.get("host"), gpu=e.get("gpu"), check=e.get("check"))
         dp = m.get("dp") or {}
         add("vitbench_cluster_images_per_second", dp.get("images_per_s"), world_size=dp.get("world_size"),
             level=rec.get("level"))

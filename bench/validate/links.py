@@ -90,8 +90,8 @@ def judge_link(v: Validation, busbw: float, wrong: int, ranks: int, ref, peers: 
 
 
 def link_ref(v: Validation, scope: str, host: str):
-    lookup = getattr(v.table, "link_for", None)
-    return lookup(scope, v.inventory.get(host) or {}) if lookup else None
+    """The published busbw for this node's links and the GPUs it takes part with (bench.analysis.link_references)."""
+    return v.table.link_for(scope, v.inventory.get(host) or {}, gpus_per_node=len(v.good_slots(host)))
 
 
 def intra_node(v: Validation) -> None:

@@ -133,7 +133,7 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
             v.add_gpu("matmul", r["host"], r["slot"], "SKIP", reason="no timed matmul in its report", t0=t0)
             continue
         value = f"{rate / 1e12:.3g} TFLOP/s ({dtype}, n={m.get('n')})"
-        ref = v.table.matmul_for(name, dtype) if hasattr(v.table, "matmul_for") else None
+        ref = v.table.matmul_for(name, dtype)
         same = [x for k, x in rates.items() if x and model[k] == name]
         if ref is not None:
             status, dev = judge(rate, ref.flops, ref.lower, ref.upper)

@@ -55,3 +55,27 @@ def cluster_factory() -> Iterator[Callable[[int], netns.Cluster]]:
 def cluster(cluster_factory: Callable[[int], netns.Cluster]) -> netns.Cluster:
     """Three hosts: 10.77.0.2-4 (node1-3) when no other run holds that subnet."""
     return cluster_factory(3)
+
+
+@pytest.fixture(scope="session")
+def slurm(cluster: netns.Cluster):
+    """A real Slurm 22.05 over the session's three hosts (slurm.py), for every test that needs one."""
+    from .slurm import build_slurm, slurm_possible
+
+    if slurm_possible() is not None:
+        subprocess.run(["sh", str(INSTALL)], check=True)  # CI's fresh Debian; we are root
+    missing = slurm_possible()
+    assert missing is None, missing
+    with build_slurm(cluster) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def healthy_validate(cluster: netns.Cluster, tmp_path_factory):
+    """One `bench validate` of the healthy cluster, 2 CPU ranks per host, every check: its tests, the baseline
+    of the slowed-host test and the numerics reference of the prolog tests share it (the suite's budget)."""
+    from .validate_runs import run_validate
+
+    tmp = tmp_path_factory.mktemp("healthy-validate")
+    return run_validate(cluster, tmp, "--metrics-file", str(tmp / "validate.prom"), "--drain-file",
+                        str(tmp / "drain.txt"), "--save-numerics-reference", str(tmp / "numerics.json"))

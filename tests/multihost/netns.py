@@ -173,18 +173,25 @@ def netns_possible() -> str | None:
     return None
 
 
-def _take_slot() -> tuple[int, int]:
-    """Lock the first free /28 of 10.77.0.0/24; (slot, fd). The lock dies with us."""
+def _take_slots(count: int = 1) -> tuple[int, list[int]]:
+    """Lock the first `count` adjacent free /28s of 10.77.0.0/24 (one /27 for 2, a /26 for 4); (first slot,
+    fds). The locks die with us."""
     LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    for slot in range(256 // SLOT_SIZE):
-        fd = os.open(LOCK_DIR / f"slot{slot}.lock", os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    for first in range(0, 256 // SLOT_SIZE, count):
+        fds = []
+        for slot in range(first, first + count):
+            fd = os.open(LOCK_DIR / f"slot{slot}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                break
+            fds.append(fd)
+        if len(fds) == count:
+            return first, fds
+        for fd in fds:
             os.close(fd)
-            continue
-        return slot, fd
-    raise RuntimeError(f"all {256 // SLOT_SIZE} subnets of 10.77.0.0/24 are in use ({LOCK_DIR})")
+    raise RuntimeError(f"no {count} adjacent free subnets of 10.77.0.0/24 ({LOCK_DIR})")
 
 
 @dataclass
@@ -379,12 +386,19 @@ Host {' '.join(hosts)}
 
 @contextlib.contextmanager
 def build_cluster(n: int = 3, tmp_root: str | None = None) -> Iterator[Cluster]:
-    """Build ``n`` hosts with sshd, yield them, tear everything down (also on failure)."""
-    if not 1 <= n <= MAX_HOSTS:
-        raise ValueError(f"1..{MAX_HOSTS} hosts per cluster, not {n}")
-    slot, lock_fd = _take_slot()
-    _clean_slot(slot)
+    """Build ``n`` hosts with sshd, yield them, tear everything down (also on failure).
+
+    Up to 13 hosts take a /28; more take adjacent /28s as one subnet (29 in a /27, 61 in a /26), e.g. for
+    benchmarks/validate_orchestration.py's 16 hosts.
+    """
+    width = next((k for k in (1, 2, 4) if n <= SLOT_SIZE * k - 3), None)
+    if n < 1 or width is None:
+        raise ValueError(f"1..{SLOT_SIZE * 4 - 3} hosts per cluster, not {n}")
+    slot, lock_fds = _take_slots(width)
+    for k in range(slot, slot + width):
+        _clean_slot(k)
     base = slot * SLOT_SIZE
+    bits = 32 - (SLOT_SIZE * width).bit_length() + 1
     prefix = f"vbt{os.getpid()}s{slot}"
     tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=tmp_root))
     hosts = [f"{SUBNET_BASE}{base + 2 + i}" for i in range(n)]
@@ -392,7 +406,7 @@ def build_cluster(n: int = 3, tmp_root: str | None = None) -> Iterator[Cluster]:
         tmp=tmp,
         prefix=prefix,
         bridge=f"{prefix}br",
-        subnet=f"{SUBNET_BASE}{base}/28",
+        subnet=f"{SUBNET_BASE}{base}/{bits}",
         bridge_addr=f"{SUBNET_BASE}{base + 1}",
         hosts=hosts,
         hostnames=[f"node{i + 1}" for i in range(n)],
@@ -410,7 +424,8 @@ def build_cluster(n: int = 3, tmp_root: str | None = None) -> Iterator[Cluster]:
             cluster.teardown()
             shutil.rmtree(tmp, ignore_errors=True)
         finally:
-            os.close(lock_fd)
+            for fd in lock_fds:
+                os.close(fd)
 
 
 def _no_ipv6(link: str, ns: str | None = None) -> None:
@@ -428,7 +443,7 @@ def _build(c: Cluster) -> None:
 
     _run(["ip", "link", "add", c.bridge, "type", "bridge"])
     _no_ipv6(c.bridge)
-    _run(["ip", "addr", "add", f"{c.bridge_addr}/28", "dev", c.bridge])
+    _run(["ip", "addr", "add", f"{c.bridge_addr}/{c.subnet.split('/')[1]}", "dev", c.bridge])
     _run(["ip", "link", "set", c.bridge, "up"])
     known = []
     for host, name, ns, veth in zip(c.hosts, c.hostnames, c.namespaces, c.veths):
@@ -445,7 +460,7 @@ def _build(c: Cluster) -> None:
         _no_ipv6(NS_IFNAME, ns)
         _run(["ip", "link", "set", veth, "master", c.bridge, "up"])
         _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-        _run(["ip", "-n", ns, "addr", "add", f"{host}/28", "dev", NS_IFNAME])
+        _run(["ip", "-n", ns, "addr", "add", f"{host}/{c.subnet.split('/')[1]}", "dev", NS_IFNAME])
         _run(["ip", "-n", ns, "link", "set", NS_IFNAME, "up"])
     (tmp / "known_hosts").write_text("".join(known))
     (tmp / "ssh_config").write_text(_ssh_config(tmp, c.hosts))

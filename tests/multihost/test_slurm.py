@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,22 +18,7 @@ import pytest
 from bench.core import results
 from tests.conftest import FAST, REPO, one_json
 
-from . import netns
-from .slurm import Slurm, build_slurm, slurm_possible
-
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
-
-INSTALL = Path(REPO) / "scripts" / "install-system.sh"
-
-
-@pytest.fixture(scope="module")
-def slurm(cluster: netns.Cluster) -> Iterator[Slurm]:
-    if slurm_possible() is not None:
-        subprocess.run(["sh", str(INSTALL)], check=True)  # CI's fresh Debian; we are root
-    missing = slurm_possible()
-    assert missing is None, missing
-    with build_slurm(cluster) as s:
-        yield s
 
 
 def test_srun_reaches_every_node(slurm):

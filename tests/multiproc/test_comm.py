@@ -8,6 +8,7 @@ import pytest
 
 from bench.core import results
 from tests.conftest import assert_bad_input, bench, one_json
+from tests.faults import corrupt_all_reduce
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +41,11 @@ def test_all_reduce_busbw_is_the_hand_calculation_from_the_record(out_dir, tmp_p
     assert rec["plan"]["world_size"] == 2 and {d["rank"] for d in rec["provenance"]["devices"]} == {0, 1}
 
 
-def test_a_corrupted_buffer_is_counted_wrong(out_dir):
-    env = dict(os.environ, BENCH_COMM_CORRUPT_RANK="1")
+def test_a_corrupted_buffer_is_counted_wrong(out_dir, tmp_path):
+    # From outside bench: a sitecustomize on the ranks' path makes rank 1 send one wrong value in every
+    # all_reduce, as a bad link or bad memory would (bench has no switch for it).
+    (tmp_path / "sitecustomize.py").write_text(corrupt_all_reduce(1))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
     proc = bench("comm", "--gpus", "2", *QUICK, "--out", out_dir, "--json", env=env)
     assert proc.returncode == 1, proc.stderr[-3000:]
     rec = one_json(proc.stdout)

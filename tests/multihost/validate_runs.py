@@ -1,0 +1,63 @@
+"""Running `bench validate` on the namespace hosts, and reading its rows, for the multi-host validate tests.
+
+    proc, rec, junit = run_validate(cluster, tmp_path, "--checks", "numerics")
+    row(rec, "numerics", "10.77.0.4:1")["status"]
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import bench, one_json
+
+SLOTS = 2  # CPU ranks per host: every per-GPU check sees two "GPUs" per node
+
+
+@dataclass
+class Validated:
+    proc: object
+    rec: dict | None
+    junit: Path
+    out: Path
+    tmp: Path
+
+
+def run_validate(cluster, tmp: Path, *extra: str, env: dict | None = None, slots: int = SLOTS,
+                 timeout: float = 900) -> Validated:
+    junit = tmp / "validate.xml"
+    hostfile = cluster.write_hostfile(slots)
+    proc = bench("validate", "--hostfile", str(hostfile), "--level", "quick", "--junit", str(junit),
+                 "--out", str(tmp / "results"), "--json", *extra, env=env or cluster.env, timeout=timeout)
+    rec = one_json(proc.stdout) if proc.stdout.strip() else None
+    return Validated(proc, rec, junit, tmp / "results", tmp)
+
+
+def row(rec: dict, check: str, node: str) -> dict:
+    (found,) = [c for c in rec["checks"] if c["check"] == check and c["node"] == node]
+    return found
+
+
+def not_pass(rec: dict, *skipping: str) -> list[dict]:
+    """Rows that are neither PASS nor a SKIP of a check in `skipping` (a check the test did not ask for)."""
+    return [c for c in rec["checks"] if c["status"] != "PASS" and not (c["status"] == "SKIP" and c["check"] in skipping)]
+
+
+def junit_matches(junit: Path, rec: dict) -> None:
+    root = ET.parse(junit).getroot()
+    cases = root.findall(".//testcase")
+    assert len(cases) == len(rec["checks"])
+    assert {c.get("name") for c in cases} == {f"{c['check']} [{c['node']}]" for c in rec["checks"]}
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert failed == {f"{c['check']} [{c['node']}]" for c in rec["checks"] if c["status"] == "FAIL"}
+
+
+def prediction_holds(rec: dict) -> None:
+    # The measured efficiency itself moves by up to +-8 points from run to run here (hosts time-slice two
+    # cores); a prediction cannot agree more closely than the measurement repeats. The model gives a range:
+    # with the slowest-of-n wait for independent jitter, and without it (jitter the ranks share, as these
+    # do: they slow down together). METRICS.md, predicted data-parallel efficiency.
+    s = rec["measured"]["scaling"]
+    lo, hi = sorted((s["predicted"], s["predicted_without_jitter"]))
+    assert lo - 0.15 <= s["measured"] <= hi + 0.15, s
