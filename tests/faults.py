@@ -110,25 +110,42 @@ def on_one_host(cluster, host: str, files: dict[str, str]) -> Iterator[str]:
         shutil.rmtree(shared, ignore_errors=True)
 
 
-def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int) -> bool:
-    """Whether /proc/pid is a rank of `module` with LOCAL_RANK=local_rank inside the namespace ns_ino."""
+def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int) -> list[bytes] | None:
+    """/proc/pid's argv if it is a rank of `module` with LOCAL_RANK=local_rank inside the namespace ns_ino."""
     try:
         if os.stat(f"/proc/{pid}/ns/net").st_ino != ns_ino:
-            return False
+            return None
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
         if module.encode() not in argv:
-            return False
+            return None
         with open(f"/proc/{pid}/environ", "rb") as f:
-            return f"LOCAL_RANK={local_rank}".encode() in f.read().split(b"\0")
+            return argv if f"LOCAL_RANK={local_rank}".encode() in f.read().split(b"\0") else None
     except OSError:
-        return False
+        return None
+
+
+def _logged(pid: str, argv: list[bytes], line: str) -> bool:
+    """Whether the rank with this PID has written `line` to its log (bench.worker.bootstrap: the run dir's
+    ranks/pid-<R> holds "<host> <pid>", logs/rank<R>.log its output)."""
+    try:
+        run_dir = argv[argv.index(b"--run-dir") + 1].decode()
+        for name in os.listdir(os.path.join(run_dir, "ranks")):
+            if name.startswith("pid-"):
+                with open(os.path.join(run_dir, "ranks", name)) as f:
+                    if f.read().split()[1:2] == [pid]:
+                        with open(os.path.join(run_dir, "logs", f"rank{name[4:]}.log")) as log:
+                            return line in log.read()
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 @contextlib.contextmanager
 def cpu_quota_on(cluster, host: str, local_rank: int, module: str = "bench.worker", quota_us: int = 5000,
-                 period_us: int = 100000) -> Iterator[set[str]]:
-    """Every rank of `module` with this local rank on `host`, as it starts, in a cgroup v1 CPU quota.
+                 period_us: int = 100000, after: str | None = None) -> Iterator[set[str]]:
+    """Every rank of `module` with this local rank on `host` in a cgroup v1 CPU quota: as it starts, or once
+    its log holds the line `after` (e.g. "start barrier": its timed steps, not its imports, slowed).
 
     Yields the PIDs moved so far. Only processes of that namespace, that module and that LOCAL_RANK are
     touched, and only moved between cgroups (never signalled).
@@ -149,7 +166,8 @@ def cpu_quota_on(cluster, host: str, local_rank: int, module: str = "bench.worke
     def watch() -> None:
         while not stop.is_set():
             for pid in os.listdir("/proc"):
-                if pid.isdigit() and pid not in moved and _rank_of(pid, ns_ino, module, local_rank):
+                argv = _rank_of(pid, ns_ino, module, local_rank) if pid.isdigit() and pid not in moved else None
+                if argv is not None and (after is None or _logged(pid, argv, after)):
                     with contextlib.suppress(OSError), open(f"{cg}/cgroup.procs", "w") as f:
                         f.write(pid)
                         moved.add(pid)

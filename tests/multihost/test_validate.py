@@ -101,9 +101,11 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
 
 
 def test_one_slow_gpu_is_named_and_drained_alone(cluster, tmp_path):
-    """Local rank 1 of one host at 5% of a core (a cgroup quota on that rank's process): that GPU, nothing else."""
+    """Local rank 1 of one host at 7% of a core from its first step (a cgroup quota on that rank's process,
+    the others sharing two cores six ways): that GPU, and nothing else, FAILs and is drained."""
     slow = cluster.hosts[1]
-    with cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=5000) as moved:
+    with cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=7000,
+                      after="start barrier") as moved:
         v = run_validate(cluster, tmp_path, "--checks", "throughput")
     assert moved, "the quota caught no rank"
     assert v.proc.returncode == 1, v.proc.stderr[-3000:]
@@ -124,7 +126,7 @@ def test_one_slow_link_is_named_by_bisection_and_the_pairs_without_it_pass(clust
     slow = h[1]
     # 100 Mbit/s against the veth bridge's ~18 Gbit/s: slow enough that no contention can hide it.
     with _throttled(cluster, slow, "100mbit"):
-        v = run_validate(cluster, tmp_path, "--checks", "inter-node,training")
+        v = run_validate(cluster, tmp_path, "--checks", "inter-node")
     assert v.proc.returncode == 1, v.proc.stderr[-3000:]
     rec = v.rec
     results.validate(rec)
@@ -138,9 +140,7 @@ def test_one_slow_link_is_named_by_bisection_and_the_pairs_without_it_pass(clust
         assert row(rec, "inter-node", other)["status"] == "PASS"
     assert [(e["host"], e["gpu"], e["check"]) for e in rec["drain"]] == [(slow, None, "inter-node")]
     assert rec["exclude"] == slow
-    # The rest still ran: training on the two good nodes, without the slow one.
-    assert row(rec, "training", "cluster")["status"] == "PASS"
-    assert sorted(rec["measured"]["dp"]["hosts"]) == sorted([h[0], h[2]])
+    assert rec["measured"]["inter_all"]["ranks"] == 3 * SLOTS  # the whole set measured once, with the slow node
 
 
 def test_two_hosts_whose_link_is_below_the_floor_fail(cluster, tmp_path):
@@ -210,10 +210,19 @@ def test_prolog_drains_the_node_that_computes_wrong_and_passes_a_healthy_one(clu
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     (line,) = proc.stdout.splitlines()
     assert line.startswith("bench validate prolog: FAIL: numerics localhost:") and "reference curve" in line, line
+    # A healthy node against the curve bench ships (bench/data/numerics_reference.json) where it has this
+    # platform's: the shipped curve is checked here too; elsewhere its two ranks agree with each other.
     good = cluster.hosts[0]
-    proc_ok, took_ok = _prolog(cluster, good, tmp_path, "--numerics-reference", ref, site=site)
-    assert proc_ok.returncode == 0, proc_ok.stdout + proc_ok.stderr[-2000:]
-    assert proc_ok.stdout.startswith("bench validate prolog: PASS: localhost, 2 GPU(s)/rank(s)")
+    proc_ok, took_ok = _prolog(cluster, good, tmp_path, "--json", site=site)
+    assert proc_ok.returncode == 0, proc_ok.stdout[-2000:] + proc_ok.stderr[-2000:]
+    rec = one_json(proc_ok.stdout)
+    assert rec["result"] == "PASS" and rec["level"] == "prolog" and rec["hosts"] == ["localhost"]
+    from bench.validate.numerics import load_references
+    from bench.analysis.numerics import find_reference
+    judged = {x["judged_by"] for x in rec["measured"]["numerics"].values()}
+    stack = next(iter(rec["measured"]["numerics"].values()))["stack"]
+    shipped = find_reference(load_references(None)[0], stack, rec["measured"]["numerics_spec"])
+    assert judged == ({"reference"} if shipped else {"peers"}), (judged, stack)
     assert took < 30 and took_ok < 30, (took, took_ok)
 
 
@@ -242,10 +251,12 @@ def _sshd_in_cpu_quota(cluster, host, quota_us: int = 50000):
             os.rmdir(cg)
 
 
-def test_host_with_half_a_cpu_is_named_as_the_straggler(cluster, tmp_path, healthy_validate):
+def test_host_with_a_third_of_a_cpu_is_named_as_the_straggler(cluster, tmp_path, healthy_validate):
+    """The host's sshd (every rank started there) at 0.3 of a core for its two ranks, the others sharing the
+    rest: its GPUs are the slowest (the straggler named, with its exclude) and regressed against the baseline."""
     slow = cluster.hosts[1]
-    with _sshd_in_cpu_quota(cluster, slow):
-        v = run_validate(cluster, tmp_path, "--checks", "throughput,training,stragglers,scaling", "--baseline",
+    with _sshd_in_cpu_quota(cluster, slow, quota_us=30000):
+        v = run_validate(cluster, tmp_path, "--checks", "throughput,stragglers", "--baseline",
                          str(healthy_validate.out))
     rec = v.rec
     assert rec is not None, v.proc.stderr[-3000:]
@@ -254,7 +265,6 @@ def test_host_with_half_a_cpu_is_named_as_the_straggler(cluster, tmp_path, healt
     assert top["host"] == slow and top["kind"] in ("gpu", "rank"), rec["measured"]["stragglers"]
     st = row(rec, "stragglers", "cluster")
     assert st["status"] == "WARN" and f"--exclude {slow}:" in st["reason"], st
-    prediction_holds(rec)
     # Against the healthy run: the slowed host's GPUs regressed. (Other hosts are not asserted: with one run a
     # side the 5% threshold alone judges, and on these time-sliced cores a healthy GPU moves by more.)
     base = row(rec, "baseline", slow)
@@ -291,7 +301,7 @@ def test_a_gpu_slow_in_one_repeat_only_warns_and_says_how_often(cluster, tmp_pat
     """--repeats 2 with one rank at 5% of a core in the first round only: WARN, not FAIL, '1 of 2'."""
     slow = cluster.hosts[1]
     out = tmp_path / "results"
-    quota = cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=5000)
+    quota = cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=5000, after="start barrier")
     moved = quota.__enter__()
     lifted = False
     proc = subprocess.Popen(
