@@ -1,6 +1,7 @@
 """The process group of a rank, set up once for training ranks and comm ranks alike.
 
-    world, rank, local_rank, device = init(plan, backend_via_deepspeed=True)
+    world, rank, local_rank, device = init(plan, via_deepspeed=True)
+    # local_rank: the launcher's (SLURM_LOCALID under srun); device: the GPU this rank took
 
 Every process group gets the run's collective timeout (plan.json
 collective_timeout_s), the world group and the ones created later
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 
-from bench.worker.bootstrap import device_index, env_local_rank, map_launcher_env
+from bench.worker.bootstrap import bind_device, env_local_rank, map_launcher_env
 
 
 def _skip_shm_comm_build() -> None:
@@ -47,6 +48,14 @@ def init(plan: dict, *, via_deepspeed: bool):
     timeout = datetime.timedelta(seconds=plan["collective_timeout_s"])
     dist.distributed_c10d.default_pg_timeout = timeout
     dist.distributed_c10d.default_pg_nccl_timeout = timeout
+    if plan["device"] == "cuda":
+        # Before anything of DeepSpeed runs: it takes LOCAL_RANK for the device index (bootstrap.bind_device),
+        # and every engine (DeepSpeed, its pipeline, DDP, FSDP2) then uses this one device.
+        local_rank, index = bind_device(torch.cuda.device_count())
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
+    else:
+        local_rank, device = env_local_rank(), torch.device("cpu")
     if via_deepspeed:
         import deepspeed
 
@@ -54,13 +63,4 @@ def init(plan: dict, *, via_deepspeed: bool):
         deepspeed.init_distributed(dist_backend=backend, timeout=timeout)
     else:
         dist.init_process_group(backend=backend, timeout=timeout)
-    local_rank = env_local_rank()
-    if plan["device"] == "cuda":
-        # Under srun --gpus-per-task=1 (or --gpu-bind=single:1) every task sees one GPU, cuda:0, while its
-        # LOCAL_RANK (SLURM_LOCALID) counts the node's tasks: the index is the local rank among the GPUs it sees.
-        index = device_index(local_rank, torch.cuda.device_count())
-        torch.cuda.set_device(index)
-        device = torch.device("cuda", index)
-    else:
-        device = torch.device("cpu")
     return dist.get_world_size(), dist.get_rank(), local_rank, device
