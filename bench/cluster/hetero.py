@@ -92,7 +92,12 @@ def verdict(
     result: dict = {"hosts": hosts, "gpu_hosts": gpu_hosts, "gpus": len(gpus), "precision": precision,
                     "precisions": [], "slowest": None, "fastest": None, "ratio": None, "exclude": None,
                     "min_memory_mib": None, "min_memory_hosts": [], "max_micro_batch": None}  # fmt: skip
-    no_gpu = [inv for inv in inventories if not inv.get("gpus")]
+    # A node whose slots all lie beyond its GPUs keeps none after selection (inventory.selected), yet it has
+    # GPUs (all_gpu_count): it is never GPU-less, and the readiness check refuses its slots.
+    no_gpu = [inv for inv in inventories if not inv.get("gpus") and not inv.get("all_gpu_count")]
+    if not gpus and len(no_gpu) < len(inventories):
+        readiness.check(inventories, f)
+        return _finish(result, f)
     if not gpus:
         why = _spread(_group((inv.get("gpu_error") or "no reason recorded", _host(inv)) for inv in no_gpu))
         f.add("info", "cpu-only", f"no GPU on any node ({why}): a CPU/gloo run", hosts)
