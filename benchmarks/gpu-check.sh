@@ -142,3 +142,91 @@ for i in range(1, n + 1):
 for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF
+
+# --- Issue 21: what only a GPU proves (items 1, 5, 6, 7); ~1.5 min on one H200 -------------------------
+# 1. srun --gpus-per-task=1: the node's second task sees one GPU (cuda:0) with SLURM_LOCALID=1. The case-2
+#    run's directory is run again by `python -m bench.worker` with exactly that Slurm environment, once per
+#    engine (DeepSpeed, DDP, FSDP2): before issue 21, DeepSpeed's set_device(LOCAL_RANK=1) failed there.
+#    (init_process_group's device_id path needs 2+ ranks, which one GPU cannot hold: NCCL refuses two ranks
+#    on one GPU; tests/multihost/test_slurm_gpus.py checks the environment of 6 real Slurm tasks.)
+# 5. the peak memory is the steady steps' and is read before evaluation: the same run with and without
+#    evaluation must report the same peak (within 2%), and the reset happened at --timing-warmup.
+# 6. fp16 with a loss scale that overflows at first (initial_scale_power 24): the skipped steps are counted
+#    and left out of images/s (steady_steps + skipped_steps = the steady window).
+# 7. FSDP2 is built from the CPU model and shards as it moves (the engine-1 rerun trains on the GPU); its
+#    memory saving needs 2+ GPUs and is not measurable on one.
+echo "## issue 21 checks"
+base=$(ls -d "$OUT"/bench-2/*/ 2>/dev/null | head -1)
+SMALL=(--model vit-micro-p4-32 --dataset synthetic --synthetic-size 2048 --steps 12 --timing-warmup 2 "${DEV[@]}")
+[[ $DRY == 1 ]] || SMALL=(--model vit-tiny-p4-32 --dataset synthetic --synthetic-size 20480 --micro-batch 256 \
+                          --steps 20 --timing-warmup 3 "${DEV[@]}")
+$PY -m bench run "${SMALL[@]}" --no-eval --out "$OUT/mem-noeval" --json > "$OUT/mem-noeval.json" 2> "$OUT/mem-noeval.err"
+$PY -m bench run "${SMALL[@]}" --out "$OUT/mem-eval" --json > "$OUT/mem-eval.json" 2> "$OUT/mem-eval.err"
+if [[ $DRY == 1 ]]; then FP16=(--precision fp32); else FP16=(--precision fp16); fi
+echo '{"fp16": {"initial_scale_power": 24}}' > "$OUT/fp16-overflow.json"
+$PY -m bench run "${SMALL[@]}" --no-eval "${FP16[@]}" --deepspeed-config "$(cd "$OUT" && pwd)/fp16-overflow.json" \
+    --out "$OUT/fp16" --json > "$OUT/fp16.json" 2> "$OUT/fp16.err"
+for engine in deepspeed ddp fsdp2; do
+  [[ -n "$base" ]] || break
+  d="$OUT/slurm-task1-$engine"
+  rm -rf "$d" && mkdir -p "$d" && cp "$base"/{config.json,plan.json,ds_config.json} "$d"/
+  # A short rerun of this engine, with no heartbeat to watch (bench is not running it).
+  $PY - "$d" "$engine" <<'PY'
+import json, sys
+d, engine = sys.argv[1], sys.argv[2]
+cfg = json.load(open(f"{d}/config.json")); cfg.update(engine=engine, steps=6, timing_warmup=2, eval=False)
+json.dump(cfg, open(f"{d}/config.json", "w"))
+plan = json.load(open(f"{d}/plan.json")); plan.update(orphan_after_s=0, master_addr="127.0.0.1", master_port=29631)
+json.dump(plan, open(f"{d}/plan.json", "w"))
+PY
+  env -u RANK -u LOCAL_RANK -u WORLD_SIZE SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=1 SLURM_NTASKS_PER_NODE=2 \
+      timeout 180 $PY -u -m bench.worker --run-dir "$d" > "$d.out" 2>&1 || echo "   $engine rerun exited $?"
+done
+$PY - "$OUT" "$DRY" <<'EOF2'
+import glob, json, os, sys
+out, dry = sys.argv[1], sys.argv[2] == "1"
+def rec(name):
+    try:
+        return json.load(open(f"{out}/{name}.json"))
+    except (OSError, ValueError):
+        return {"status": "missing"}
+def ranks(r):
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(r.get("run_dir", "/nonexistent"), "ranks", "rank*.json")))]
+checks = []
+for engine in ("deepspeed", "ddp", "fsdp2"):
+    d = f"{out}/slurm-task1-{engine}"
+    try:
+        r0 = json.load(open(f"{d}/ranks/rank0.json"))
+    except (OSError, ValueError):
+        log = open(f"{d}.out", errors="replace").read().strip().splitlines()[-1:] if os.path.exists(f"{d}.out") else ["no rerun"]
+        checks.append((f"item 1, {engine}: SLURM_LOCALID=1 with one GPU visible: no rank record ({log[0][:160]})", False))
+        continue
+    gpu = r0.get("gpu") or {}
+    checks.append((f"item 1, {engine}: SLURM_LOCALID=1 with one GPU visible ran on cuda:{gpu.get('index')} "
+                   f"({r0.get('status')}, launcher local rank {r0.get('local_rank')})",
+                   None if dry else r0.get("status") == "ok" and gpu.get("index") == 0 and r0.get("local_rank") == 1))
+noeval, witheval = rec("mem-noeval"), rec("mem-eval")
+if noeval.get("status") == witheval.get("status") == "ok":
+    a, b = max(noeval["figures"]["peak_memory_bytes"]), max(witheval["figures"]["peak_memory_bytes"])
+    rs = ranks(witheval)
+    steady = {r.get("steady_from") for r in rs}
+    checks.append((f"item 5: peak without evaluation {a / 2**20:.0f} MiB, with {b / 2**20:.0f} MiB; reset at step "
+                   f"{sorted(steady)} (--timing-warmup {witheval['config']['timing_warmup']})",
+                   None if dry else abs(a - b) <= 0.02 * a and steady == {witheval["config"]["timing_warmup"]}))
+else:
+    checks.append((f"item 5: runs {noeval.get('status')}/{witheval.get('status')}", False))
+fp = rec("fp16")
+if fp.get("status") == "ok":
+    rs = ranks(fp)
+    window = fp["config"]["steps"] - fp["config"]["timing_warmup"]
+    sk = [r.get("skipped_steps") for r in rs]
+    checks.append((f"item 6: fp16 from loss scale 2^24: skipped {sk} of the {window} steady steps, "
+                   f"steady_steps {[r.get('steady_steps') for r in rs]}, {fp['figures']['images_per_s']:.1f} img/s",
+                   None if dry else all(s and s > 0 and r["steady_steps"] + s == window for s, r in zip(sk, rs))))
+else:
+    checks.append((f"item 6: fp16 run {fp.get('status')}: {(fp.get('error') or {}).get('reason')}", False))
+checks.append(("item 7: FSDP2's saving needs 2+ GPUs (one GPU holds one NCCL rank); built from the CPU model it "
+               "ran above (item 1, fsdp2)", None))
+for what, ok in checks:
+    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
+EOF2

@@ -200,6 +200,8 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "epoch_s_estimated": summary["total_steps"] < summary["steps_per_epoch"],
         "total_steps": summary["total_steps"],
         "warmup": {"steps": rank0["warmup_steps"], "seconds": rank0["warmup_s"]},
+        # Steady steps whose update fp16's loss scaler skipped (overflow): not in step_s, images/s or MFU.
+        "skipped_steps": max(r.get("skipped_steps", 0) for r in ranks),
         "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
         "memory_kind": rank0["memory_kind"],
         "memory_note": rank0.get("memory_note"),

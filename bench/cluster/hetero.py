@@ -11,7 +11,7 @@ unsupported GPU sets the pace, the batch and the precision of all of them
 at all). Finding codes are stable, for grep: gpu-model-mixed,
 gpu-memory-mixed, gpu-cc-mixed, driver-mixed, <library>-version-mixed,
 <library>-missing, image-mixed, python-mixed, no-gpu, cpu-only, gpu-unknown,
-arch-not-built, arch-unknown, precision-unsupported, precision-partial,
+arch-not-built, arch-unknown, image-variant, precision-unsupported, precision-partial,
 precision-none, straggler, micro-batch-too-big, micro-batch-fits,
 memory-floor. Inventories are bench.cluster.probe.node_inventory dicts.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from bench.cluster import readiness
+from bench.cluster import readiness, variants
 from bench.core.gpus import PRECISIONS, WHY_UNSUPPORTED, GpuSpec, is_truncated, lookup, peak_tflops, supports
 from bench.cluster.probe import LIBRARIES, torch_built_for
 
@@ -92,7 +92,12 @@ def verdict(
     result: dict = {"hosts": hosts, "gpu_hosts": gpu_hosts, "gpus": len(gpus), "precision": precision,
                     "precisions": [], "slowest": None, "fastest": None, "ratio": None, "exclude": None,
                     "min_memory_mib": None, "min_memory_hosts": [], "max_micro_batch": None}  # fmt: skip
-    no_gpu = [inv for inv in inventories if not inv.get("gpus")]
+    # A node whose slots all lie beyond its GPUs keeps none after selection (inventory.selected), yet it has
+    # GPUs (all_gpu_count): it is never GPU-less, and the readiness check refuses its slots.
+    no_gpu = [inv for inv in inventories if not inv.get("gpus") and not inv.get("all_gpu_count")]
+    if not gpus and len(no_gpu) < len(inventories):
+        readiness.check(inventories, f)
+        return _finish(result, f)
     if not gpus:
         why = _spread(_group((inv.get("gpu_error") or "no reason recorded", _host(inv)) for inv in no_gpu))
         f.add("info", "cpu-only", f"no GPU on any node ({why}): a CPU/gloo run", hosts)
@@ -173,22 +178,33 @@ def _mix(gpus, inventories: list[dict], gpu_hosts: list[str], f: _Findings) -> N
 
 
 def _arch(inventories: list[dict], f: _Findings) -> None:
+    ccs: dict[str, list[str]] = {}
+    arch_lists = []
     for inv in inventories:
         t = inv.get("torch") or {}
         arch_list = t.get("arch_list")
+        arch_lists.append(arch_list)
         for g in inv.get("gpus") or []:
+            if g.get("cc"):
+                ccs.setdefault(g["cc"], []).append(_host(inv))
             built = g.get("torch_built_for")
             if built is None and arch_list and g.get("cc"):
                 built = torch_built_for(g["cc"], arch_list)
             if built is False:
                 cc = g["cc"].replace(".", "")
+                fits = variants.for_capability(g["cc"])
+                use = f"use the {fits[0].label()}" if fits else f"install a torch built for sm_{cc}"
                 f.add("fail", "arch-not-built", f"torch {t.get('version') or '?'} on {_host(inv)} has kernels for "
                       f"{' '.join(arch_list or ['?'])} only; its {g.get('name')} (GPU {g.get('index')}) is sm_{cc}: "
-                      f"'no kernel image is available', this node cannot run; install a torch built for sm_{cc} or "
+                      f"'no kernel image is available', this node cannot run; {use}, or "
                       f"--exclude {_host(inv)}", [_host(inv)])  # fmt: skip
             elif built is None and arch_list and not g.get("cc"):
                 f.add("warn", "arch-unknown", f"compute capability of GPU {g.get('index')} on {_host(inv)} "
                       "is unknown: cannot check that torch has kernels for it", [_host(inv)])  # fmt: skip
+    if ccs:
+        same = arch_lists[0] if all(a == arch_lists[0] for a in arch_lists) else None
+        f.add("info", "image-variant", variants.advice({c: list(dict.fromkeys(h)) for c, h in ccs.items()}, same),
+              _flat(ccs))
 
 
 def _precision(gpus, gpu_hosts: list[str], precision: str | None, f: _Findings) -> list[str]:

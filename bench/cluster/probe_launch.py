@@ -60,6 +60,12 @@ def probe_via_mpi(resources: dict[str, list[int]], timeout: float, environ: dict
     return _attach(inventories, resources), {}
 
 
+def probe_srun_argv(hosts: list[str]) -> list[str]:
+    """srun, one task per node; the command to run follows."""
+    return ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)), "--ntasks-per-node", "1",
+            "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1"]
+
+
 def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
                    container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
     """One srun task per node of the allocation, each printing its own inventory."""
@@ -68,9 +74,7 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dic
     # --label: srun prefixes every piece it forwards with "N: ". It also cuts
     # long lines into 1 KiB pieces (a newline after each), so each task's one
     # JSON line is put back together from its labelled pieces.
-    argv = ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)), "--ntasks-per-node", "1",
-            "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1",
-            *remote_python(container_exec, env), "-m", "bench", "probe", "--local", "--json"]
+    argv = [*probe_srun_argv(hosts), *remote_python(container_exec, env), "-m", "bench", "probe", "--local", "--json"]
     rc, out, err = _run(argv, timeout, env)
     if rc != 0:
         return [], {h: f"srun: {_why(rc, err)}" for h in hosts}

@@ -30,9 +30,10 @@ def _major_minor(text: str | None) -> tuple[int, int] | None:
 def check(inventories: list[dict], f) -> None:
     for inv in inventories:
         gpus = inv.get("gpus") or []
+        host = inv.get("host", "?")
+        _slots(inv, host, f)  # on the GPU count before selection: it may have left this node none
         if not gpus:
             continue
-        host = inv.get("host", "?")
         torch = inv.get("torch") or {}
         driver, built = _major_minor(inv.get("cuda_driver_version")), _major_minor(torch.get("cuda"))
         if driver and built and driver < built:
@@ -48,15 +49,19 @@ def check(inventories: list[dict], f) -> None:
             f.add("fail", "torch-no-cuda", f"{host} has {len(gpus)} GPU(s) but its torch "
                   f"{torch.get('version') or '?'} cannot use them (torch.cuda.is_available() is False: a CPU "
                   f"build, or the driver or /dev/nvidia* is not usable there); fix it or --exclude {host}", [host])
-        slots = inv.get("slots")
-        if slots is not None and inv.get("all_gpu_count") is not None and max(slots) >= inv["all_gpu_count"]:
-            f.add("fail", "slots-beyond-gpus", f"{host}: the hostfile selects slot(s) "
-                  f"{[s for s in slots if s >= inv['all_gpu_count']]} but the node has {inv['all_gpu_count']} GPU(s) "
-                  "(nvidia-smi): those ranks would have no GPU; fix its slots= or --include "
-                  f"{host}:{','.join(str(s) for s in slots if s < inv['all_gpu_count'])}", [host])
         for g in gpus:
             if str(g.get("mig") or "").lower() == "enabled":
                 f.add("fail", "mig-enabled", f"GPU {g.get('index')} ({g.get('name') or '?'}) on {host} is in MIG "
                       "mode: bench places one rank per physical GPU by index and cannot address MIG instances; "
                       f"disable MIG there (nvidia-smi -i {g.get('index')} -mig 0) or --exclude "
                       f"{host}:{g.get('index')}", [host])
+
+
+def _slots(inv: dict, host: str, f) -> None:
+    slots, have = inv.get("slots"), inv.get("all_gpu_count")
+    if slots and have and max(slots) >= have:
+        keep = [s for s in slots if s < have]
+        way = f"--include {host}:{','.join(map(str, keep))}" if keep else f"slots={have} at most, or --exclude {host}"
+        f.add("fail", "slots-beyond-gpus", f"{host}: the hostfile selects slot(s) {[s for s in slots if s >= have]} "
+              f"but the node has {have} GPU(s) (nvidia-smi): those ranks would have no GPU; fix its slots= or {way}",
+              [host])

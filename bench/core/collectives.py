@@ -74,6 +74,12 @@ class Collective:
             return inp, None
         return inp, count * n if self.name == "all_gather" else count
 
+    def rank_bytes(self, per_rank_bytes: int, n: int) -> int:
+        """Device bytes one bench comm rank holds for a size: a pristine and a working input, and the output
+        (float32, bench.worker.comm._buffers): 2 x n + 1 buffers for reduce_scatter, n + 2 for all_gather."""
+        inp, out = self.counts(per_rank_bytes // 4, n)
+        return 4 * (2 * inp + (out or 0))
+
     def expected(self, members: list[int], me: int, count: int) -> list[Segment]:
         """The exact result rank `me` holds after this op over `members` (global ranks, root first)."""
         n, total = len(members), sum(r + 1 for r in members)

@@ -21,7 +21,11 @@ AIO = {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1, "sing
        "overlap_events": True, "use_gds": False}
 
 
-def build(cfg: RunConfig, world_size: int, total_steps: int) -> dict[str, Any]:
+def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None = None) -> dict[str, Any]:
+    """The DeepSpeed config; device: the ranks' device once known ("cuda"/"cpu"), else cfg.device's."""
+    # Pinned host buffers make ZeRO-Offload's and ZeRO-Infinity's copies to and from the GPU asynchronous
+    # and faster; without a GPU there is nothing to pin for (and pinning needs a CUDA context).
+    pin = (device or cfg.device) == "cuda"
     ds: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": cfg.micro_batch,
         "gradient_accumulation_steps": cfg.grad_accum,
@@ -50,11 +54,11 @@ def build(cfg: RunConfig, world_size: int, total_steps: int) -> dict[str, Any]:
             else:
                 zero["stage3_prefetch_bucket_size"] = cfg.bucket_size
     if cfg.offload == "cpu":
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": cfg.device != "cpu"}
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin}
     elif cfg.offload == "nvme":
         # ZeRO-Infinity: the fp32 optimizer states (master and Adam moments) and the parameters' partitions
         # live in files under nvme_path, swapped in around their use through DeepSpeed's async_io op.
-        swap = {"device": "nvme", "nvme_path": cfg.nvme_path, "pin_memory": False}
+        swap = {"device": "nvme", "nvme_path": cfg.nvme_path, "pin_memory": pin}
         zero["offload_optimizer"] = dict(swap)
         zero["offload_param"] = dict(swap)
         ds["aio"] = dict(AIO)

@@ -30,14 +30,15 @@ _MEMORY_TOLERANCE = 0.12
 # Pascal has no tensor cores; sm_61 parts (GTX 10xx, Tesla P4/P40) do fp16
 # arithmetic at 1/64 of the fp32 rate, so mixed precision runs slower than
 # fp32, and the study's DeepSpeed fp16 runs failed on its GTX 1070 and Tesla
-# P4. P100 (sm_60) does fp16 at 2x fp32 but without tensor cores, and the
-# torch wheels we pin (cu130) ship no Pascal kernels at all. So "supports"
+# P4. P100 (sm_60) does fp16 at 2x fp32 but without tensor cores. (The default
+# image's torch, cu130, ships no Pascal kernels at all; the pascal variant's
+# torch 2.7.1+cu126 does: bench.cluster.variants.) So "supports"
 # means "worth training in": tensor-core fp16 from Volta (sm_70).
 _MIN_CC = {"fp32": (3, 0), "fp16": (7, 0), "bf16": (8, 0)}
 WHY_UNSUPPORTED = {
     "fp16": "fp16 training needs tensor cores, sm_70+ (Volta or newer); Pascal runs it slower than fp32 "
     "or not at all, and the study's fp16 runs failed on GTX 1070 and Tesla P4",
-    "bf16": "bf16 needs sm_80+ (Ampere or newer)",
+    "bf16": "bf16 needs sm_80+ (Ampere or newer: no bf16 arithmetic before it; Pascal has no tensor cores at all)",
 }
 
 

@@ -16,6 +16,7 @@ all_gather, the output of reduce_scatter. NCCL on GPUs, gloo on CPU.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,9 @@ from bench.launch.plan import build, plan_json, write_files
 
 CPU_SIZES = "1K:4M"
 GPU_SIZES = "1K:256M"
+# The share of the smallest GPU's memory a comm rank's buffers may take: the rest is the CUDA context, NCCL's
+# own buffers (NCCL_BUFFSIZE per channel and peer) and the caching allocator's slack.
+GPU_MEMORY_SHARE = 0.5
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,11 +74,39 @@ def run(cfg: CommConfig, hosts: HostSelection, quiet: bool = False) -> dict[str,
     storage.check_room(cfg.out, placement.world)
     inventory, verdict = inspect_cluster(cfg, placement, quiet, run_root=cfg.out)
     device = device_of(cfg, placement, verdict)
-    rec = measure(placement.resources, placement.launcher, device, op=cfg.op, sizes=cfg.size_list(device),
+    sizes, cap = cap_sizes(cfg.size_list(device), cfg.op, placement.world,
+                           verdict.get("min_memory_mib") if device == "cuda" else None)
+    if cap["dropped"] and not quiet:
+        print(f"bench comm: {cap['reason']}", file=sys.stderr)
+    rec = measure(placement.resources, placement.launcher, device, op=cfg.op, sizes=sizes,
                   iters=cfg.iters, warmup=cfg.warmup, out_root=cfg.out, timeout=cfg.timeout,
                   slots_of=placement.slots_of, master_addr=cfg.master_addr, master_port=cfg.master_port,
-                  container_exec=cfg.container_exec, extra={"inventory": inventory, "verdict": verdict})
+                  container_exec=cfg.container_exec,
+                  extra={"inventory": inventory, "verdict": verdict, "sizes_cap": cap})
     return rec
+
+
+def cap_sizes(sizes: list[int], op: str, n: int, min_memory_mib: float | None) -> tuple[list[int], dict[str, Any]]:
+    """The sizes whose buffers fit GPU_MEMORY_SHARE of the smallest GPU, and what was dropped and why.
+
+    A rank holds Collective.rank_bytes (reduce_scatter's input is n x the size, plus a pristine copy): at
+    256M elements and n = 32 that is 16 GiB, more than a 16 GB T4 has. No GPU memory known (CPU): all kept.
+    """
+    c = collectives.get(op)
+    if not min_memory_mib:
+        return sizes, {"dropped": [], "limit_bytes": None, "reason": "no GPU memory to fit: sizes as given"}
+    limit = int(min_memory_mib * 2**20 * GPU_MEMORY_SHARE)
+    kept = [s for s in sizes if c.rank_bytes(s, n) <= limit]
+    dropped = [s for s in sizes if s not in kept]
+    if not kept:
+        raise BadInput(f"--sizes: even {sizes[0]} bytes of {op} over {n} ranks needs "
+                       f"{c.rank_bytes(sizes[0], n) / 2**30:.1f} GiB per rank, over {GPU_MEMORY_SHARE:.0%} of the "
+                       f"smallest GPU ({min_memory_mib:.0f} MiB)")
+    reason = (f"{op} over {n} ranks: sizes above {kept[-1]} bytes left out ({len(dropped)}: up to {dropped[-1]}), "
+              f"their buffers (pristine and working input and output, {c.rank_bytes(dropped[0], n) / 2**30:.1f}+ "
+              f"GiB per rank) exceed {GPU_MEMORY_SHARE:.0%} of the smallest GPU's {min_memory_mib:.0f} MiB"
+              if dropped else f"every size fits {GPU_MEMORY_SHARE:.0%} of the smallest GPU's {min_memory_mib:.0f} MiB")
+    return kept, {"dropped": dropped, "limit_bytes": limit, "min_memory_mib": min_memory_mib, "reason": reason}
 
 
 def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: str = "all_reduce",

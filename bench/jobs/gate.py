@@ -71,8 +71,14 @@ def check_precision(precision: str, device: str) -> None:
         raise BadInput(f"--precision {precision}: {why}")
 
 
+def device_follows_nodes(cfg: LaunchConfig, placement: Placement) -> bool:
+    """Whether the nodes' probe decides the device (a remote launcher with --device auto): this node's
+    device (a GPU-less login node's cpu) says nothing about theirs, so nothing may be judged by it."""
+    return get(placement.launcher).remote and cfg.device == "auto"
+
+
 def device_of(cfg: LaunchConfig, placement: Placement, verdict: dict) -> str:
     """The device the ranks use: the compute nodes decide under a multi-node launcher, not this node."""
-    if verdict and get(placement.launcher).remote and cfg.device == "auto":
+    if verdict and device_follows_nodes(cfg, placement):
         return "cuda" if verdict["gpus"] else "cpu"
     return placement.device

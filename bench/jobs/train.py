@@ -22,7 +22,7 @@ from bench.core import dsconfig, provenance, results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.jobs import alone, nvme
-from bench.jobs.gate import check_precision, device_of, inspect_cluster
+from bench.jobs.gate import check_precision, device_follows_nodes, device_of, inspect_cluster
 from bench.jobs.plan import plan_resources
 from bench.launch.execute import Outcome, execute
 from bench.launch.plan import build, plan_json, write_files
@@ -46,7 +46,8 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     cfg = cfg.with_absolute_paths()
     placement = plan_resources(cfg, hosts)
     resources, device = placement.resources, placement.device
-    check_precision(cfg.precision, device)
+    if not device_follows_nodes(cfg, placement):
+        check_precision(cfg.precision, device)  # else once the nodes' device is known, below
     world = placement.world
     if cfg.dataset != "synthetic":
         from bench.core import datasets  # numpy: not for `bench --help`
@@ -82,6 +83,8 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
                                              micro_batch=cfg.micro_batch, run_root=root)
     device = device_of(cfg, placement, verdict)
     check_precision(cfg.precision, device)
+    # Again for the nodes' device: ZeRO-Offload pins its host buffers on GPU runs only.
+    ds = dsconfig.build(cfg, data_parallel, nominal_steps, device=device)
     run_id = "DRY-RUN" if dry_run else results.new_run_id(root)
     run_dir = os.path.abspath(os.path.join(root, run_id))
     lp = build_launch(run_dir, device)

@@ -42,9 +42,10 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
     """Variables every rank needs, plus the user's NCCL_*/GLOO_* settings."""
     environ = dict(os.environ if environ is None else environ)
     env: dict[str, str] = {
-        # One thread per rank unless the user says otherwise: two ranks on two
-        # cores with default threading oversubscribe and run at half speed.
-        "OMP_NUM_THREADS": environ.get("OMP_NUM_THREADS", "1"),
+        # One thread per rank on CPU unless the user says otherwise: two ranks on two cores with default
+        # threading oversubscribe and run at half speed. GPU ranks get no default here: each rank sets its
+        # node's cores / its ranks (bench.worker.bootstrap.set_threads), which ZeRO-Offload's CPU AdamW needs.
+        **({"OMP_NUM_THREADS": environ.get("OMP_NUM_THREADS", "1")} if device == "cpu" else {}),
         "TORCH_EXTENSIONS_DIR": environ.get(
             "TORCH_EXTENSIONS_DIR", os.path.join(os.path.expanduser("~"), ".cache", "vitbench", "torch_extensions")),
         # The venv's bin first, so JIT builds on remote ranks find its ninja.

@@ -38,6 +38,10 @@ from bench.core.storage import subdir
 EXIT_ORPHANED = 4  # bench died: the launcher on this node ends as for any rank that fails
 _RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 _LOCAL_RANK_ENV = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+# How many ranks share this node, as each launcher says it: DeepSpeed's launch.py, torchrun, mpirun, srun.
+_LOCAL_SIZE_ENV = ("LOCAL_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+# What set_threads chose for this rank (the rank record carries it).
+THREADS: dict = {}
 
 
 def env_rank() -> int:
@@ -48,9 +52,13 @@ def env_rank() -> int:
 
 
 def env_local_rank() -> int:
+    return env_local_rank_of(os.environ)
+
+
+def env_local_rank_of(environ) -> int:
     for name in _LOCAL_RANK_ENV:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
+        if environ.get(name, "").isdigit():
+            return int(environ[name])
     return 0
 
 
@@ -58,6 +66,50 @@ def device_index(local_rank: int, visible: int) -> int:
     """The GPU a rank takes among those it sees: srun --gpus-per-task=1 shows each task one GPU, cuda:0,
     while its LOCAL_RANK (SLURM_LOCALID) counts the node's tasks."""
     return local_rank % max(visible, 1)
+
+
+def bind_device(visible: int, environ=None) -> tuple[int, int]:
+    """(the launcher's local rank, the GPU index this rank takes), LOCAL_RANK rewritten to that index.
+
+    Under srun --gpus-per-task=1 each task sees one GPU, cuda:0, while SLURM_LOCALID counts the node's
+    tasks. DeepSpeed reads LOCAL_RANK as a device index in three places (0.19.8): init_process_group's
+    device_id (deepspeed/comm/torch.py, which torch's distributed_c10d refuses as "out of range"), the
+    engine's set_device(self.local_rank) (runtime/engine.py) and PipelineModule's .to(local_rank)
+    (runtime/pipe/module.py). So LOCAL_RANK must already be the index when DeepSpeed starts; the
+    launcher's value stays in the record. OMPI_COMM_WORLD_LOCAL_RANK follows it: the engine asserts the two
+    agree.
+    """
+    environ = os.environ if environ is None else environ
+    local = env_local_rank_of(environ)
+    index = device_index(local, visible)
+    environ["LOCAL_RANK"] = str(index)
+    if "OMPI_COMM_WORLD_LOCAL_RANK" in environ:
+        environ["OMPI_COMM_WORLD_LOCAL_RANK"] = str(index)
+    return local, index
+
+
+def set_threads(device: str, environ=None, cpus: int | None = None) -> dict:
+    """OMP_NUM_THREADS of this rank, set before torch (and its OpenMP) loads; returns what and why.
+
+    Set where bench ran, or by bench for CPU ranks (one each, bench.launch.environment): kept. A GPU
+    rank without it gets the cores it may use (SLURM_CPUS_PER_TASK, else its CPU affinity) over the
+    ranks of its node: ZeRO-Offload's AdamW steps on the CPU, and one thread of a 64-core node would
+    make every offload point look slower than it is.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get("OMP_NUM_THREADS"):
+        why = "one per CPU rank (bench's default)" if device == "cpu" else "set where bench ran"
+        return {"omp_num_threads": environ["OMP_NUM_THREADS"], "why": f"{why}, kept"}
+    if device != "cuda":
+        return {"omp_num_threads": None, "why": "not set: the OpenMP runtime's default"}
+    local = next((int(environ[k]) for k in _LOCAL_SIZE_ENV if environ.get(k, "").isdigit()), 1)
+    if environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+        n, why = int(environ["SLURM_CPUS_PER_TASK"]), "SLURM_CPUS_PER_TASK (the cores Slurm gave this task)"
+    else:
+        cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
+        n, why = max(1, cpus // max(local, 1)), f"GPU run: {cpus} cores / {local} rank(s) on this node"
+    environ["OMP_NUM_THREADS"] = str(n)
+    return {"omp_num_threads": str(n), "why": why}
 
 
 def map_launcher_env(plan: dict) -> None:
@@ -124,6 +176,12 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
     with open(os.path.join(subdir(run_dir, "ranks"), f"pid-{rank}"), "w") as f:
         f.write(f"{host} {os.getpid()}\n")
     _guard(run_dir, rank, host)
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as f:
+            device = json.load(f).get("device", "cpu")
+    except (OSError, ValueError):
+        device = "cpu"
+    THREADS.update(set_threads(device))  # before `run` imports torch
     image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
     print(f"[{host}:{rank}] {prog} pid {os.getpid()} starting" + (f" in container {image}" if image else ""),
           flush=True)

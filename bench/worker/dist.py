@@ -1,6 +1,7 @@
 """The process group of a rank, set up once for training ranks and comm ranks alike.
 
     world, rank, local_rank, device = init(plan, via_deepspeed=True)
+    # local_rank: the launcher's (SLURM_LOCALID under srun); device: the GPU this rank took
 
 A plan with "independent": true (bench validate's per-GPU runs: every GPU
 of every node at once, one rank each, no communication) gives every rank a
@@ -19,7 +20,7 @@ from __future__ import annotations
 import datetime
 import os
 
-from bench.worker.bootstrap import device_index, env_local_rank, map_launcher_env
+from bench.worker.bootstrap import bind_device, env_local_rank, map_launcher_env
 
 
 def _skip_shm_comm_build() -> None:
@@ -53,7 +54,14 @@ def init(plan: dict, *, via_deepspeed: bool):
     timeout = datetime.timedelta(seconds=plan["collective_timeout_s"])
     dist.distributed_c10d.default_pg_timeout = timeout
     dist.distributed_c10d.default_pg_nccl_timeout = timeout
-    local_rank = env_local_rank()
+    if plan["device"] == "cuda":
+        # Before anything of DeepSpeed runs: it takes LOCAL_RANK for the device index (bootstrap.bind_device),
+        # and every engine (DeepSpeed, its pipeline, DDP, FSDP2) then uses this one device.
+        local_rank, index = bind_device(torch.cuda.device_count())
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
+    else:
+        local_rank, device = env_local_rank(), torch.device("cpu")
     if plan.get("independent"):
         # A world of one: DeepSpeed (and anything reading RANK/WORLD_SIZE) must see that world, not the
         # launcher's; LOCAL_RANK stays, it picks this rank's GPU. The caller kept the launcher's rank.
@@ -71,12 +79,4 @@ def init(plan: dict, *, via_deepspeed: bool):
         deepspeed.init_distributed(dist_backend=backend, timeout=timeout)
     else:
         dist.init_process_group(backend=backend, timeout=timeout)
-    if plan["device"] == "cuda":
-        # Under srun --gpus-per-task=1 (or --gpu-bind=single:1) every task sees one GPU, cuda:0, while its
-        # LOCAL_RANK (SLURM_LOCALID) counts the node's tasks: the index is the local rank among the GPUs it sees.
-        index = device_index(local_rank, torch.cuda.device_count())
-        torch.cuda.set_device(index)
-        device = torch.device("cuda", index)
-    else:
-        device = torch.device("cpu")
     return dist.get_world_size(), dist.get_rank(), local_rank, device

@@ -43,7 +43,9 @@ class FSDP2Engine(TorchEngine):
         import torch
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-        model = model.to(device)
+        # No model.to(device) first: that would need the whole unsharded fp32 model on one GPU. fully_shard
+        # moves each unit's parameters to the mesh's device as it shards them (torch's _move_states_to_device),
+        # one block at a time, so a GPU holds its shards plus one block in passing.
         kw: dict[str, Any] = {"reshard_after_forward": reshard_after_forward}
         if precision == "bf16":
             kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

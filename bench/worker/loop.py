@@ -30,6 +30,30 @@ class StepTimes:
     step: list[float] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     acc: list[float] = field(default_factory=list)
+    applied: list[bool] = field(default_factory=list)
+    """Per step: whether the optimizer updated the weights (False: fp16's loss scaler skipped it)."""
+    steady_from: int | None = None
+    """The step the steady window began at, where on_steady ran (peak memory statistics reset)."""
+
+
+def step_applied(engine) -> bool:
+    """Whether the engine's last optimizer step changed the weights: DeepSpeed's fp16 loss scaler skips the
+    update of a step whose gradients overflowed (was_step_applied); the torch engines have no scaler."""
+    was = getattr(engine, "was_step_applied", None)
+    return bool(was()) if callable(was) else True
+
+
+def steady_window(times: StepTimes, warmup_steps: int) -> tuple[list[float], list[int]]:
+    """(times of the steady steps whose update was applied, indices of the steady steps the scaler skipped).
+
+    A skipped step is timed like any other but trains nothing: it is left out of images/s and MFU. If every
+    steady step was skipped, all are kept (the record's skipped_steps says so) rather than no figure at all.
+    """
+    steady = range(warmup_steps, len(times.step))
+    applied = times.applied or [True] * len(times.step)
+    skipped = [i for i in steady if not applied[i]]
+    kept = [times.step[i] for i in steady if applied[i]]
+    return (kept or [times.step[i] for i in steady]), skipped
 
 
 def _sync_fn(device) -> Callable[[], None]:
@@ -50,12 +74,14 @@ def batches_forever(batches, start_epoch: int = 0):
 
 
 def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None, counter=None,
-          on_last_step_backward=None, warmup_steps: int = 0) -> StepTimes:
+          on_last_step_backward=None, warmup_steps: int = 0, on_steady=None) -> StepTimes:
     """Train total_steps optimizer steps; counter (CommCounter) sees each step's collectives.
 
     on_last_step_backward() runs after each backward of the last step, before its engine.step: gradients
     and optimizer states both exist then (at every micro step: ZeRO-1 accumulates whole gradients until
     the boundary, ZeRO-2 partitions them as it goes). Its time is not the step's.
+    on_steady() runs once, before the first steady step (warmup_steps): bench resets the device's peak
+    memory statistics there, so the peak covers steady steps only.
     """
     import torch
     import torch.nn.functional as F
@@ -65,8 +91,10 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
     stream = batches_forever(batches)
     engine.train()
     for step in range(total_steps):
-        if step == warmup_steps and device.type == "cuda" and step:
-            torch.cuda.reset_peak_memory_stats(device)
+        if step == warmup_steps:
+            times.steady_from = step
+            if on_steady is not None:
+                on_steady()
         t_data = t_fwd = t_bwd = t_opt = 0.0
         # Loss and hits stay on the device until the step ends: one fetch per
         # step, not two per micro batch (each fetch is a device sync).
@@ -107,6 +135,7 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
                 seen += y.numel()
         loss_sum, correct = torch.stack([loss_dev.double(), correct_dev.double()]).tolist()
         step_time = time.perf_counter() - t_step
+        times.applied.append(step_applied(engine))
         if counter is not None:
             counter.end_step()
         for name, value in (("data", t_data), ("forward", t_fwd), ("backward", t_bwd),

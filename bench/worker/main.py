@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import socket
 import sys
 import time
@@ -35,7 +34,7 @@ def run(run_dir: str) -> dict:
 
     from bench.core import datasets, models, synthetic
     from bench.worker import data as wdata
-    from bench.worker import comm_counter, dist, loop, model_states
+    from bench.worker import comm_counter, dist, loop, memory, model_states
     from bench.worker.engines import build_engine, create_model
 
     cfg = RunConfig.load(os.path.join(run_dir, "config.json"))
@@ -95,7 +94,7 @@ def run(run_dir: str) -> dict:
 
     states: list[dict] = []
     timing = dict(total_steps=total_steps, accum=cfg.grad_accum, device=device, on_step=on_step, counter=counter,
-                  warmup_steps=min(cfg.timing_warmup, total_steps - 1))
+                  warmup_steps=min(cfg.timing_warmup, total_steps - 1), on_steady=lambda: memory.reset_peak(device))
     def measure() -> None:
         m = model_states.measure(engine.module, engine.optimizer)
         if cfg.offload == "nvme":
@@ -107,6 +106,7 @@ def run(run_dir: str) -> dict:
         times = pipeline.train(engine, train_batches, on_before_optimizer=measure, **timing)
     else:
         times = loop.train(engine, train_batches, on_last_step_backward=measure, **timing)
+    mem = memory.snapshot(device)  # training's figure: before the test set and its activations are on the GPU
 
     test = None
     if cfg.eval and test_ds is not None and cfg.pipeline_stages > 1:
@@ -119,7 +119,7 @@ def run(run_dir: str) -> dict:
         torch.distributed.all_reduce(t)
         test = {"correct": int(t[0]), "seen": int(t[1]), "accuracy": float(t[0] / max(t[1], 1))}
 
-    rec = rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine)
+    rec = rank_record(cfg, rank, local_rank, world, mem, times)
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
                comm_timing=counter.timing_reason, pipeline=getattr(engine, "pipeline_layout", None))
     if independent:
@@ -151,45 +151,29 @@ def run(run_dir: str) -> dict:
     return rec
 
 
-def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine) -> dict:
-    import torch
+def rank_record(cfg, rank, local_rank, world, mem, times) -> dict:
+    from bench.worker.bootstrap import THREADS
+    from bench.worker.loop import steady_window
 
     warm = min(cfg.timing_warmup, len(times.step) - 1)
     steady = slice(warm, None)
-    step_s = times.step[steady]
+    step_s, skipped = steady_window(times, warm)
     images = cfg.micro_batch * cfg.grad_accum * len(step_s)
-    if device.type == "cuda":
-        peak_mem = torch.cuda.max_memory_allocated(device)
-        free, total = torch.cuda.mem_get_info(device)
-        memory = {"peak_reserved_bytes": int(torch.cuda.max_memory_reserved(device)),
-                  "device_used_bytes": int(total - free), "device_total_bytes": int(total),
-                  "memory_note": "peak allocated and reserved are torch's caching allocator's, steady steps only: "
-                                 "without the CUDA context and NCCL's buffers; device_used (total - free at the end, "
-                                 "every process on the GPU) includes them"}
-        dev_name = torch.cuda.get_device_name(device)
-        props = torch.cuda.get_device_properties(device)
-        bus = ":".join(f"{x:02x}" for x in (getattr(props, "pci_bus_id", None), getattr(props, "pci_device_id", None))
-                       if isinstance(x, int)) or None
-        memory["gpu"] = {"index": device.index, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                         "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"), "pci_bus_device": bus}
-    else:
-        peak_mem = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-        memory = {"memory_note": "the process's peak resident set (ru_maxrss): everything the rank touched"}
-        dev_name = "cpu"
     return {
         "rank": rank, "local_rank": local_rank, "host": socket.gethostname(), "pid": os.getpid(),
-        "device": dev_name, "status": "ok",
+        "status": "ok",
         "images_per_s": images / sum(step_s),
         "warmup_steps": warm, "warmup_s": sum(times.step[:warm]),
-        "steady_steps": len(step_s),
+        # Steps whose update fp16's loss scaler skipped train nothing: out of step_s, images/s and MFU.
+        "steady_steps": len(step_s), "skipped_steps": len(skipped), "skipped_at": skipped,
+        "steady_from": times.steady_from,
         "step_s": step_s,
-        "parts_s": {k: sum(getattr(times, k)[steady]) / len(step_s)
+        "parts_s": {k: sum(getattr(times, k)[steady]) / len(times.step[steady])
                     for k in ("data", "forward", "backward", "optimizer")} if times.forward else None,
         "loss": times.loss, "train_acc": times.acc or None,
         **({} if times.forward else pipeline_reasons()),
-        "peak_memory_bytes": int(peak_mem),
-        "memory_kind": "device" if device.type == "cuda" else "rss",
-        **memory,
+        **mem,
+        "threads": dict(THREADS),
         # What this rank was given (the launching shell's environment may say otherwise): NCCL_*, GLOO_*, ...
         "env": provenance.allowed_env(),
     }

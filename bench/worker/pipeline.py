@@ -111,15 +111,17 @@ def layout(module, layers: list) -> dict[str, Any]:
 
 
 def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None, counter=None,
-          warmup_steps: int = 0, on_before_optimizer=None):
+          warmup_steps: int = 0, on_before_optimizer=None, on_steady=None):
     """total_steps train_batch calls of `accum` micro batches each; returns loop.StepTimes (step and loss only).
 
     on_before_optimizer() runs in the last step just before the inner optimizer steps (a torch
     step pre-hook), when this stage's gradients and optimizer states both exist; its time is not the step's.
+    on_steady() runs once before the first steady step (warmup_steps), as in loop.train: the peak memory
+    statistics are reset there.
     """
     import torch
 
-    from bench.worker.loop import StepTimes, batches_forever
+    from bench.worker.loop import StepTimes, batches_forever, step_applied
     from bench.worker.model_states import inner_optimizer
 
     times = StepTimes()
@@ -128,6 +130,10 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
     handle = None
     engine.train()
     for step in range(total_steps):
+        if step == warmup_steps:
+            times.steady_from = step
+            if on_steady is not None:
+                on_steady()
         if step + 1 == total_steps and on_before_optimizer is not None:
             def hook(*_args, **_kwargs) -> None:
                 t0 = time.perf_counter()
@@ -148,6 +154,7 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
             counter.end_step()
         times.step.append(step_time)
         times.loss.append(value)
+        times.applied.append(step_applied(engine))
         if value != value or abs(value) == float("inf"):
             raise FloatingPointError(f"loss is {value} at step {step}")
         if on_step is not None:

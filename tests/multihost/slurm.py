@@ -89,10 +89,14 @@ class Slurm:
             return ""
 
 
-def _conf(s: Slurm, ctl_addr: str, ctl_port: int, socket_path: Path) -> str:
+def _conf(s: Slurm, ctl_addr: str, ctl_port: int, socket_path: Path, gpus: int = 0) -> str:
     d = s.tmp
-    nodes = "".join(f"NodeName={n} NodeAddr={a} CPUs=1 State=UNKNOWN\n" for n, a in zip(s.nodes, s.addrs))
+    # Two tasks per node (one per GPU) need two CPUs to be placed.
+    gres = f" Gres=gpu:{gpus}" if gpus else ""
+    cpus = 2 if gpus else 1
+    nodes = "".join(f"NodeName={n} NodeAddr={a} CPUs={cpus}{gres} State=UNKNOWN\n" for n, a in zip(s.nodes, s.addrs))
     return f"""\
+{"GresTypes=gpu" if gpus else ""}
 ClusterName=vbt
 SlurmctldHost={CTL_HOSTNAME}({ctl_addr})
 SlurmctldPort={ctl_port}
@@ -159,20 +163,24 @@ def _wait(what: str, ok, procs: list[subprocess.Popen], s: Slurm, logs: list[str
 
 
 @contextlib.contextmanager
-def build_slurm(c: Cluster) -> Iterator[Slurm]:
-    """munged + slurmctld + one slurmd per host of ``c``; all stopped (by PID) on exit."""
+def build_slurm(c: Cluster, gpus: int = 0) -> Iterator[Slurm]:
+    """munged + slurmctld + one slurmd per host of ``c``; all stopped (by PID) on exit.
+
+    gpus: GRES gpu:N per node, each GPU a plain file (gres.conf File=): nothing here is a GPU, but Slurm
+    allocates them and binds them to tasks (CUDA_VISIBLE_DEVICES, SLURM_*) exactly as it would real ones.
+    """
     tmp = Path(tempfile.mkdtemp(prefix=f"vbt{os.getpid()}slurm-"))
     tmp.chmod(0o755)
     s = Slurm(tmp=tmp, conf=tmp / "slurm.conf", nodes=list(c.hostnames), addrs=list(c.hosts), env={})
     try:
-        _up(c, s)
+        _up(c, s, gpus)
         yield s
     finally:
         _down(c, s)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _up(c: Cluster, s: Slurm) -> None:
+def _up(c: Cluster, s: Slurm, gpus: int = 0) -> None:
     d = s.tmp
     munge_dir = d / "munge"
     munge_dir.mkdir(mode=0o755)
@@ -185,7 +193,14 @@ def _up(c: Cluster, s: Slurm) -> None:
     for n in s.nodes:
         for sub in ("spool", "tmp"):
             (d / n / sub).mkdir(parents=True)
-    s.conf.write_text(_conf(s, c.bridge_addr, _free_port(), sock))
+    s.conf.write_text(_conf(s, c.bridge_addr, _free_port(), sock, gpus))
+    if gpus:
+        lines = []
+        for n in s.nodes:
+            for i in range(gpus):
+                (d / n / f"gpu{i}").touch()
+            lines.append(f"NodeName={n} Name=gpu File={d / n}/gpu[0-{gpus - 1}]\n")
+        (d / "gres.conf").write_text("".join(lines))
     s.env = _ssh_env(c, d)
     s.env["SLURM_CONF"] = str(s.conf)
 

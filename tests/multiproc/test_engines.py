@@ -141,3 +141,16 @@ def test_nvme_path_without_room_for_the_swap_is_refused(tmp_path):
                      "--nvme-path", str(mnt))
     assert_bad_input(proc, "--nvme-path", "1.0 MiB free", "swap 7.0 MiB there")
     assert not os.path.exists(out)
+
+
+def test_every_engine_resets_its_memory_peak_at_warm_ups_end_and_counts_skipped_steps(runs):
+    # Issue 21: the pipeline engine never reset its peak statistics after warm-up. Every engine's loop now
+    # starts the steady window (on_steady: torch.cuda.reset_peak_memory_stats on GPUs) at --timing-warmup,
+    # and asks the engine whether each step's update was applied (fp16's loss scaler skips some).
+    for name, rec in runs.items():
+        for r in range(rec["figures"]["world_size"]):
+            with open(os.path.join(rec["run_dir"], "ranks", f"rank{r}.json")) as f:
+                rank = json.load(f)
+            assert rank["steady_from"] == 1 and rank["warmup_steps"] == 1, (name, r)
+            assert rank["skipped_steps"] == 0 and rank["steady_steps"] == 3, (name, r)  # fp32: nothing skipped
+        assert rec["figures"]["skipped_steps"] == 0

@@ -118,7 +118,8 @@ def test_uniform_t4_node_passes():
     one = verdict([node("vector-t4-01", "nvidia-smi_t4x5.txt")])
     assert one["level"] == "ok" and one["uniform"] is True and one["gpus"] == 5
     assert one["precisions"] == ["fp32", "fp16"]
-    assert codes(one) == ["precision-none"]  # no bf16 on Turing, on every node alike: a note, not a warning
+    # no bf16 on Turing, on every node alike: a note, not a warning; and which image variant runs a T4
+    assert codes(one) == ["image-variant", "precision-none"]
     four = verdict([node(f"vector-t4-0{i}", "nvidia-smi_t4x5.txt") for i in range(1, 5)])
     assert four["level"] == "ok" and four["uniform"] is True and four["gpus"] == 20
     assert verdict([node("v", "nvidia-smi_t4x5.txt")], precision="bf16")["level"] == "fail"

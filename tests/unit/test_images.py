@@ -26,6 +26,8 @@ COMPOSE = os.path.join(REPO, "compose.yaml")
 COMPOSE_CPU = os.path.join(REPO, "docker", "compose.cpu.yaml")
 VIT_DEF = os.path.join(REPO, "apptainer", "vit.def")
 LOCKS = ("requirements.lock", "requirements-mpi.lock")
+# The image variants' locks: the Dockerfile's RUN picks one by VARIANT into ${lock} (bench/data/image_variants.json).
+VARIANT_LOCKS = {"default": "requirements.lock", "pascal": "requirements-pascal.lock"}
 
 
 # --- Dockerfile parsing (only what these checks need) ---
@@ -66,7 +68,7 @@ def unpinned_pip_installs(text: str) -> list[str]:
             while i < len(args):
                 a = args[i]
                 if a in ("-r", "--requirement", "-c", "--constraint"):
-                    if os.path.basename(args[i + 1].strip("'\"")) not in LOCKS:
+                    if os.path.basename(args[i + 1].strip("'\"")) not in (*LOCKS, "${lock}"):
                         targets.append(args[i + 1])
                     i += 2
                     continue
@@ -102,8 +104,13 @@ def test_unpinned_pip_check_catches_what_it_should():
 def test_dockerfile_pip_installs_only_the_locks(dockerfile):
     assert unpinned_pip_installs(dockerfile) == []
     runs = " ".join(rest for word, rest in instructions(dockerfile) if word == "RUN")
-    for lock in LOCKS:
-        assert f"-r /opt/vitbench/{lock}" in runs
+    assert '-r "/opt/vitbench/${lock}"' in runs and "-r /opt/vitbench/requirements-mpi.lock" in runs
+    # ${lock} is one of the variants' locks, chosen by VARIANT, and an unknown variant stops the build.
+    for variant, lock in VARIANT_LOCKS.items():
+        assert f"{variant}) lock={lock} ;;" in runs
+    assert "*) echo \"docker/Dockerfile: unknown VARIANT" in runs
+    copied = next(rest for word, rest in instructions(dockerfile) if word == "COPY" and "requirements.lock" in rest)
+    assert all(lock in copied.split() for lock in VARIANT_LOCKS.values())
 
 
 def test_locks_install_before_the_code_is_copied(dockerfile):
@@ -139,7 +146,8 @@ def test_default_user_is_not_root(dockerfile):
 def test_entrypoint_is_bench_and_image_identity_is_set(dockerfile):
     instrs = instructions(dockerfile)
     assert ("ENTRYPOINT", '["bench"]') in instrs
-    assert ("ENV", "VITBENCH_IMAGE=${VITBENCH_IMAGE}") in instrs
+    env = " ".join(rest for word, rest in instrs if word == "ENV")
+    assert "VITBENCH_IMAGE=${VITBENCH_IMAGE}" in env and "VITBENCH_VARIANT=${VARIANT}" in env
     labels = " ".join(rest for word, rest in instrs if word == "LABEL")
     assert 'io.vitbench.image="${VITBENCH_IMAGE}"' in labels
     assert 'io.vitbench.lock-sha256="${LOCK_SHA256}"' in labels
