@@ -4,6 +4,8 @@
         env = dict(cluster.env, PYTHONPATH=site)      # every host's ranks get it; only `host` finds a file there
     with cpu_quota_on(cluster, host, local_rank=1, module="bench.worker", quota_us=5000):
         ...                                             # that rank (and each one started later) at 5% of a core
+    with host_cpu_quota(cluster, host, quota_us=30000):
+        ...                                             # everything started on that host shares 0.3 of a core
 
 bench's own code has no switch that makes it misbehave: a test that needs
 a GPU that computes wrong, or a slow GPU, makes one here. The sitecustomize
@@ -180,6 +182,35 @@ def cpu_quota_on(cluster, host: str, local_rank: int, module: str = "bench.worke
     finally:
         stop.set()
         thread.join()
+        with open(f"{cg}/cgroup.procs") as f:
+            left = f.read().split()
+        for pid in left:
+            with contextlib.suppress(OSError), open("/sys/fs/cgroup/cpu/cgroup.procs", "w") as f:
+                f.write(pid)
+        with contextlib.suppress(OSError):
+            os.rmdir(cg)
+
+
+@contextlib.contextmanager
+def host_cpu_quota(cluster, host: str, quota_us: int = 50000, period_us: int = 100000) -> Iterator[str]:
+    """The host's sshd (so every process started there over ssh) in a cgroup v1 CPU quota; yields the cgroup.
+
+    A slow node: all its ranks share the quota. On exit every process of the cgroup goes back to the root.
+    """
+    import pytest
+
+    if not os.path.isdir("/sys/fs/cgroup/cpu"):
+        pytest.skip("no cgroup v1 cpu controller here")
+    cg = f"/sys/fs/cgroup/cpu/vitbench-test-{os.getpid()}-host"
+    os.makedirs(cg, exist_ok=True)
+    for name, value in (("cpu.cfs_period_us", period_us), ("cpu.cfs_quota_us", quota_us)):
+        with open(f"{cg}/{name}", "w") as f:
+            f.write(str(value))
+    with open(f"{cg}/cgroup.procs", "w") as f:
+        f.write(str(cluster.sshd_pids[host]))
+    try:
+        yield cg
+    finally:
         with open(f"{cg}/cgroup.procs") as f:
             left = f.read().split()
         for pid in left:

@@ -14,6 +14,8 @@ every row); --level prolog prints one line.
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 from bench.cluster.hostfile import HostSelection
 from bench.commands.common import add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
@@ -36,6 +38,8 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     cfg = from_args(ValidateConfig, args)
     check_metrics_file(args.metrics_file)
+    if cfg.soak is not None:
+        return _soak(cfg, args)
     rec = validate(cfg, from_args(HostSelection, args))
     write_metrics(args.metrics_file, rec)
     if cfg.junit:
@@ -49,4 +53,26 @@ def main(args) -> int:
     else:
         from bench.render.validate import render
         render(rec, every_row=cfg.all)
+    return EXIT_FAILED if rec["result"] == "FAIL" else 0
+
+
+def _soak(cfg: ValidateConfig, args) -> int:
+    """--soak: rounds until the duration is spent; the metrics file rewritten after every round."""
+    from bench.validate.soak import soak
+
+    def on_round(rec) -> None:
+        write_metrics(args.metrics_file, rec)
+        if not args.json:
+            print(f"bench validate --soak: round {rec['soak']['round']}: {rec['result']} "
+                  f"({rec['duration_s']:.0f} s; {rec['soak']['elapsed_s']:.0f} of {rec['soak']['duration_s']:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+    rec = soak(cfg, from_args(HostSelection, args), on_round=on_round)
+    from bench.render.soak import plot, render
+    if rec["trends"]:
+        print(f"plot: {plot(os.path.join(rec['run_dir'], 'soak.png'), rec)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        render(rec)
     return EXIT_FAILED if rec["result"] == "FAIL" else 0

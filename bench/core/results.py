@@ -27,7 +27,7 @@ from bench.core import storage
 from bench.core.errors import BadInput, StorageFailed
 
 SCHEMA_VERSION = 1
-KINDS = ("run", "point", "alone", "numerics", "comm", "probe", "verdict", "validate")
+KINDS = ("run", "point", "alone", "numerics", "comm", "probe", "verdict", "validate", "soak")
 STATUSES = ("ok", "failed", "oom", "skipped", "interrupted")
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schemas", "record.schema.json")
 

@@ -88,6 +88,10 @@ class ValidateConfig:
                                  metavar="FILE")
     all: bool = opt("show every row of the table (default: a summary per check and every row that is not PASS)",
                     default=False)
+    soak: str | None = opt("burn-in: repeat the throughput, numerics and link checks in rounds for this long "
+                           "(90s, 30m, 2h, 1h30m), each round recorded as it ends; the same command again resumes",
+                           default=None, metavar="DURATION")
+    soak_keep_going: bool = opt("with --soak: go on after a round with a FAIL (default: stop there)", default=False)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -96,6 +100,10 @@ class ValidateConfig:
             raise BadInput(f"--repeats: must be 1..20, got {self.repeats}")
         if self.precision not in PRECISIONS:
             raise BadInput(f"--precision: must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.soak is not None and self.level == "prolog":
+            raise BadInput("--soak: a burn-in runs across the cluster's hosts, not at --level prolog")
+        if self.soak_keep_going and self.soak is None:
+            raise BadInput("--soak-keep-going: needs --soak DURATION")
         unknown = [c for c in self.checks or () if c not in CHECKS]
         if unknown:
             raise BadInput(f"--checks: {unknown[0]!r} is not a check; choose from {', '.join(CHECKS)}")

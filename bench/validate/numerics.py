@@ -19,13 +19,12 @@ import time
 from importlib import resources as package_files
 from typing import Any
 
-from bench.analysis import metrics, numerics as judge_numerics
-from bench.analysis.references import judge, judge_relative
+from bench.analysis import numerics as judge_numerics
 from bench.core import results
 from bench.core.errors import BadInput
 from bench.jobs.numerics import NumericsSpec
 from bench.validate import runs
-from bench.validate.gpus import pct
+from bench.validate.gpus import judge_both
 from bench.validate.state import Validation
 
 SHIPPED = "data/numerics_reference.json"
@@ -133,22 +132,17 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
             v.add_gpu("matmul", r["host"], r["slot"], "SKIP", reason="no timed matmul in its report", t0=t0)
             continue
         value = f"{rate / 1e12:.3g} TFLOP/s ({dtype}, n={m.get('n')})"
-        ref = v.table.matmul_for(name, dtype)
-        same = [x for k, x in rates.items() if x and model[k] == name]
-        if ref is not None:
-            status, dev = judge(rate, ref.flops, ref.lower, ref.upper)
-            v.add_gpu("matmul", r["host"], r["slot"], status, value, f"{ref.flops / 1e12:g} TFLOP/s ({ref.gpu}, "
-                      f"{ref.dtype})", f"{pct(dev)} from the published figure; {ref.source[:80]}", t0=t0, figure=rate)
-        elif len(same) >= 2:
-            med = metrics.percentile(same, 50)
-            status, dev = judge_relative(rate, med, v.table.relative)
-            v.add_gpu("matmul", r["host"], r["slot"], status, value, f"median of {len(same)} {name} "
-                      f"{med / 1e12:.3g} TFLOP/s", f"{pct(dev)} from the median of its model; no published "
-                      f"matmul figure for {name} ({dtype})", t0=t0, figure=rate)
-        else:
+        p = v.table.matmul_for(name, dtype)
+        ref = (p.flops, p.lower, p.upper, f"{p.flops / 1e12:g} TFLOP/s ({p.gpu}, {p.dtype})", p.source) if p else None
+        got = judge_both(rate, ref, [x for k, x in rates.items() if x and model[k] == name], v.table.relative,
+                         lambda med: f"{name} {med / 1e12:.3g} TFLOP/s")
+        if got is None:
             v.add_gpu("matmul", r["host"], r["slot"], "SKIP", value, "none", f"no published matmul figure for "
                       f"{name} ({dtype}) and no other of its model here: nothing to judge it against", t0=t0,
                       figure=rate)
+            continue
+        reason = got[2] if p else f"{got[2]}; no published matmul figure for {name} ({dtype})"
+        v.add_gpu("matmul", r["host"], r["slot"], got[0], value, got[1], reason, t0=t0, figure=rate)
 
 
 def save_references(v: Validation, ok: list[dict], verdicts: dict, spec: NumericsSpec) -> None:

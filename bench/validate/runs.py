@@ -25,6 +25,13 @@ def _failed(e: Exception, where: str) -> dict[str, Any]:
     return {"status": "failed", "error": {"where": where, "reason": str(e).splitlines()[0]}}
 
 
+def _done(rec: dict[str, Any]) -> dict[str, Any]:
+    """A job that Ctrl-C (or SIGTERM) stopped measured nothing: validate stops too, it does not judge it."""
+    if rec.get("status") == "interrupted":
+        raise KeyboardInterrupt
+    return rec
+
+
 def _inspected(v: Validation, hosts) -> tuple[list[dict], dict]:
     return [v.inventory[h] for h in hosts if h in v.inventory], v.figures.get("verdict") or {}
 
@@ -42,7 +49,7 @@ def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int |
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench run")
     v.runs[tag] = (rec or {}).get("run_dir", "")
-    return rec or {}
+    return _done(rec or {})
 
 
 def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict[str, Any]:
@@ -54,7 +61,7 @@ def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench run")
     v.runs["training"] = (rec or {}).get("run_dir", "")
-    return rec or {}
+    return _done(rec or {})
 
 
 def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.NumericsSpec) -> dict[str, Any]:
@@ -65,7 +72,7 @@ def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "numerics")
     v.runs["numerics"] = rec.get("run_dir", "")
-    return rec
+    return _done(rec)
 
 
 def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]], names: list[str],
@@ -80,7 +87,7 @@ def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]]
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench comm")
     v.runs[tag] = rec.get("run_dir", "")
-    return rec
+    return _done(rec)
 
 
 def ranks_of(resources: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -80,23 +80,28 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
     v = Validation(cfg, hosts, resources, table, vdir)
     t0 = time.time()
     stop_why = None
-    for name, stage in STAGES:
-        if stop_why is None and cfg.fail_fast and v.failed():
-            stop_why = "--fail-fast: not run after a FAIL"
-        why = stop_why or (None if name in ALWAYS or cfg.wanted(name) else
-                           f"not asked for (--checks, or not part of --level {cfg.level})")
-        if why:
-            skip(v, name, why)
-            continue
-        s0, launches, ranks = time.time(), v.launches, sum(len(s) for s in v.good_resources().values())
-        stage(v)
-        v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches))
-        if name == "preflight" and v.failed() and not cfg.keep_going:
-            # The cluster as given cannot pass; say so in seconds, with the way on.
-            lost = [h for h in v.resources if h not in v.good]
-            stop_why = (f"not run: {', '.join(lost)} failed preflight; fix it, or rerun with --exclude "
-                        f"{'@'.join(lost)} (or --keep-going to check the rest now)")
-            print(f"bench validate: {stop_why}", file=sys.stderr)
+    try:
+        for name, stage in STAGES:
+            if stop_why is None and cfg.fail_fast and v.failed():
+                stop_why = "--fail-fast: not run after a FAIL"
+            why = stop_why or (None if name in ALWAYS or cfg.wanted(name) else
+                               f"not asked for (--checks, or not part of --level {cfg.level})")
+            if why:
+                skip(v, name, why)
+                continue
+            s0, launches, ranks = time.time(), v.launches, sum(len(s) for s in v.good_resources().values())
+            stage(v)
+            v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches))
+            if name == "preflight" and v.failed() and not cfg.keep_going:
+                # The cluster as given cannot pass; say so in seconds, with the way on.
+                lost = [h for h in v.resources if h not in v.good]
+                stop_why = (f"not run: {', '.join(lost)} failed preflight; fix it, or rerun with --exclude "
+                            f"{'@'.join(lost)} (or --keep-going to check the rest now)")
+                print(f"bench validate: {stop_why}", file=sys.stderr)
+    except KeyboardInterrupt:
+        # What was judged before the interrupt is kept (no drain, no verdict on the rest), then bench stops.
+        results.append(os.path.join(vdir, "results.jsonl"), record(v, run_id, time.time() - t0, interrupted=True))
+        raise
     if base is not None:
         baseline.against(v, *base)
     rec = record(v, run_id, time.time() - t0)
@@ -118,18 +123,20 @@ def skip(v: Validation, name: str, why: str) -> None:
         v.add(name, CLUSTER, "SKIP", reason=why)
 
 
-def record(v: Validation, run_id: str, duration: float) -> dict[str, Any]:
+def record(v: Validation, run_id: str, duration: float, interrupted: bool = False) -> dict[str, Any]:
+    """The validate record; interrupted: the rows so far, and nothing drained or written for the scheduler."""
     statuses = [c.status for c in v.checks]
     verdict = "FAIL" if "FAIL" in statuses else "WARN" if "WARN" in statuses else "PASS"
     entries = drain.drain_list(v.checks)
     drained = None
-    if v.cfg.drain_file:
+    if v.cfg.drain_file and not interrupted:
         drain.write_drain_file(v.cfg.drain_file, entries)
-    if v.cfg.drain:
+    if v.cfg.drain and not interrupted:
         drained = drain.drain_slurm(entries, {h: n.split(".")[0] for h, n in v.hostname_of.items()})
     lv = v.level
+    status = "interrupted" if interrupted else "failed" if verdict == "FAIL" else "ok"
     return results.make_record(
-        "validate", "failed" if verdict == "FAIL" else "ok", run_id=run_id, run_dir=v.vdir, duration_s=duration,
+        "validate", status, run_id=run_id, run_dir=v.vdir, duration_s=duration,
         result=verdict, level=v.cfg.level, hosts=list(v.resources), device=v.device,
         failed_hosts=drain.hosts_of(entries), drain=entries, exclude=drain.exclude_spec(entries),
         drained=drained, identity={"level": v.cfg.level, "precision": v.cfg.precision, "model": lv.model,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 
 from bench.core import results
 from tests.conftest import REPO, one_json
-from tests.faults import cpu_quota_on, on_one_host, perturb_linear
+from tests.faults import cpu_quota_on, host_cpu_quota, on_one_host, perturb_linear
 
 from .validate_runs import SLOTS, junit_matches, not_pass, prediction_holds, row, run_validate
 
@@ -226,36 +225,11 @@ def test_prolog_drains_the_node_that_computes_wrong_and_passes_a_healthy_one(clu
     assert took < 30 and took_ok < 30, (took, took_ok)
 
 
-@contextlib.contextmanager
-def _sshd_in_cpu_quota(cluster, host, quota_us: int = 50000):
-    """The host's sshd (so every rank started over ssh) in a cgroup v1 CPU quota; yields the cgroup."""
-    cg = f"/sys/fs/cgroup/cpu/vitbench-test-{os.getpid()}"
-    if not os.path.isdir("/sys/fs/cgroup/cpu"):
-        pytest.skip("no cgroup v1 cpu controller here")
-    os.makedirs(cg, exist_ok=True)
-    with open(f"{cg}/cpu.cfs_period_us", "w") as f:
-        f.write("100000")
-    with open(f"{cg}/cpu.cfs_quota_us", "w") as f:
-        f.write(str(quota_us))
-    with open(f"{cg}/cgroup.procs", "w") as f:
-        f.write(str(cluster.sshd_pids[host]))
-    try:
-        yield cg
-    finally:
-        with open(f"{cg}/cgroup.procs") as f:
-            left = f.read().split()
-        for p in left:
-            with contextlib.suppress(OSError), open("/sys/fs/cgroup/cpu/cgroup.procs", "w") as f:
-                f.write(p)
-        with contextlib.suppress(OSError):
-            os.rmdir(cg)
-
-
 def test_host_with_a_third_of_a_cpu_is_named_as_the_straggler(cluster, tmp_path, healthy_validate):
     """The host's sshd (every rank started there) at 0.3 of a core for its two ranks, the others sharing the
     rest: its GPUs are the slowest (the straggler named, with its exclude) and regressed against the baseline."""
     slow = cluster.hosts[1]
-    with _sshd_in_cpu_quota(cluster, slow, quota_us=30000):
+    with host_cpu_quota(cluster, slow, quota_us=30000):
         v = run_validate(cluster, tmp_path, "--checks", "throughput,stragglers", "--baseline",
                          str(healthy_validate.out))
     rec = v.rec

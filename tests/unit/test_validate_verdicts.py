@@ -159,3 +159,56 @@ def test_the_prolog_prints_one_line():
     assert one_line(ok) == "bench validate prolog: PASS: n1, 1 GPU(s)/rank(s): numerics, intra-node"
     bad = _rec([_row("numerics", "n1:0", "FAIL", "n1", 0, reason="differs from step 1")])
     assert one_line(bad) == "bench validate prolog: FAIL: numerics n1:0: differs from step 1"
+
+
+def test_a_gpu_inside_the_published_tolerance_still_warns_when_it_is_the_slow_one_of_its_kind():
+    from bench.analysis.references import Relative
+    from bench.validate.gpus import judge_both
+
+    tol = Relative(warn_lower=-0.35, fail_lower=-0.65)
+    published = (50.0, -0.3, None, "50 img/s (GPU A, fp32)", "a paper")
+    status, ref, reason = judge_both(60.0, published, [100.0, 100.0, 60.0], tol, lambda m: f"{m:g} img/s")
+    assert status == "WARN" and ref == "50 img/s (GPU A, fp32); median of 3 100 img/s"
+    assert "+20% from the published figure" in reason and "-40% from the median of its model" in reason
+    assert judge_both(60.0, published, [60.0], tol, str)[0] == "PASS"       # alone: the published figure only
+    assert judge_both(10.0, None, [100.0, 100.0, 10.0], tol, str)[0] == "FAIL"
+    assert judge_both(60.0, None, [60.0], tol, str) is None                  # nothing to judge it against
+
+
+def _round(k: int, rows: list[tuple[str, str, str, float | None, str | None, int | None]]) -> dict:
+    return {"soak": {"round": k}, "checks": [{"check": c, "node": n, "status": s, "figure": f, "host": h, "gpu": g}
+                                             for c, n, s, f, h, g in rows]}
+
+
+def test_a_soak_names_the_round_a_gpu_went_bad_and_stayed_bad():
+    from bench.analysis.soak import since, subjects, summarise
+
+    rounds = [_round(1, [("throughput", "n1:0", "PASS", 100.0, "n1", 0), ("throughput", "n2:0", "PASS", 98.0, "n2", 0),
+                         ("throughput", "n2", "PASS", 98.0, None, None)]),           # a node's summary row: not tracked
+              _round(2, [("throughput", "n1:0", "PASS", 99.0, "n1", 0), ("throughput", "n2:0", "FAIL", 20.0, "n2", 0)]),
+              _round(3, [("throughput", "n1:0", "WARN", 60.0, "n1", 0), ("throughput", "n2:0", "FAIL", 21.0, "n2", 0)]),
+              _round(4, [("throughput", "n1:0", "PASS", 97.0, "n1", 0), ("throughput", "n2:0", "WARN", 30.0, "n2", 0)])]
+    series = subjects(rounds)
+    assert set(series) == {("throughput", "n1:0"), ("throughput", "n2:0")}
+    bad, flaky = summarise(series)
+    assert (bad.node, bad.since, bad.failed_rounds, bad.not_pass_rounds, bad.worst_round) == ("n2:0", 2, (2, 3),
+                                                                                              (2, 3, 4), 2)
+    assert bad.spread == pytest.approx((98 - 20) / 25.5) and bad.last_status == "WARN"
+    assert (flaky.node, flaky.since, flaky.not_pass_rounds, flaky.worst_round) == ("n1:0", None, (3,), 3)
+    assert since([(1, "FAIL"), (2, "PASS"), (3, "WARN"), (4, "FAIL")]) == 3 and since([(1, "PASS")]) is None
+
+
+@pytest.mark.parametrize("text,seconds", [("90s", 90), ("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("45", 45)])
+def test_soak_durations(text, seconds):
+    from bench.validate.soak import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+def test_soak_durations_that_are_not_are_one_line(tmp_path):
+    from tests.conftest import assert_bad_input, cli
+
+    hf = tmp_path / "hosts"
+    hf.write_text("localhost slots=1\n")
+    assert_bad_input(cli("validate", "--hostfile", str(hf), "--soak", "2 hours"), "--soak", "'2 hours'")
+    assert_bad_input(cli("validate", "--hostfile", str(hf), "--soak-keep-going"), "--soak-keep-going")

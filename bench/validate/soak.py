@@ -1,0 +1,137 @@
+"""bench validate --soak DURATION: a burn-in, the per-GPU, numerics and link checks again, round after round.
+
+    bench validate --hostfile H --soak 2h --metrics-file /var/lib/node_exporter/textfile/vitbench.prom
+    bench validate --hostfile H --soak 2h        # the same command again: resumes where it stopped
+
+New GPU batches fail in their first days; a burn-in finds them. Preflight and
+inventory run once per invocation, then rounds of throughput, numerics,
+intra-node and inter-node (narrowed by --checks) until the rounds' time adds
+up to DURATION, or a round has a FAIL (--soak-keep-going goes on). Every
+round is a validate record appended to OUT/soak-<key>/results.jsonl as soon
+as it ends (key: the hosts, level, checks and precision, so the same command
+finds its own folder and resumes; Ctrl-C loses only the round in progress),
+and the metrics file is rewritten with it. The soak's record ("soak") gives
+per GPU and per link the spread over the rounds, the worst round, the rounds
+that failed and the round from which a part stayed bad (bench.analysis.soak).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from typing import Any, Callable
+
+from bench.analysis import references, soak as trends
+from bench.cluster.hostfile import HostSelection
+from bench.core import results, storage
+from bench.core.errors import BadInput
+from bench.validate import gpus, links, nodes, numerics, pairs, stages
+from bench.validate.config import ValidateConfig
+from bench.validate.state import Stage, Validation
+
+ROUND = (("throughput", gpus.throughput), ("numerics", numerics.numerics), ("intra-node", links.intra_node),
+         ("inter-node", pairs.inter_node))
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'2h', '30m', '90s', '1h30m' or plain seconds -> seconds; BadInput naming --soak otherwise."""
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        seconds = float(t)
+    elif re.fullmatch(r"(\d+(\.\d+)?[smhd])+", t):
+        seconds = sum(float(n) * _UNITS[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smhd])", t))
+    else:
+        raise BadInput(f"--soak: {text!r} is not a duration (e.g. 90s, 30m, 2h, 1h30m)")
+    if seconds <= 0:
+        raise BadInput(f"--soak: {text!r} must be longer than 0")
+    return seconds
+
+
+def identity(cfg: ValidateConfig, resources: dict[str, list[int]]) -> dict[str, Any]:
+    return {"resources": resources, "level": cfg.level, "precision": cfg.precision,
+            "checks": [n for n, _ in ROUND if cfg.wanted(n)]}
+
+
+def folder(cfg: ValidateConfig, ident: dict[str, Any]) -> str:
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
+    return os.path.abspath(os.path.join(cfg.out, f"soak-{key}"))
+
+
+def done_rounds(path: str) -> list[dict[str, Any]]:
+    """The rounds already recorded in the soak's results.jsonl (a torn last line is skipped)."""
+    if not os.path.exists(path):
+        return []
+    return [r for r in results.read(path).records if r.get("kind") == "validate" and r.get("soak")]
+
+
+def soak(cfg: ValidateConfig, hosts: HostSelection,
+         on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    duration = parse_duration(cfg.soak or "")
+    resources = stages.resources_of(cfg, hosts)
+    table = references.load(cfg.reference)
+    numerics.load_references(cfg.numerics_reference)
+    ident = identity(cfg, resources)
+    if not ident["checks"]:
+        raise BadInput(f"--checks: none of {', '.join(n for n, _ in ROUND)} asked: a soak repeats those")
+    d = folder(cfg, ident)
+    os.makedirs(d, exist_ok=True)
+    storage.check_room(cfg.out, sum(len(s) for s in resources.values()))
+    path = os.path.join(d, "results.jsonl")
+    rounds = done_rounds(path)
+    results.write_json_atomic(os.path.join(d, "soak.json"), {**ident, "duration_s": duration})
+    elapsed = sum(r["duration_s"] for r in rounds)
+    base: Validation | None = None
+    stopped = None
+    t_start = time.time()
+    while elapsed < duration:
+        k = len(rounds) + 1
+        v = Validation(cfg, hosts, resources, table, os.path.join(d, f"round-{k}-{int(time.time())}"))
+        t0 = time.time()
+        if base is None:
+            for name, stage in (("preflight", nodes.preflight), ("inventory", nodes.inventory)):
+                s0 = time.time()
+                stage(v)
+                v.stages.append(Stage(name, time.time() - s0, sum(len(s) for s in resources.values()), 0))
+            base = v
+        else:
+            v.hostname_of, v.inventory, v.device = base.hostname_of, base.inventory, base.device
+            v.figures["verdict"] = base.figures.get("verdict")
+            v.failed_hosts, v.failed_gpus = set(base.failed_hosts), set(base.failed_gpus)
+        for name, stage in ROUND:
+            if not cfg.wanted(name):
+                continue
+            s0, launches, ranks = time.time(), v.launches, sum(len(s) for s in v.good_resources().values())
+            stage(v)
+            v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches))
+        rec = stages.record(v, f"soak-{os.path.basename(d)}-round-{k}", time.time() - t0)
+        rec["soak"] = {"round": k, "elapsed_s": elapsed + rec["duration_s"], "duration_s": duration, "folder": d}
+        results.append(path, rec)
+        rounds.append(rec)
+        elapsed += rec["duration_s"]
+        if on_round is not None:
+            on_round(rec)
+        if rec["result"] == "FAIL" and not cfg.soak_keep_going:
+            stopped = f"round {k} has a FAIL (--soak-keep-going goes on)"
+            break
+    return record(cfg, d, rounds, duration, stopped, time.time() - t_start)
+
+
+def record(cfg: ValidateConfig, d: str, rounds: list[dict[str, Any]], duration: float, stopped: str | None,
+           took: float) -> dict[str, Any]:
+    rows = trends.summarise(trends.subjects(rounds))
+    failed = [r["soak"]["round"] for r in rounds if r["result"] == "FAIL"]
+    result = "FAIL" if failed else "WARN" if any(r["result"] == "WARN" for r in rounds) else "PASS"
+    last = rounds[-1] if rounds else {}
+    rec = results.make_record(
+        "soak", "failed" if failed else "ok", run_id=os.path.basename(d), run_dir=d, duration_s=took,
+        result=result, level=cfg.level, hosts=last.get("hosts", []), rounds=len(rounds), failed_rounds=failed,
+        elapsed_s=sum(r["duration_s"] for r in rounds), soak_duration_s=duration,
+        stopped=stopped or ("the rounds' time reached the duration" if rounds else "no round ran"),
+        trends=[t.to_dict() for t in rows], drain=last.get("drain", []), exclude=last.get("exclude", ""),
+        identity={**(last.get("identity") or {}), "soak": True})
+    results.append(os.path.join(d, "soak-results.jsonl"), rec)
+    return rec
