@@ -230,3 +230,38 @@ checks.append(("item 7: FSDP2's saving needs 2+ GPUs (one GPU holds one NCCL ran
 for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF2
+
+# --- Issue 25: the numerics job and matmul on CUDA; ~1 min on one H200 --------------------------------------
+# bench validate --level prolog twice on this GPU: the first saves the numerics job's curve, the second must
+# reproduce it bit for bit (judged "reference"): torch's deterministic settings and the fixed cuBLAS workspace
+# hold on this GPU, across processes. The timed bf16 matmul is judged against the best measured figure for
+# the GPU (bench/data/reference_throughput.json, matmul) where there is one.
+echo "## issue 25 checks"
+$PY -m bench validate --level prolog --out "$OUT/prolog" --json --save-numerics-reference "$OUT/numerics-ref.json" \
+    > "$OUT/prolog-1.json" 2> "$OUT/prolog-1.err"
+$PY -m bench validate --level prolog --out "$OUT/prolog" --json --numerics-reference "$OUT/numerics-ref.json" \
+    > "$OUT/prolog-2.json" 2> "$OUT/prolog-2.err"
+$PY - "$OUT" "$DRY" <<'EOF3'
+import json, sys
+out, dry = sys.argv[1], sys.argv[2] == "1"
+checks = []
+try:
+    second = json.load(open(f"{out}/prolog-2.json"))
+    saved = json.load(open(f"{out}/numerics-ref.json"))
+except (OSError, ValueError) as e:
+    second, saved = {}, {"curves": []}
+    checks.append((f"prolog runs: {e}", False))
+nm = (second.get("measured") or {}).get("numerics") or {}
+rows = [c for c in second.get("checks", []) if c["check"] in ("numerics", "matmul") and c.get("gpu") is not None]
+checks.append((f"numerics: the second run judged by the saved curve ({len(saved['curves'])} saved): "
+               f"{sorted({x['judged_by'] for x in nm.values()})}, {[r['status'] for r in rows if r['check'] == 'numerics']}",
+               bool(nm) and all(x["judged_by"] == "reference" and x["status"] == "PASS" for x in nm.values())))
+for r in rows:
+    if r["check"] == "matmul":
+        checks.append((f"matmul {r['node']}: {r['value']} against {r['reference']}: {r['status']}",
+                       None if dry or r["status"] == "SKIP" else r["status"] == "PASS"))
+checks.append((f"prolog verdict {second.get('result')} in {second.get('duration_s', 0):.0f} s",
+               None if dry else second.get("result") == "PASS"))
+for what, ok in checks:
+    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
+EOF3

@@ -4,8 +4,8 @@
         env = dict(cluster.env, PYTHONPATH=site)      # every host's ranks get it; only `host` finds a file there
     with cpu_quota_on(cluster, host, local_rank=1, module="bench.worker", quota_us=5000):
         ...                                             # that rank (and each one started later) at 5% of a core
-    with host_cpu_quota(cluster, host, quota_us=30000):
-        ...                                             # everything started on that host shares 0.3 of a core
+    with cpu_quota_on(cluster, host, local_rank=None, quota_us=20000, after="start barrier"):
+        ...                                             # all its ranks share 0.2 of a core from their first step
 
 bench's own code has no switch that makes it misbehave: a test that needs
 a GPU that computes wrong, or a slow GPU, makes one here. The sitecustomize
@@ -112,8 +112,9 @@ def on_one_host(cluster, host: str, files: dict[str, str]) -> Iterator[str]:
         shutil.rmtree(shared, ignore_errors=True)
 
 
-def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int) -> list[bytes] | None:
-    """/proc/pid's argv if it is a rank of `module` with LOCAL_RANK=local_rank inside the namespace ns_ino."""
+def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int | None) -> list[bytes] | None:
+    """/proc/pid's argv if it is a rank of `module` with LOCAL_RANK=local_rank (any, for None) inside the
+    namespace ns_ino."""
     try:
         if os.stat(f"/proc/{pid}/ns/net").st_ino != ns_ino:
             return None
@@ -122,7 +123,10 @@ def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int) -> list[bytes]
         if module.encode() not in argv:
             return None
         with open(f"/proc/{pid}/environ", "rb") as f:
-            return argv if f"LOCAL_RANK={local_rank}".encode() in f.read().split(b"\0") else None
+            env = f.read().split(b"\0")
+        if local_rank is None:
+            return argv if any(v.startswith(b"LOCAL_RANK=") for v in env) else None
+        return argv if f"LOCAL_RANK={local_rank}".encode() in env else None
     except OSError:
         return None
 
@@ -144,10 +148,11 @@ def _logged(pid: str, argv: list[bytes], line: str) -> bool:
 
 
 @contextlib.contextmanager
-def cpu_quota_on(cluster, host: str, local_rank: int, module: str = "bench.worker", quota_us: int = 5000,
+def cpu_quota_on(cluster, host: str, local_rank: int | None, module: str = "bench.worker", quota_us: int = 5000,
                  period_us: int = 100000, after: str | None = None) -> Iterator[set[str]]:
-    """Every rank of `module` with this local rank on `host` in a cgroup v1 CPU quota: as it starts, or once
-    its log holds the line `after` (e.g. "start barrier": its timed steps, not its imports, slowed).
+    """Every rank of `module` with this local rank (None: every rank) on `host` in a cgroup v1 CPU quota of its
+    own: as it starts, or once its log holds the line `after` (e.g. "start barrier": its timed steps, not its
+    imports, slowed). Ranks caught share the quota.
 
     Yields the PIDs moved so far. Only processes of that namespace, that module and that LOCAL_RANK are
     touched, and only moved between cgroups (never signalled).
@@ -190,31 +195,3 @@ def cpu_quota_on(cluster, host: str, local_rank: int, module: str = "bench.worke
         with contextlib.suppress(OSError):
             os.rmdir(cg)
 
-
-@contextlib.contextmanager
-def host_cpu_quota(cluster, host: str, quota_us: int = 50000, period_us: int = 100000) -> Iterator[str]:
-    """The host's sshd (so every process started there over ssh) in a cgroup v1 CPU quota; yields the cgroup.
-
-    A slow node: all its ranks share the quota. On exit every process of the cgroup goes back to the root.
-    """
-    import pytest
-
-    if not os.path.isdir("/sys/fs/cgroup/cpu"):
-        pytest.skip("no cgroup v1 cpu controller here")
-    cg = f"/sys/fs/cgroup/cpu/vitbench-test-{os.getpid()}-host"
-    os.makedirs(cg, exist_ok=True)
-    for name, value in (("cpu.cfs_period_us", period_us), ("cpu.cfs_quota_us", quota_us)):
-        with open(f"{cg}/{name}", "w") as f:
-            f.write(str(value))
-    with open(f"{cg}/cgroup.procs", "w") as f:
-        f.write(str(cluster.sshd_pids[host]))
-    try:
-        yield cg
-    finally:
-        with open(f"{cg}/cgroup.procs") as f:
-            left = f.read().split()
-        for pid in left:
-            with contextlib.suppress(OSError), open("/sys/fs/cgroup/cpu/cgroup.procs", "w") as f:
-                f.write(pid)
-        with contextlib.suppress(OSError):
-            os.rmdir(cg)

@@ -7,13 +7,15 @@ Each rank ran the same deterministic job (bench.worker.numerics) and
 reports its loss at every step (exactly) and a SHA-256 of its parameters
 after the last one. Ranks are grouped by their stack: device model (and
 driver), torch, CUDA, cuDNN, CPU capability: within a group the results
-must be bit-identical (METRICS.md, "Numerics"). Per group:
-  - with a reference curve for that stack and job: every rank must match it;
-  - else with two or more ranks: the curve most of them share (more than
-    half) is right, every other rank FAILs, naming the first differing step
-    and the ranks it was compared with; without such a majority every rank
-    of the group FAILs (one of them is wrong and nothing says which);
-  - else (one rank, no reference): SKIP, nothing to compare with.
+must be bit-identical (METRICS.md, "Numerics"). Per group, by its peers:
+the curve most of them share (more than half) is right, every other rank
+FAILs, naming the first differing step and the ranks it was compared
+with; without such a majority every rank of the group FAILs (one of them
+is wrong and nothing says which); alone, SKIP. With a reference curve of
+that stack and job, every rank must match it too: the user's curve
+decides (a mismatch FAILs); the shipped one, made on one machine, FAILs a
+rank its peers outvote and WARNs one that agrees with its peers but not
+with the curve (the curve may not fit this machine).
 A failed exact matmul (#wrong > 0, or two runs of one product that differ)
 FAILs its rank whatever the curves say.
 """
@@ -70,47 +72,69 @@ def find_reference(references: list[dict], stack: dict[str, Any], spec: dict[str
     return None
 
 
-def judge(ranks: list[dict], spec: dict[str, Any], references: list[dict] | None = None) -> list[Verdict]:
+def _peers(m: dict, members: list[dict]) -> Verdict:
+    """The verdict of one rank by its peers of the same stack alone."""
+    names = [x["key"] for x in members]
+    peers = tuple(k for k in names if k != m["key"])
+    if len(members) < 2:
+        return Verdict(m["key"], "SKIP", "no other GPU of this model and stack here, and no reference curve for "
+                       "it: nothing to compare with")
+    counts = Counter(_signature(x) for x in members)
+    sig, n = counts.most_common(1)[0]
+    if n * 2 <= len(members):
+        return Verdict(m["key"], "FAIL", f"no majority among the {len(members)} GPUs of this model and stack "
+                       f"({len(counts)} different results): one of them computes wrong, nothing says which",
+                       None, peers, "peers")
+    if _signature(m) == sig:
+        return Verdict(m["key"], "PASS", f"bit-identical to {n - 1} of its {len(peers)} peer(s) of the same stack",
+                       compared_with=peers, judged_by="peers")
+    agree = [x["key"] for x in members if _signature(x) == sig]
+    ok = next(x for x in members if _signature(x) == sig)
+    step, what = _where(m, ok["losses"], ok["params_sha256"])
+    return Verdict(m["key"], "FAIL", f"differs from {len(agree)} GPU(s) of the same model and stack "
+                   f"({', '.join(agree[:4])}{' ...' if len(agree) > 4 else ''}) from step {step}: {what}",
+                   step, tuple(agree), "peers")
+
+
+def _against(m: dict, ref: dict, by_peers: Verdict, trusted: bool) -> Verdict:
+    """A rank against the reference curve of its stack, with what its peers said.
+
+    A trusted curve (the user's --numerics-reference) decides: a rank that differs FAILs. The shipped curve
+    was made on one machine: where a rank agrees with its peers but not with it, the curve may not fit this
+    machine as much as every GPU may be wrong, so that is a WARN; a rank its peers outvote still FAILs."""
+    src = ref.get("source", "")[:60]
+    ref_sig = (tuple(float(x).hex() for x in ref["losses"]), ref["params_sha256"])
+    peers = by_peers.compared_with or ()
+    if _signature(m) == ref_sig:
+        return Verdict(m["key"], "PASS", f"bit-identical to the reference curve ({src})"
+                       + (f"; {by_peers.reason}" if by_peers.status == "PASS" else ""), compared_with=peers,
+                       judged_by="reference")
+    step, what = _where(m, ref["losses"], ref["params_sha256"])
+    differs = f"differs from the reference curve for its stack ({src}) from step {step}: {what}"
+    if trusted or by_peers.status == "FAIL":
+        return Verdict(m["key"], "FAIL", differs + (f"; {by_peers.reason}" if by_peers.status != "SKIP" else ""),
+                       step if by_peers.status != "FAIL" else by_peers.first_step, peers, "reference")
+    alone = by_peers.status == "SKIP"
+    return Verdict(m["key"], "WARN", differs + ("; no peer to tell whether the GPU or the curve is off" if alone else
+                   f"; {by_peers.reason}: the shipped curve may not fit this machine (make one with "
+                   "--save-numerics-reference on nodes you trust)"), step, peers, "reference")
+
+
+def judge(ranks: list[dict], spec: dict[str, Any], references: list[dict] | None = None,
+          trusted: bool = True) -> list[Verdict]:
     """One verdict per rank that reported a curve: ranks are {"key", "stack", "losses", "params_sha256",
-    "matmul_exact"}; spec the job they all ran (bench.jobs.numerics.NumericsSpec.key())."""
+    "matmul_exact"}; spec the job they all ran (bench.jobs.numerics.NumericsSpec.key()); trusted: the
+    references are the user's (a mismatch FAILs), not the shipped ones (bench.validate.numerics)."""
     groups: dict[tuple, list[dict]] = {}
     for r in ranks:
         groups.setdefault(stack_key(r["stack"]), []).append(r)
     out: list[Verdict] = []
     for members in groups.values():
         ref = find_reference(references or [], members[0]["stack"], spec)
-        names = [m["key"] for m in members]
-        counts = Counter(_signature(m) for m in members)
-        sig, n = counts.most_common(1)[0]
-        majority = sig if n * 2 > len(members) else None
         for m in members:
-            peers = tuple(k for k in names if k != m["key"])
+            v = _peers(m, members)
             if ref is not None:
-                if _signature(m) == (tuple(float(x).hex() for x in ref["losses"]), ref["params_sha256"]):
-                    v = Verdict(m["key"], "PASS", f"bit-identical to the reference curve ({ref.get('source', '')[:60]})"
-                                + (f" and to {len(peers)} peer(s)" if peers and _signature(m) == sig else ""),
-                                compared_with=peers, judged_by="reference")
-                else:
-                    step, what = _where(m, ref["losses"], ref["params_sha256"])
-                    v = Verdict(m["key"], "FAIL", f"differs from the reference curve for its stack from step {step}: "
-                                f"{what}", step, peers, "reference")
-            elif len(members) < 2:
-                v = Verdict(m["key"], "SKIP", "no other GPU of this model and stack here, and no reference curve "
-                            "for it: nothing to compare with")
-            elif majority is None:
-                v = Verdict(m["key"], "FAIL", f"no majority among the {len(members)} GPUs of this model and stack "
-                            f"({len(counts)} different results): one of them computes wrong, nothing says which",
-                            None, peers, "peers")
-            elif _signature(m) == majority:
-                v = Verdict(m["key"], "PASS", f"bit-identical to {n - 1} of {len(peers)} peer(s) of the same stack",
-                            compared_with=peers, judged_by="peers")
-            else:
-                agree = [x["key"] for x in members if _signature(x) == majority]
-                ok = next(x for x in members if _signature(x) == majority)
-                step, what = _where(m, ok["losses"], ok["params_sha256"])
-                v = Verdict(m["key"], "FAIL", f"differs from {len(agree)} GPU(s) of the same model and stack "
-                            f"({', '.join(agree[:4])}{' ...' if len(agree) > 4 else ''}) from step {step}: {what}",
-                            step, tuple(agree), "peers")
+                v = _against(m, ref, v, trusted)
             exact = m.get("matmul_exact") or {}
             if exact.get("wrong") or exact.get("rerun_equal") is False:
                 v = Verdict(m["key"], "FAIL", f"exact matmul ({exact.get('n')}x{exact.get('n')}, integer entries): "

@@ -35,20 +35,20 @@ class Level:
     pairs: str           # inter-node pairs: "ring" (each node with its two neighbours) or "all" (round-robin)
     numerics_model: str
     numerics_steps: int
-    matmul_n_gpu: int    # the timed matmul on a GPU (a CPU core gets 512)
+    matmul_n_gpu: int    # the timed matmul on a GPU (a CPU core gets 1024): large enough to reach the peak
     checks: tuple[str, ...] = CHECKS
 
 
 LEVELS = {
     # The smallest preset on synthetic data; messages of its gradient's size (1.8 MB).
     "quick": Level("vit-micro-p4-32", 16, 40, 5, 1024, 30, 1 << 20, 20, 5, 240.0, "ring", "vit-micro-p4-32", 8,
-                   4096),
+                   8192),
     # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
     "full": Level("vit-b16-224", 64, 50, 10, 10000, 60, 64 << 20, 20, 5, 900.0, "all", "vit-tiny-p4-32", 20,
                   8192),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level("vit-micro-p4-32", 16, 0, 0, 256, 0, 1 << 20, 10, 3, 120.0, "ring", "vit-micro-p4-32", 8,
-                    4096, checks=("numerics", "intra-node")),
+                    8192, checks=("numerics", "intra-node")),
 }
 
 

@@ -89,7 +89,8 @@ def numerics(v: Validation) -> None:
                           f"{err.get('reason')}", t0=t0)
         return
     ok = [{**r, "key": f"{r['host']}:{r['slot']}", "stack": _stack(v, r)} for r in ranks if r["status"] == "ok"]
-    verdicts = {x.key: x for x in judge_numerics.judge(ok, spec.key(), curves)}
+    verdicts = {x.key: x for x in judge_numerics.judge(ok, spec.key(), curves,
+                                                       trusted=v.cfg.numerics_reference is not None)}
     by_key = {r["key"]: r for r in ok}
     v.figures["numerics"] = {
         k: {"status": x.status, "first_step": x.first_step, "judged_by": x.judged_by,
@@ -112,11 +113,11 @@ def numerics(v: Validation) -> None:
     _matmul(v, [r for r in ok], t0)
     for h, slots in res.items():
         mine = [c for c in v.checks if c.check == "numerics" and c.host == h and c.gpu is not None]
-        bad = [c.node for c in mine if c.status == "FAIL"]
-        status = "FAIL" if bad else "PASS" if any(c.status == "PASS" for c in mine) else "SKIP"
+        bad = [f"{c.node} {c.status}" for c in mine if c.status in ("FAIL", "WARN")]
+        status = max((c.status for c in mine), key={"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}.__getitem__,
+                     default="SKIP")
         v.add("numerics", h, status, f"{len(mine)} GPU(s)", "its GPUs' rows",
-              (f"{', '.join(bad)} computed other bits" if bad else "every GPU of the node as its own row says")
-              + " (summary row)", t0=t0)
+              ("; ".join(bad) if bad else "every GPU of the node as its own row says") + " (summary row)", t0=t0)
     if v.cfg.save_numerics_reference:
         save_references(v, ok, verdicts, spec)
 
@@ -146,17 +147,20 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
 
 
 def save_references(v: Validation, ok: list[dict], verdicts: dict, spec: NumericsSpec) -> None:
-    """The curve of every stack whose GPUs all PASSed (by peers or reference), for --numerics-reference."""
+    """The curve of every stack none of whose GPUs FAILed, for --numerics-reference: agreed on by peers, or one
+    GPU's alone (a lone GPU's curve is only as good as that GPU: the entry says so)."""
     groups: dict[tuple, list[dict]] = {}
     for r in ok:
         groups.setdefault(judge_numerics.stack_key(r["stack"]), []).append(r)
     curves = []
     for members in groups.values():
-        if all(verdicts[m["key"]].status == "PASS" for m in members):
+        if all(verdicts[m["key"]].status != "FAIL" for m in members):
             first = members[0]
+            how = (f"{len(members)} GPU(s) agreed bit for bit" if len(members) > 1 else
+                   "one GPU alone, not confirmed by a peer: record it on a node you trust")
             curves.append({"platform": first["stack"], "spec": spec.key(), "losses": first["losses"],
                            "params_sha256": first["params_sha256"],
-                           "source": f"bench validate {os.path.basename(v.vdir)}: {len(members)} GPU(s) agreed "
+                           "source": f"bench validate {os.path.basename(v.vdir)}: {how} "
                                      f"({', '.join(m['key'] for m in members[:4])})"})
     v.figures["numerics_saved"] = {"file": v.cfg.save_numerics_reference, "curves": len(curves)}
     results.write_json_atomic(v.cfg.save_numerics_reference, {"_about": [

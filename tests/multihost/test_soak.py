@@ -1,8 +1,8 @@
 """`bench validate --soak` on the namespace hosts: rounds recorded as they end, resumed after Ctrl-C, and a host
 that slows down from a round on named with that round.
 
-The slowdown is made from outside bench: the host's sshd, and so every rank
-started there over ssh, in a cgroup CPU quota for the resumed invocation.
+The slowdown is made from outside bench: the host's ranks, once their timed
+steps begin, in a cgroup CPU quota for the resumed invocation.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from bench.core import results
 from tests.conftest import REPO, one_json
-from tests.faults import host_cpu_quota
+from tests.faults import cpu_quota_on
 
 from .validate_runs import SLOTS
 
@@ -51,15 +51,16 @@ def test_soak_resumes_after_sigint_and_names_the_round_a_host_slowed(cluster, tm
             first.wait()
     assert first.returncode == 130, err[-3000:]
     assert [r["soak"]["round"] for r in _recorded(out)] == [1], "the interrupted round is not recorded"
-    # The same command again resumes at round 2, with one host at 0.3 of a core from then on.
+    # The same command again resumes at round 2, with one host's ranks at 0.2 of a core from their first step.
     slow = cluster.hosts[1]
-    with host_cpu_quota(cluster, slow, quota_us=30000):
+    with cpu_quota_on(cluster, slow, local_rank=None, quota_us=20000, after="start barrier"):
         proc = subprocess.run([*argv, "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
     rounds = _recorded(out)
-    assert [r["soak"]["round"] for r in rounds] == list(range(1, rec["rounds"] + 1)) and rec["rounds"] >= 3
+    # Rounds take 40-70 s here (load-dependent): 100 s is two or three rounds, the second slowed on.
+    assert [r["soak"]["round"] for r in rounds] == list(range(1, rec["rounds"] + 1)) and rec["rounds"] >= 2
     assert rec["elapsed_s"] >= 100 and rec["elapsed_s"] == pytest.approx(sum(r["duration_s"] for r in rounds))
     trends = {(t["check"], t["node"]): t for t in rec["trends"]}
     for s in range(SLOTS):

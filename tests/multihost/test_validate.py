@@ -21,7 +21,7 @@ import pytest
 
 from bench.core import results
 from tests.conftest import REPO, one_json
-from tests.faults import cpu_quota_on, host_cpu_quota, on_one_host, perturb_linear
+from tests.faults import cpu_quota_on, on_one_host, perturb_linear
 
 from .validate_runs import SLOTS, junit_matches, not_pass, prediction_holds, row, run_validate
 
@@ -181,14 +181,16 @@ def test_a_gpu_that_computes_wrong_fails_numerics_and_slurm_drains_its_node(clus
         r = row(rec, "numerics", gpu)
         if gpu.startswith(bad + ":"):
             assert r["status"] == "FAIL" and "from step" in r["reason"], r
-            assert all(g in r["reason"] for g in _gpus(cluster)[:4]), "names the GPUs it was compared with"
+            # Compared with the shipped reference curve where this platform has one, and with its peers.
+            assert all(g in r["reason"] for g in _gpus(cluster)[:4]), ("names the GPUs it was compared with", r)
         else:
             assert r["status"] == "PASS", r
     assert [(e["host"], e["gpu"]) for e in rec["drain"]] == [(bad, 0), (bad, 1)]
     assert (tmp_path / "drain.txt").read_text() == f"{bad}\n"
     (done,) = rec["drained"]
     assert done["node"] == node and done["drained"], done
-    assert "DRAIN" in shown and "Reason=bench validate: numerics (GPU 0): differs from 4 GPU(s)" in shown, shown
+    assert "DRAIN" in shown and "Reason=bench validate: numerics (GPU 0): differs from" in shown, shown
+    assert "from step" in shown.split("Reason=")[1], shown
 
 
 def _prolog(cluster, host: str, tmp_path, *extra: str, site: str | None = None):
@@ -225,11 +227,12 @@ def test_prolog_drains_the_node_that_computes_wrong_and_passes_a_healthy_one(clu
     assert took < 30 and took_ok < 30, (took, took_ok)
 
 
-def test_host_with_a_third_of_a_cpu_is_named_as_the_straggler(cluster, tmp_path, healthy_validate):
-    """The host's sshd (every rank started there) at 0.3 of a core for its two ranks, the others sharing the
-    rest: its GPUs are the slowest (the straggler named, with its exclude) and regressed against the baseline."""
+def test_a_slow_host_is_named_as_the_straggler_and_regressed_against_the_baseline(cluster, tmp_path,
+                                                                                   healthy_validate):
+    """Both ranks of one host in one cgroup of 0.2 of a core from their first step: its GPUs are the slowest
+    (the straggler named, with its exclude) and regressed against the healthy run."""
     slow = cluster.hosts[1]
-    with host_cpu_quota(cluster, slow, quota_us=30000):
+    with cpu_quota_on(cluster, slow, local_rank=None, quota_us=20000, after="start barrier"):
         v = run_validate(cluster, tmp_path, "--checks", "throughput,stragglers", "--baseline",
                          str(healthy_validate.out))
     rec = v.rec

@@ -212,3 +212,19 @@ def test_soak_durations_that_are_not_are_one_line(tmp_path):
     hf.write_text("localhost slots=1\n")
     assert_bad_input(cli("validate", "--hostfile", str(hf), "--soak", "2 hours"), "--soak", "'2 hours'")
     assert_bad_input(cli("validate", "--hostfile", str(hf), "--soak-keep-going"), "--soak-keep-going")
+
+
+def test_the_users_curve_decides_and_the_shipped_one_warns_where_every_peer_agrees_against_it():
+    ref = {"platform": {"device": "GPU A", "torch": "2.14"}, "spec": SPEC, "losses": [2.0, 1.5, 1.2],
+           "params_sha256": "d", "source": "somewhere"}
+    agree = [_rank("a:0", GOOD), _rank("a:1", GOOD)]
+    trusted = numerics.judge(agree, SPEC, [ref], trusted=True)
+    assert [v.status for v in trusted] == ["FAIL", "FAIL"] and all(v.first_step == 2 for v in trusted)
+    shipped = numerics.judge(agree, SPEC, [ref], trusted=False)
+    assert [v.status for v in shipped] == ["WARN", "WARN"] and "may not fit this machine" in shipped[0].reason
+    # An outvoted GPU still FAILs against the shipped curve; one alone only WARNs (nothing tells who is off).
+    three = [_rank("a:0", GOOD), _rank("a:1", GOOD), _rank("b:0", [2.0, 1.5, 1.3], "x")]
+    assert [v.status for v in numerics.judge(three, SPEC, [ref], trusted=False)] == ["WARN", "WARN", "FAIL"]
+    assert [v.status for v in numerics.judge([_rank("a:0", GOOD)], SPEC, [ref], trusted=False)] == ["WARN"]
+    matching = [_rank("a:0", ref["losses"]), _rank("a:1", ref["losses"])]
+    assert {v.judged_by for v in numerics.judge(matching, SPEC, [ref], trusted=False)} == {"reference"}
