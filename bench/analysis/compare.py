@@ -141,8 +141,9 @@ def samples(records: list[dict[str, Any]]) -> dict[Subject, dict[str, list[float
                 _add(out, subject, "time_s", (row.get("time_s") or {}).get("median"))
         elif kind == "validate":
             level, m = rec.get("level"), rec.get("measured") or {}
-            # Each GPU alone (host:slot), each node's GPUs together, each node's links inside and to others.
-            for name, ips in {**(m.get("gpu_images_per_s") or {}), **(m.get("node_images_per_s") or {})}.items():
+            # Each GPU alone (host:slot; a node's sum would only repeat its GPUs' verdicts), each node's links
+            # inside and to others. Records before per-GPU rows judged a node by its one rank alone.
+            for name, ips in (m.get("gpu_images_per_s") or m.get("node_images_per_s") or {}).items():
                 _add(out, Subject(f"validate {level} {name}"), "images_per_s", ips)
             for host, bw in (m.get("intra_busbw") or {}).items():
                 _add(out, Subject(f"validate {level} {host} intra-node"), "busbw", bw)

@@ -41,7 +41,7 @@ class Level:
 
 LEVELS = {
     # The smallest preset on synthetic data; messages of its gradient's size (1.8 MB).
-    "quick": Level("vit-micro-p4-32", 16, 40, 5, 1024, 30, 1 << 20, 20, 5, 240.0, "ring", "vit-micro-p4-32", 8,
+    "quick": Level("vit-micro-p4-32", 16, 24, 4, 1024, 30, 1 << 20, 20, 5, 240.0, "ring", "vit-micro-p4-32", 8,
                    8192),
     # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
     "full": Level("vit-b16-224", 64, 50, 10, 10000, 60, 64 << 20, 20, 5, 900.0, "all", "vit-tiny-p4-32", 20,

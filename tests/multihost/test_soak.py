@@ -33,7 +33,7 @@ def _recorded(out) -> list[dict]:
 def test_soak_resumes_after_sigint_and_names_the_round_a_host_slowed(cluster, tmp_path):
     out = tmp_path / "results"
     argv = [sys.executable, "-m", "bench", "validate", "--hostfile", str(cluster.write_hostfile(SLOTS)), "--level",
-            "quick", "--checks", "throughput", "--soak", "100s", "--soak-keep-going", "--out", str(out),
+            "quick", "--checks", "throughput", "--soak", "60s", "--soak-keep-going", "--out", str(out),
             "--metrics-file", str(tmp_path / "soak.prom")]
     env = dict(cluster.env, PYTHONUNBUFFERED="1")
     first = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -59,9 +59,9 @@ def test_soak_resumes_after_sigint_and_names_the_round_a_host_slowed(cluster, tm
     rec = one_json(proc.stdout)
     results.validate(rec)
     rounds = _recorded(out)
-    # Rounds take 40-70 s here (load-dependent): 100 s is two or three rounds, the second slowed on.
+    # A round takes 30-60 s here (load-dependent): 60 s is two rounds or more, the second slowed on.
     assert [r["soak"]["round"] for r in rounds] == list(range(1, rec["rounds"] + 1)) and rec["rounds"] >= 2
-    assert rec["elapsed_s"] >= 100 and rec["elapsed_s"] == pytest.approx(sum(r["duration_s"] for r in rounds))
+    assert rec["elapsed_s"] >= 60 and rec["elapsed_s"] == pytest.approx(sum(r["duration_s"] for r in rounds))
     trends = {(t["check"], t["node"]): t for t in rec["trends"]}
     for s in range(SLOTS):
         t = trends[("throughput", f"{slow}:{s}")]
