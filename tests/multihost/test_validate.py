@@ -100,12 +100,12 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
 
 
 def test_one_slow_gpu_is_named_drained_and_regressed_alone(cluster, tmp_path, healthy_validate):
-    """Local rank 1 of one host at 7% of a core from its first step (a cgroup quota on that rank's process,
+    """Local rank 1 of one host at 5% of a core from its first step (a cgroup quota on that rank's process,
     the others sharing two cores six ways): that GPU FAILs and is drained alone, it is the straggler named
     with its exclude, it regressed against the healthy run; no row says anything of another GPU or node."""
     slow = cluster.hosts[1]
     gpu = f"{slow}:1"
-    with cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=7000,
+    with cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=5000,
                       after="start barrier") as moved:
         # 40%: with one run a side the threshold alone judges, and a healthy GPU here moves by up to ~25% run to
         # run (six ranks time-slicing two cores); the slowed one falls by ~80%.
