@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -102,3 +103,5 @@ def test_failing_rank_is_named_with_its_log(tmp_path, out_dir):
     assert rec["status"] == "failed"
     assert rec["error"]["rank"] in (0, 1) and rec["error"]["log_tail"]
     assert "NoSuchOptimizer" in rec["error"]["reason"] + "".join(rec["error"]["log_tail"])
+    # bench compare names this run by the content of its DeepSpeed JSON, a failed one too
+    assert rec["deepspeed_config_sha256"] == hashlib.sha256(user.read_bytes()).hexdigest()
