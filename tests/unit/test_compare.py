@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +18,7 @@ from bench.analysis import compare as cmp
 from bench.commands.compare import threshold
 from bench.core import results
 from bench.core.errors import BadInput
-from tests.conftest import assert_bad_input, cli
+from tests.conftest import REPO, assert_bad_input, cli
 
 CFG = {"model": "vit-micro-p4-32", "micro_batch": 16, "zero_stage": 0, "precision": "fp32", "out": "results",
        "timeout": 300.0, "launcher": None, "master_port": None}
@@ -215,3 +218,24 @@ def test_breakdown_timers_are_part_of_the_identity(tmp_path):
     # DeepSpeed's wall-clock breakdown synchronises around each part: not the same measurement.
     res = cmp.compare(cmp.samples([run(100.0)]), cmp.samples([run(80.0, breakdown=True)]), 0.05)
     assert res.rows == [] and res.incomparable == ["run vit-micro-p4-32 x2: breakdown False vs True"]
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_closed_pipe_keeps_the_exit_status(tmp_path, as_json):
+    """`bench compare A B | head` under pipefail: the reader gone, the status is still the verdict's.
+
+    Before: the BrokenPipeError of the table was caught as "exit 0", so a regression piped into head passed.
+    """
+    a = write(tmp_path / "a", run(100.0), run(101.0))
+    slow = write(tmp_path / "slow", run(60.0), run(61.0))
+    r, w = os.pipe()
+    os.close(r)  # nobody reads: the first write to stdout fails with EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "bench", "compare", a, slow, *(["--json"] if as_json else [])],
+                              stdout=w, stderr=subprocess.PIPE, text=True, timeout=120, cwd=REPO)
+    finally:
+        os.close(w)
+    assert proc.returncode == 1, proc.stderr
+    assert "bench compare: regressed: run vit-micro-p4-32 x2: images_per_s" in proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
