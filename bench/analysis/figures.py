@@ -158,6 +158,30 @@ def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: 
     return out
 
 
+def epoch_figures(ranks: list[dict[str, Any]], step_mean: float, steps_per_epoch: int,
+                  total_steps: int) -> dict[str, Any]:
+    """Time per epoch: measured where whole epochs ran, else estimated, and which one it is (METRICS.md).
+
+    measured   the mean wall clock of the whole epochs run (each the slowest rank's), warm-up, data
+               loading, waits and communication included, evaluation not: what the study's epochs are
+    estimated  mean steady step x optimizer steps per epoch: warm-up and what happens between steps
+               left out, so it is below a measured epoch; always given as epoch_s_estimate
+    """
+    estimate = step_mean * steps_per_epoch
+    walls = [r.get("epoch_wall_s") or [] for r in ranks]
+    whole = min(len(w) for w in walls) if walls else 0
+    if whole:
+        per_epoch = [max(w[e] for w in walls) for e in range(whole)]
+        return {"epoch_s": _mean(per_epoch), "epoch_s_estimated": False, "epoch_s_estimate": estimate,
+                "epoch_wall_s": per_epoch,
+                "epoch_s_how": f"measured: mean wall clock of {whole} whole epoch(s), the slowest rank's (warm-up, "
+                               "data loading and communication included, evaluation not)"}
+    return {"epoch_s": estimate, "epoch_s_estimated": True, "epoch_s_estimate": estimate, "epoch_wall_s": [],
+            "epoch_s_how": "estimated: mean steady step time x steps per epoch (warm-up and the time between steps "
+                           "left out)" + ("; the run was shorter than an epoch" if total_steps < steps_per_epoch
+                                         else "")}
+
+
 COMM_TIMING = ("host clock: per step, the time at least one collective was in flight (issue to completion, "
                "overlapping calls counted once; CPU/gloo: completion is when the bytes have moved)")
 
@@ -196,8 +220,7 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "parts_reason": None if parts else rank0.get("parts_reason"),
         "data_share": parts.get("data", 0.0) / step_mean if parts else None,
         "steps_per_epoch": summary["steps_per_epoch"],
-        "epoch_s": step_mean * summary["steps_per_epoch"],
-        "epoch_s_estimated": summary["total_steps"] < summary["steps_per_epoch"],
+        **epoch_figures(ranks, step_mean, summary["steps_per_epoch"], summary["total_steps"]),
         "total_steps": summary["total_steps"],
         "warmup": {"steps": rank0["warmup_steps"], "seconds": rank0["warmup_s"]},
         "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],

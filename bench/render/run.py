@@ -94,8 +94,8 @@ def run_table(rec: dict[str, Any]) -> Table:
         t.add_row("  formula", _mb(formula.get("total")),
                   "ZeRO paper" + (f"; DeepSpeed's estimate {_mb(est)} (mixed precision)" if est else ""))
     t.add_row("data share", _pct(fig["data_share"]), "")
-    t.add_row("time per epoch", f"{fig['epoch_s']:,.1f} s",
-              f"{'estimated from ' if fig['epoch_s_estimated'] else ''}{fig['steps_per_epoch']} steps/epoch")
+    t.add_row("time per epoch" + (" (estimated)" if fig["epoch_s_estimated"] else " (measured)"),
+              f"{fig['epoch_s']:,.1f} s", fig.get("epoch_s_how") or f"{fig['steps_per_epoch']} steps/epoch")
     t.add_row("warm-up (excluded)", f"{fig['warmup']['seconds']:.2f} s", f"{fig['warmup']['steps']} steps")
     t.add_row(f"peak memory ({fig['memory_kind']})", _mib(max(fig["peak_memory_bytes"])), "max over ranks")
     t.add_row("loss", f"{fig['loss']['first']:.3f} -> {fig['loss']['last']:.3f}",

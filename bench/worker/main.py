@@ -142,6 +142,8 @@ def run(run_dir: str) -> dict:
 def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine) -> dict:
     import torch
 
+    from bench.worker.loop import epoch_walls
+
     warm = min(cfg.timing_warmup, len(times.step) - 1)
     steady = slice(warm, None)
     step_s = times.step[steady]
@@ -171,6 +173,7 @@ def rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, tr
         "warmup_steps": warm, "warmup_s": sum(times.step[:warm]),
         "steady_steps": len(step_s),
         "step_s": step_s,
+        "epoch_wall_s": epoch_walls(times, steps_per_epoch),
         "parts_s": {k: sum(getattr(times, k)[steady]) / len(step_s)
                     for k in ("data", "forward", "backward", "optimizer")} if times.forward else None,
         "loss": times.loss, "train_acc": times.acc or None,
