@@ -99,6 +99,9 @@ def test_model_states_per_rank_halve_stage_by_stage(runs):
     assert s[3]["params"] / s[2]["params"] == pytest.approx(1.5, rel=0.05)
     # ZeRO-1/2 keep an fp32 master partition even in fp32 training; the formula (K = 8) has none.
     assert s[1]["master_params"] == pytest.approx(2 * psi, rel=0.05)
+    # The total is one instant's (two micro steps measured here), never more than the categories' maxima.
+    for k, m in s.items():
+        assert m["total"] == sum(m["at_largest"].values()) <= sum(m[c] for c in m["at_largest"]), k
     f = {k: r["figures"]["model_states"]["formula"] for k, r in recs.items()}
     assert f[0]["total"] == pytest.approx(16 * psi) and f[2]["total"] == pytest.approx(10 * psi)  # 4 + 4/2 + 8/2
     est = recs[2]["figures"]["model_states"]["deepspeed_estimate"]
