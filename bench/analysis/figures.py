@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from bench.core import gpus
-from bench.analysis import metrics, volume
+from bench.analysis import metrics, stats, volume
 
 CPU_NO_PEAK = "CPU: the GPU table has no CPU peak, so no MFU"
 
@@ -203,6 +203,10 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
     rank0 = ranks[0]
     step_times = [t for r in ranks for t in r["step_s"][:steady]]
     step = metrics.summary(step_times)
+    if steady < stats.MIN_P90_SAMPLES:
+        # The ranks step together: their step times are one sample per step, not one per rank.
+        step = dataclasses.replace(step, p90=None, p90_reason=f"{steady} steady step(s) (x {len(ranks)} rank(s), "
+                                   f"which step together): a p90 needs at least {stats.MIN_P90_SAMPLES} steps")
     parts = {k: _mean([r["parts_s"][k] for r in ranks]) for k in ranks[0]["parts_s"]} if ranks[0]["parts_s"] else None
     step_mean = _mean([_mean(r["step_s"][:steady]) for r in ranks])
     curve = rank0["loss"]

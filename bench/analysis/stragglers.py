@@ -38,6 +38,8 @@ class Straggler:
     median_s: float      # the median over the cluster of the same figure
     exclude: str         # the --exclude value that drops it
     reason: str
+    compared: int = 0            # how many ranks or nodes the median and the cost are over
+    steps: int | None = None     # how many steps each compared figure is the mean of (None: not given)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,25 +49,34 @@ def _median(xs) -> float:
     return metrics.percentile(list(xs), 50)
 
 
-def from_ranks(rank_compute_s: dict[tuple[str, int], float]) -> Straggler | None:
-    """The slowest rank of a data-parallel run, from each rank's own compute time per step."""
+def _over(n: int, what: str, steps: int | None) -> str:
+    """What a straggler's figures come from: '(3 ranks compared, each the mean of 20 steps)'."""
+    return f" ({n} {what} compared" + (f", each the mean of {steps} step(s))" if steps else ")")
+
+
+def from_ranks(rank_compute_s: dict[tuple[str, int], float], steps: int | None = None) -> Straggler | None:
+    """The slowest rank of a data-parallel run, from each rank's own compute time per step (`steps` each)."""
     if len(rank_compute_s) < 2:
         return None
     host, slot = metrics.slowest_rank(rank_compute_s)
     t, med = rank_compute_s[(host, slot)], _median(rank_compute_s.values())
     cost = metrics.straggler_cost(rank_compute_s)
+    n = len(rank_compute_s)
     return Straggler("gpu", host, slot, cost, t, med, f"{host}:{slot}",
-                     f"GPU {slot} on {host} computes a step in {t * 1e3:.1f} ms, the median rank in {med * 1e3:.1f} ms")
+                     f"GPU {slot} on {host} computes a step in {t * 1e3:.1f} ms, the median rank in {med * 1e3:.1f} ms"
+                     + _over(n, "ranks", steps), n, steps)
 
 
-def from_nodes(node_step_s: dict[str, float]) -> Straggler | None:
-    """The slowest node, from each node's solo (single-rank) step time."""
+def from_nodes(node_step_s: dict[str, float], steps: int | None = None) -> Straggler | None:
+    """The slowest node, from each node's solo (single-rank) step time (`steps` each)."""
     if len(node_step_s) < 2:
         return None
     host = metrics.slowest_rank(node_step_s)
     t, med = node_step_s[host], _median(node_step_s.values())
+    n = len(node_step_s)
     return Straggler("node", host, None, metrics.straggler_cost(node_step_s), t, med, host,
-                     f"{host} alone takes {t * 1e3:.1f} ms a step, the median node {med * 1e3:.1f} ms")
+                     f"{host} alone takes {t * 1e3:.1f} ms a step, the median node {med * 1e3:.1f} ms"
+                     + _over(n, "nodes", steps), n, steps)
 
 
 def from_links(node_busbw: dict[str, float], grad_bytes: float, t_compute_s: float, n: int) -> Straggler | None:
@@ -80,13 +91,19 @@ def from_links(node_busbw: dict[str, float], grad_bytes: float, t_compute_s: flo
     return Straggler("link", host, None, metrics.straggler_cost(modelled), modelled[host], _median(modelled.values()),
                      host, f"{host}'s best link reaches {node_busbw[host] / 1e6:.3g} MB/s bus bandwidth, the median "
                      f"node's {med_bw / 1e6:.3g} MB/s: an all-reduce of {grad_bytes / 1e6:.3g} MB of gradients "
-                     f"would take {metrics.allreduce_seconds(grad_bytes, node_busbw[host], n) * 1e3:.1f} ms a step")
+                     f"would take {metrics.allreduce_seconds(grad_bytes, node_busbw[host], n) * 1e3:.1f} ms a step"
+                     + _over(len(modelled), "nodes", None), len(modelled))
 
 
 def find(*, rank_compute_s: dict[tuple[str, int], float] | None = None, node_step_s: dict[str, float] | None = None,
-         node_busbw: dict[str, float] | None = None, grad_bytes: float = 0.0, n: int = 0) -> list[Straggler]:
-    """Every view's slowest part, costliest first (views without data are left out)."""
-    found = [from_ranks(rank_compute_s or {}), from_nodes(node_step_s or {})]
+         node_busbw: dict[str, float] | None = None, grad_bytes: float = 0.0, n: int = 0,
+         rank_steps: int | None = None, node_steps: int | None = None) -> list[Straggler]:
+    """Every view's slowest part, costliest first (views without data are left out).
+
+    rank_steps, node_steps: how many steps each rank's and each node's figure is the mean of, which
+    each straggler then says (`steps`, and its reason), beside how many it was compared with.
+    """
+    found = [from_ranks(rank_compute_s or {}, rank_steps), from_nodes(node_step_s or {}, node_steps)]
     if node_step_s and node_busbw:
         found.append(from_links(node_busbw, grad_bytes, _median(node_step_s.values()), n))
     return sorted((s for s in found if s is not None), key=lambda s: -s.cost)

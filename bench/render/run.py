@@ -59,8 +59,10 @@ def run_table(rec: dict[str, Any]) -> Table:
     t.add_row("images/s (global)", f"{fig['images_per_s']:,.1f}",
               f"global batch {fig['global_batch']}, steady steps only")
     t.add_row("images/s per rank", ", ".join(f"{x:,.1f}" for x in fig["images_per_s_per_rank"]), "")
+    p90 = _ms(step["p90"]) if step.get("p90") is not None else f"null ({step.get('p90_reason') or 'too few steps'})"
     t.add_row("step time", _ms(step["median"]),
-              f"min {_ms(step['min'])}  p90 {_ms(step['p90'])}  max {_ms(step['max'])}")
+              f"{step['n']} samples (steady steps x ranks): min {_ms(step['min'])}  "
+              f"p90 {p90}  max {_ms(step['max'])}")
     if parts:
         for k in ("data", "forward", "backward", "optimizer"):
             t.add_row(f"  {k}", _ms(parts.get(k)), "")
