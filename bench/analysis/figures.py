@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.core import gpus
 from bench.analysis import metrics, stats, volume
+from bench.analysis.step_comm import comm_figures
 
 CPU_NO_PEAK = "CPU: the GPU table has no CPU peak, so no MFU"
 
@@ -78,48 +79,6 @@ def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_imag
     }
 
 
-def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | None, world: int, strategy: str,
-                 bytes_per_element: int, accum: int = 1,
-                 reduce_bytes_per_element: int | None = None) -> dict[str, Any]:
-    """Per rank and step, what the training's collectives moved and how long they were in flight (METRICS.md).
-
-    Steady steps only. bytes_per_step is what a rank sends (S x volume factor,
-    summed over its calls); the analytic volume is bench.analysis.volume's.
-    """
-    per_rank, ops = [], {}
-    for r in ranks:
-        steps = (r.get("comm_steps") or [])[r["warmup_steps"]:]
-        if not steps:
-            return {"bytes_per_step": None, "seconds_per_step": None, "reason": "the ranks recorded no collectives"}
-        sent = _mean([sum(o["sent_bytes"] for o in s["ops"].values()) for s in steps])
-        secs = None if r.get("comm_timing") else _mean([s["seconds"] for s in steps])
-        per_rank.append({"rank": r["rank"], "bytes_per_step": sent, "seconds_per_step": secs})
-        if r is ranks[0]:
-            for name in sorted({k for s in steps for k in s["ops"]}):
-                calls = [s["ops"].get(name) for s in steps]
-                ops[name] = {key: _mean([(c or {}).get(key) or 0.0 for c in calls])
-                             for key in ("calls", "buffer_bytes", "sent_bytes")}
-                ops[name]["seconds"] = None if secs is None else _mean([(c or {}).get("seconds") or 0.0 for c in calls])
-    seconds = None if any(p["seconds_per_step"] is None for p in per_rank) else _mean(
-        [p["seconds_per_step"] for p in per_rank])
-    out: dict[str, Any] = {
-        "bytes_per_step": _mean([p["bytes_per_step"] for p in per_rank]), "seconds_per_step": seconds,
-        "per_rank": per_rank, "ops_rank0": ops, "timing": ranks[0].get("comm_timing") or COMM_TIMING}
-    if strategy == "pipeline":
-        out["analytic"] = None
-        out["analytic_reason"] = volume.PIPELINE_COMM
-    elif params:
-        analytic = volume.analytic_comm_bytes(params, bytes_per_element, world, strategy, accum,
-                                              reduce_bytes_per_element)
-        formula = volume.analytic_formula(strategy, accum)
-        if reduce_bytes_per_element is not None and reduce_bytes_per_element != bytes_per_element:
-            formula += f"; the gradient reduction at {reduce_bytes_per_element} bytes per element"
-        out["analytic"] = {"bytes_per_step": analytic, "formula": formula,
-                           "params": params, "bytes_per_element": bytes_per_element, "n": world, "m": accum}
-        out["measured_over_analytic"] = out["bytes_per_step"] / analytic if analytic else None
-    return out
-
-
 def pipeline_figures(ranks: list[dict[str, Any]], stages: int, micro_batches: int, data_parallel: int,
                      params: int | None) -> dict[str, Any]:
     """The stages (their layers and parameter counts, from the ranks that hold them) and the bubble (METRICS.md)."""
@@ -180,10 +139,6 @@ def epoch_figures(ranks: list[dict[str, Any]], step_mean: float, steps_per_epoch
             "epoch_s_how": "estimated: mean steady step time x steps per epoch (warm-up and the time between steps "
                            "left out)" + ("; the run was shorter than an epoch" if total_steps < steps_per_epoch
                                          else "")}
-
-
-COMM_TIMING = ("host clock: per step, the time at least one collective was in flight (issue to completion, "
-               "overlapping calls counted once; CPU/gloo: completion is when the bytes have moved)")
 
 
 def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, planned_world: int,

@@ -95,7 +95,7 @@ def comm_and_memory(fig: dict[str, Any]) -> dict[str, Any]:
     return {
         "comm_bytes": comm.get("bytes_per_step"), "comm_bytes_analytic": (comm.get("analytic") or {}).get("bytes_per_step"),
         "comm_formula": (comm.get("analytic") or {}).get("formula"), "comm_over_analytic": comm.get("measured_over_analytic"),
-        "comm_s": comm.get("seconds_per_step"),
+        "comm_s": comm.get("seconds_per_step"), "comm_wire": (comm.get("wire") or {}).get("bytes_per_step"),
         "comm_ops": {op: v.get("sent_bytes") for op, v in (comm.get("ops_rank0") or {}).items()},
         "states": {k: measured.get(k) for k in ("params", "grads", "master_params", "optimizer_states", "buffers",
                                                  "total")} if measured else None,

@@ -62,14 +62,15 @@ def comm_table(g: ra.Group):
 
     t = Table(title=f"{g.sweep}: communication per rank and optimizer step (METRICS.md)", box=box.SIMPLE,
               title_justify="left")
-    for c in ("point", "sent", "analytic", "formula", "measured/analytic", "in flight", "share", "E = X/(N X1)",
-              "ops (sent)"):
+    for c in ("point", "sent (algorithm)", "wire", "analytic", "formula", "measured/analytic", "in flight", "share",
+              "E = X/(N X1)", "ops (sent)"):
         t.add_column(c, justify="left" if c in ("point", "formula", "ops (sent)") else "right")
     for r in g.rows:
         if r["status"] != "ok":
             continue
         ops = ", ".join(f"{op} {_mb(v)}" for op, v in sorted(r["comm_ops"].items()) if v)
-        t.add_row(_short(r["id"]), _mb(r["comm_bytes"]), _mb(r["comm_bytes_analytic"]), r["comm_formula"] or "-",
+        t.add_row(_short(r["id"]), _mb(r["comm_bytes"]), _mb(r.get("comm_wire")), _mb(r["comm_bytes_analytic"]),
+                  r["comm_formula"] or "-",
                   _f(r["comm_over_analytic"], ".2f", 1, "x"), _f(r["comm_s"], ".1f", 1000, " ms"),
                   _pct(r["comm_share"]) if r["comm_share"] is not None else "null", _pct(r.get("efficiency")), ops)
     return t

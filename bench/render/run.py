@@ -78,7 +78,11 @@ def run_table(rec: dict[str, Any]) -> Table:
     analytic = comm.get("analytic") or {}
     if comm.get("bytes_per_step") is not None:
         ops = ", ".join(f"{op} x{v['calls']:g}" for op, v in sorted((comm.get("ops_rank0") or {}).items()))
-        t.add_row("communication / step", _mb(comm["bytes_per_step"]), f"sent per rank: {ops}")
+        t.add_row("communication / step", _mb(comm["bytes_per_step"]), f"sent by the algorithm, per rank: {ops}")
+        wire = comm.get("wire") or {}
+        t.add_row("  on the wire", _mb(wire.get("bytes_per_step")),
+                  f"{wire['over_sent']:.3f}x of it: the hosts' NIC/IB counters, per rank" if wire.get("over_sent")
+                  else f"null: {wire.get('reason') or 'not recorded'}")
         if analytic:
             t.add_row("  analytic", _mb(analytic["bytes_per_step"]),
                       f"{analytic['formula']}; measured {comm['measured_over_analytic']:.2f}x")

@@ -32,7 +32,7 @@ def run(run_dir: str) -> dict:
 
     from bench.core import datasets, models, synthetic
     from bench.worker import data as wdata
-    from bench.worker import comm_counter, dist, loop, model_states
+    from bench.worker import comm_counter, dist, loop, model_states, wire
     from bench.worker.engines import build_engine, create_model
 
     cfg = RunConfig.load(os.path.join(run_dir, "config.json"))
@@ -80,8 +80,13 @@ def run(run_dir: str) -> dict:
         print(f"start barrier: waited {waited:.2f} s", flush=True)
     progress_path = os.path.join(run_dir, "progress.json")
     t_start = time.time()
+    warm = min(cfg.timing_warmup, total_steps - 1)
+    # The host's NIC / InfiniBand counters around the steady steps, read by one rank per host.
+    host_wire = wire.Wire(counter.backend) if local_rank == 0 else None
 
     def on_step(step: int, times: loop.StepTimes) -> None:
+        if host_wire is not None and step + 1 == warm:
+            host_wire.start()
         if rank == 0 and (step % 5 == 0 or step + 1 == total_steps):
             write_json_atomic(progress_path, {"step": step + 1, "total": total_steps, "loss": times.loss[-1],
                                               "epoch": step // steps_per_epoch + 1,
@@ -90,18 +95,22 @@ def run(run_dir: str) -> dict:
 
     states: list[dict] = []
     timing = dict(total_steps=total_steps, accum=cfg.grad_accum, device=device, on_step=on_step, counter=counter,
-                  warmup_steps=min(cfg.timing_warmup, total_steps - 1))
+                  warmup_steps=warm)
     def measure() -> None:
         m = model_states.measure(engine.module, engine.optimizer)
         if cfg.offload == "nvme":
             m["by_device"]["nvme"] = model_states.swapped_bytes(cfg.nvme_path, rank)
         states.append(m)
 
+    if host_wire is not None and warm == 0:
+        host_wire.start()
     if cfg.pipeline_stages > 1:
         from bench.worker import pipeline
         times = pipeline.train(engine, train_batches, on_before_optimizer=measure, **timing)
     else:
         times = loop.train(engine, train_batches, on_last_step_backward=measure, **timing)
+    if host_wire is not None:
+        host_wire.stop()
 
     test = None
     if cfg.eval and test_ds is not None and cfg.pipeline_stages > 1:
@@ -116,7 +125,9 @@ def run(run_dir: str) -> dict:
 
     rec = rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine)
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
-               comm_timing=counter.timing_reason, pipeline=getattr(engine, "pipeline_layout", None))
+               comm_timing=counter.timing_reason, comm_backend=counter.backend,
+               wire=host_wire.result() if host_wire is not None else None,
+               pipeline=getattr(engine, "pipeline_layout", None))
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
 
     gathered: list = [None] * world
