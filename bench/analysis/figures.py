@@ -196,6 +196,8 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "ranks": [{"rank": r["rank"], "host": r["host"], "device": r["device"], "images_per_s": r["images_per_s"],
                    "step_s_mean": _mean(r["step_s"][:steady]), "peak_memory_bytes": r["peak_memory_bytes"]}
                   for r in ranks],
+        # What rank 0's engine object ran with (bench.worker.engines.settings), beside the ds_config asked for.
+        "engine_settings": rank0.get("engine_settings"),
         "sanity": {"loss_finite": finite, "loss_fell": loss_fell(curve),
                    "world_size_as_planned": world == planned_world},
     }

@@ -33,7 +33,7 @@ def run(run_dir: str) -> dict:
     from bench.core import datasets, models, synthetic
     from bench.worker import data as wdata
     from bench.worker import comm_counter, dist, loop, model_states, wire
-    from bench.worker.engines import build_engine, create_model
+    from bench.worker.engines import build_engine, create_model, settings
 
     cfg = RunConfig.load(os.path.join(run_dir, "config.json"))
     with open(os.path.join(run_dir, "plan.json")) as f:
@@ -126,7 +126,7 @@ def run(run_dir: str) -> dict:
     rec = rank_record(cfg, rank, local_rank, world, device, times, steps_per_epoch, train_ds, spec, engine)
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
                comm_timing=counter.timing_reason, comm_backend=counter.backend,
-               wire=host_wire.result() if host_wire is not None else None,
+               wire=host_wire.result() if host_wire is not None else None, engine_settings=settings(engine),
                pipeline=getattr(engine, "pipeline_layout", None))
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
 

@@ -125,7 +125,6 @@ def test_nvme_offload_swaps_optimizer_states_to_files(tmp_path):
     params = rec["figures"]["comm"]["analytic"]["params"]
     assert 12 * params <= states["by_device"]["nvme"] <= 12 * params * 1.02
     assert states["optimizer_states"] < 1000  # in memory: only AdamW's step counters
-    assert rec["figures"]["sanity"]["loss_finite"]
     # The rank removed its swap files at the end (DeepSpeed leaves them behind): nothing is left on the NVMe.
     assert not list(swap.rglob("*.swp")) and not list(swap.glob("zero_stage_3/*/rank0"))
 

@@ -44,13 +44,6 @@ def test_model_states_are_the_zero_papers_bytes_per_parameter():
     assert off["device"] == 2 * psi + 2 * psi / n and off["host"] == 12 * psi / n + 4 * psi / n
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2, 3])
-@pytest.mark.parametrize("prec", ["fp32", "bf16"])
-def test_model_states_agree_with_the_records_formula(stage, prec):
-    assert mem.model_state_bytes(1e6, 4, stage, prec)["device"] == volume.model_state_formula(1e6, 4, stage,
-                                                                                              prec)["total"]
-
-
 def test_vit_dims_count_the_parameters_timm_builds():
     # Recorded by a real run: vit-micro-p4-32 has 459,562 parameters with a 10-way head.
     d = mem.vit_dims("vit-micro-p4-32", None, 10)
