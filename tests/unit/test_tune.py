@@ -8,7 +8,6 @@ import pytest
 
 from bench.analysis import tune as figures
 from bench.analysis import tune_memory as mem
-from bench.analysis import volume
 from bench.cluster.hostfile import HostSelection
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
