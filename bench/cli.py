@@ -16,8 +16,10 @@ Exit status: 0 ok; 1 the measured thing failed; 2 bad input; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import os
 import sys
 
 from bench import __version__
@@ -70,8 +72,59 @@ def _with_default_command(argv: list[str]) -> list[str]:
     return ["run", *argv]
 
 
+class PipeSafe:
+    """A stream that stops writing when its reader went away (`bench run ... | head`).
+
+    Without it the BrokenPipeError of a table or JSON written after the run
+    ended the command there, and its exit status was lost: a failed run
+    piped into head exited 0. With it the rest of the output is dropped
+    (the descriptor then points at /dev/null, so the final flush succeeds)
+    and the command returns the run's own status.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def _broke(self) -> None:
+        self.broken = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._broke()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._broke()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PipeSafe(sys.stdout), PipeSafe(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: list[str]) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(_with_default_command(argv))
@@ -88,8 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as e:
         print(f"bench: failed: {e}", file=sys.stderr)
         return EXIT_FAILED
-    except BrokenPipeError:
-        return 0
     except OSError as e:
         if e.filename is None:
             raise

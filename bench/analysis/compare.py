@@ -1,17 +1,12 @@
 """Two sets of records, figure by figure: what changed by more than the threshold and the run-to-run spread.
 
-    base, new = samples(base_records), samples(new_records)   # {Subject: {figure: [values]}}
+    base, new = samples(base_records), samples(new_records)   # {Subject: {figure: [values]}}, .failed
     result = compare(base, new, threshold=0.05)
-    result.rows, result.regressions, result.incomparable
+    result.rows, result.regressions, result.lost, result.incomparable
 
-A subject is one thing measured the same way on both sides: a run (its
-model, batch, engine, ZeRO stage, precision... and its world size), a
-sweep point (suite, point id and the same config), a comm row (op, size,
-ranks, group), a node or the cluster in a validate run (level, host).
-Settings that do not change what is measured (where results go, timeouts,
-the launcher, ports) are left out of the identity. Several records of one
-subject on a side are repeats: their mean is compared, and their spread
-decides what a change means.
+What a subject is, and its identity: bench.analysis.compare_subjects.
+Several records of one subject on a side are repeats: their mean is
+compared, and their spread decides what a change means.
 
 A figure regressed when it is a throughput or a bandwidth (higher is
 better), fell by more than the threshold, and, where both sides have
@@ -20,22 +15,27 @@ difference of the means, 2 sqrt(s_b^2/n_b + s_n^2/n_n), relative to the
 baseline mean. With fewer than two records on either side the spread is
 unknown (None) and the threshold alone decides; the row says so. Step and
 collective times are shown, not judged (they move with the throughput).
+
+A crash is a regression too: a subject ok in the baseline that failed, ran
+out of memory, was interrupted or is missing in the new records is `lost`
+(named with the new record's reason). One that failed in both is reported,
+not counted; one that failed before and is ok now is reported as recovered.
+A subject whose label matches but whose identity differs is `incomparable`:
+the fields that differ are named, and bench compare refuses to judge it.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.analysis.report_analysis import dedupe
-from bench.core import results
+from bench.analysis.compare_subjects import NOT_RECORDED, OPERATIONAL, Outcome, Samples, Subject, load, samples
 from bench.core.errors import BadInput
 
-# RunConfig fields that say how and where a run went, not what it measured.
-OPERATIONAL = frozenset({"out", "timeout", "launcher", "container_exec", "master_addr", "master_port", "strict",
-                         "data_dir", "download", "gpus", "breakdown"})
+__all__ = ["OPERATIONAL", "JUDGED", "Subject", "Samples", "Outcome", "Row", "Lost", "Result", "samples", "load",
+           "compare", "parse_threshold", "stats"]
+
 JUDGED = ("images_per_s", "busbw")  # higher is better; a fall beyond threshold and spread is a regression
 
 
@@ -49,12 +49,6 @@ def parse_threshold(text: str, option: str = "--threshold") -> float:
     if not 0 < value < 1:
         raise BadInput(f"{option}: {text!r} must be between 0 and 100%")
     return value
-
-
-@dataclass(frozen=True, order=True)
-class Subject:
-    label: str                       # what a reader sees: "run vit-micro-p4-32 x2", "comm all_reduce 4096 B x3 all"
-    identity: tuple = ()             # (key, value) pairs that must match for two records to be comparable
 
 
 @dataclass
@@ -73,20 +67,44 @@ class Row:
 
 
 @dataclass
+class Lost:
+    """A subject that measured nothing on one side: what each side holds of it, and the verdict."""
+    subject: str
+    base: str                        # "ok x2", "oom", "missing"
+    new: str
+    reason: str                      # the new record's reason (the baseline's when only it failed)
+    verdict: str                     # "regressed" (ok before), "failed in both", "recovered", "failed before"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "base": self.base, "new": self.new, "reason": self.reason,
+                "verdict": self.verdict}
+
+
+@dataclass
 class Result:
     threshold: float
     rows: list[Row] = field(default_factory=list)
+    outcomes: list[Lost] = field(default_factory=list)     # subjects that failed on a side, and their verdict
     only_base: list[str] = field(default_factory=list)
     only_new: list[str] = field(default_factory=list)
     incomparable: list[str] = field(default_factory=list)  # same label, different identity: what differs
+    matched: int = 0                                       # subjects both sides hold (ok or not)
 
     @property
     def regressions(self) -> list[Row]:
+        """Figures that fell (bench validate's baseline check reads these)."""
         return [r for r in self.rows if r.verdict == "regressed"]
+
+    @property
+    def lost(self) -> list[Lost]:
+        """Subjects ok in the baseline that failed, ran out of memory or are missing now: regressions too."""
+        return [x for x in self.outcomes if x.verdict == "regressed"]
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "compare", "threshold": self.threshold, "rows": [r.to_dict() for r in self.rows],
-                "regressions": [f"{r.subject}: {r.figure}" for r in self.regressions],
+                "regressions": [f"{r.subject}: {r.figure}" for r in self.regressions]
+                + [f"{x.subject}: {x.base} -> {x.new}" for x in self.lost],
+                "outcomes": [x.to_dict() for x in self.outcomes],
                 "only_baseline": self.only_base, "only_new": self.only_new, "incomparable": self.incomparable}
 
 
@@ -103,101 +121,65 @@ def stats(xs: list[float]) -> dict[str, Any]:
     return {"n": len(xs), "mean": _mean(xs) if xs else None, "sd": _sd(xs) if len(xs) >= 2 else None}
 
 
-def _identity(config: dict[str, Any], **extra: Any) -> tuple:
-    items = {k: v for k, v in config.items() if k not in OPERATIONAL}
-    items.update(extra)
-    return tuple(sorted((k, repr(v)) for k, v in items.items()))
-
-
-def _add(out: dict[Subject, dict[str, list[float]]], subject: Subject, figure: str, value: Any) -> None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
-        out.setdefault(subject, {}).setdefault(figure, []).append(float(value))
-
-
-def samples(records: list[dict[str, Any]]) -> dict[Subject, dict[str, list[float]]]:
-    """Every ok record's headline figures by subject (failed, oom and interrupted records measure nothing)."""
-    out: dict[Subject, dict[str, list[float]]] = {}
-    for rec in records:
-        if rec.get("status") != "ok":
-            continue
-        kind = rec.get("kind")
-        if kind in ("run", "point"):
-            cfg, fig = rec.get("config") or {}, rec.get("figures") or {}
-            world = fig.get("world_size") or (rec.get("plan") or {}).get("world_size")
-            nodes = (rec.get("plan") or {}).get("nodes")
-            if kind == "point":
-                label = f"{rec.get('suite')} {rec.get('point_id')}"
-            else:
-                label = f"run {cfg.get('model')} x{world}" + (f" on {nodes} nodes" if nodes and nodes > 1 else "")
-            subject = Subject(label, _identity(cfg, world_size=world, nodes=nodes))
-            _add(out, subject, "images_per_s", fig.get("images_per_s"))
-            _add(out, subject, "step_s", (fig.get("step_s") or {}).get("mean"))
-        elif kind == "comm":
-            plan = rec.get("plan") or {}
-            for row in rec.get("rows") or []:
-                subject = Subject(f"comm {row['op']} {row['size']} B x{row['ranks']} {row['group']}",
-                                  _identity({}, device=plan.get("device"), nodes=plan.get("nodes")))
-                _add(out, subject, "busbw", row.get("busbw"))
-                _add(out, subject, "time_s", (row.get("time_s") or {}).get("median"))
-        elif kind == "validate":
-            level, m = rec.get("level"), rec.get("measured") or {}
-            # Each GPU alone (host:slot; a node's sum would only repeat its GPUs' verdicts), each node's links
-            # inside and to others. Records before per-GPU rows judged a node by its one rank alone.
-            for name, ips in (m.get("gpu_images_per_s") or m.get("node_images_per_s") or {}).items():
-                _add(out, Subject(f"validate {level} {name}"), "images_per_s", ips)
-            for host, bw in (m.get("intra_busbw") or {}).items():
-                _add(out, Subject(f"validate {level} {host} intra-node"), "busbw", bw)
-            for host, bw in (m.get("node_busbw") or {}).items():
-                _add(out, Subject(f"validate {level} {host} inter-node"), "busbw", bw)
-            dp = m.get("dp") or {}
-            if dp:
-                _add(out, Subject(f"validate {level} cluster x{dp.get('world_size')}"), "images_per_s",
-                     dp.get("images_per_s"))
-    return out
-
-
-def load(path: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The records of one side (a results folder, a results.jsonl, a validate run): (records, skipped lines).
-
-    The runs and comm measurements a validate run made for its checks are its
-    own, not results of their own: only its validate record counts. Of a
-    sweep, the latest record of each point (bench report's rule).
-    """
-    found: list[tuple[str, dict[str, Any]]] = []
-    skipped: list[str] = []
-    for file in results.iter_result_files([path]):
-        rr = results.read(file)
-        skipped.extend(rr.skipped)
-        found.extend((os.path.dirname(os.path.abspath(file)), r) for r in rr.records)
-    inside = {d for d, r in found if r.get("kind") == "validate"}
-
-    def validates(d: str) -> bool:
-        return any(d.startswith(v + os.sep) for v in inside)
-
-    kept = [r for d, r in found if r.get("kind") == "validate" or not validates(d)]
-    training = dedupe([r for r in kept if r.get("kind") in ("run", "point")])
-    return training + [r for r in kept if r.get("kind") in ("comm", "validate")], skipped
-
-
 def _differs(a: tuple, b: tuple) -> str:
     da, db = dict(a), dict(b)
     keys = sorted(k for k in set(da) | set(db) if da.get(k) != db.get(k))
-    return ", ".join(f"{k} {da.get(k, '-')} vs {db.get(k, '-')}" for k in keys)
+    return ", ".join(f"{k} {da.get(k, NOT_RECORDED)} vs {db.get(k, NOT_RECORDED)}" for k in keys)
+
+
+def _held(side: dict, failed: dict, subject: Subject) -> str:
+    """What one side holds of a subject, in a word: "ok x2", "oom", "ok x1, failed x1", "missing"."""
+    parts = []
+    if subject in side:
+        parts.append(f"ok x{max(len(v) for v in side[subject].values())}")
+    statuses = [o.status for o in failed.get(subject, [])]
+    parts += [f"{s} x{statuses.count(s)}" if statuses.count(s) > 1 else s for s in dict.fromkeys(statuses)]
+    return ", ".join(parts) or "missing"
+
+
+def _outcome(subject: Subject, base: dict, bf: dict, new: dict, nf: dict) -> Lost | None:
+    """The verdict on a subject held by both sides where one of them failed (None: both only ok)."""
+    b_bad, n_bad = bf.get(subject, []), nf.get(subject, [])
+    held = (_held(base, bf, subject), _held(new, nf, subject))
+    if n_bad:
+        verdict = "failed in both" if b_bad or subject not in base else "regressed"
+        return Lost(subject.label, *held, n_bad[-1].reason, verdict)
+    if b_bad:
+        return Lost(subject.label, *held, b_bad[-1].reason, "recovered" if subject in new else "failed before")
+    return None
 
 
 def compare(base: dict[Subject, dict[str, list[float]]], new: dict[Subject, dict[str, list[float]]],
             threshold: float) -> Result:
+    """Every subject of either side: figure rows where both measured it, outcomes where one failed."""
     res = Result(threshold)
-    for subject in sorted(set(base) | set(new)):
-        if subject in base and subject in new:
-            for figure in sorted(set(base[subject]) & set(new[subject])):
-                res.rows.append(_row(subject.label, figure, base[subject][figure], new[subject][figure], threshold))
+    bf, nf = getattr(base, "failed", {}), getattr(new, "failed", {})
+    in_base, in_new = set(base) | set(bf), set(new) | set(nf)
+    for subject in sorted(in_base | in_new):
+        if subject in in_base and subject in in_new:
+            res.matched += 1
+            if subject in base and subject in new:
+                for figure in sorted(set(base[subject]) & set(new[subject])):
+                    res.rows.append(_row(subject.label, figure, base[subject][figure], new[subject][figure],
+                                         threshold))
+            lost = _outcome(subject, base, bf, new, nf)
+            if lost is not None:
+                res.outcomes.append(lost)
             continue
-        twins = [s for s in (new if subject in base else base) if s.label == subject.label]
-        if twins and subject in base:
+        # A twin: the same label on the other side, under another identity, that has no match of its own.
+        mine, other = (in_base, in_new) if subject in in_base else (in_new, in_base)
+        twins = [s for s in other if s.label == subject.label and s not in mine]
+        if twins and subject in in_base:
             res.incomparable.append(f"{subject.label}: {_differs(subject.identity, twins[0].identity)}")
-        elif not twins:
-            (res.only_base if subject in base else res.only_new).append(subject.label)
+        elif twins:
+            continue
+        elif subject in base:
+            res.outcomes.append(Lost(subject.label, _held(base, bf, subject), "missing",
+                                     "not in the new records", "regressed"))
+        elif subject in in_base:
+            res.only_base.append(subject.label)  # failed before, not run now: nothing to judge
+        else:
+            res.only_new.append(subject.label)
     return res
 
 

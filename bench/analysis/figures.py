@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any
 
 from bench.core import gpus
-from bench.analysis import metrics, volume
+from bench.analysis import metrics, stats, volume
+from bench.analysis.step_comm import comm_figures
 
 CPU_NO_PEAK = "CPU: the GPU table has no CPU peak, so no MFU"
 
@@ -78,48 +79,6 @@ def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_imag
     }
 
 
-def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | None, world: int, strategy: str,
-                 bytes_per_element: int, accum: int = 1,
-                 reduce_bytes_per_element: int | None = None) -> dict[str, Any]:
-    """Per rank and step, what the training's collectives moved and how long they were in flight (METRICS.md).
-
-    Steady steps only. bytes_per_step is what a rank sends (S x volume factor,
-    summed over its calls); the analytic volume is bench.analysis.volume's.
-    """
-    per_rank, ops = [], {}
-    for r in ranks:
-        steps = (r.get("comm_steps") or [])[r["warmup_steps"]:]
-        if not steps:
-            return {"bytes_per_step": None, "seconds_per_step": None, "reason": "the ranks recorded no collectives"}
-        sent = _mean([sum(o["sent_bytes"] for o in s["ops"].values()) for s in steps])
-        secs = None if r.get("comm_timing") else _mean([s["seconds"] for s in steps])
-        per_rank.append({"rank": r["rank"], "bytes_per_step": sent, "seconds_per_step": secs})
-        if r is ranks[0]:
-            for name in sorted({k for s in steps for k in s["ops"]}):
-                calls = [s["ops"].get(name) for s in steps]
-                ops[name] = {key: _mean([(c or {}).get(key) or 0.0 for c in calls])
-                             for key in ("calls", "buffer_bytes", "sent_bytes")}
-                ops[name]["seconds"] = None if secs is None else _mean([(c or {}).get("seconds") or 0.0 for c in calls])
-    seconds = None if any(p["seconds_per_step"] is None for p in per_rank) else _mean(
-        [p["seconds_per_step"] for p in per_rank])
-    out: dict[str, Any] = {
-        "bytes_per_step": _mean([p["bytes_per_step"] for p in per_rank]), "seconds_per_step": seconds,
-        "per_rank": per_rank, "ops_rank0": ops, "timing": ranks[0].get("comm_timing") or COMM_TIMING}
-    if strategy == "pipeline":
-        out["analytic"] = None
-        out["analytic_reason"] = volume.PIPELINE_COMM
-    elif params:
-        analytic = volume.analytic_comm_bytes(params, bytes_per_element, world, strategy, accum,
-                                              reduce_bytes_per_element)
-        formula = volume.analytic_formula(strategy, accum)
-        if reduce_bytes_per_element is not None and reduce_bytes_per_element != bytes_per_element:
-            formula += f"; the gradient reduction at {reduce_bytes_per_element} bytes per element"
-        out["analytic"] = {"bytes_per_step": analytic, "formula": formula,
-                           "params": params, "bytes_per_element": bytes_per_element, "n": world, "m": accum}
-        out["measured_over_analytic"] = out["bytes_per_step"] / analytic if analytic else None
-    return out
-
-
 def pipeline_figures(ranks: list[dict[str, Any]], stages: int, micro_batches: int, data_parallel: int,
                      params: int | None) -> dict[str, Any]:
     """The stages (their layers and parameter counts, from the ranks that hold them) and the bubble (METRICS.md)."""
@@ -158,8 +117,28 @@ def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: 
     return out
 
 
-COMM_TIMING = ("host clock: per step, the time at least one collective was in flight (issue to completion, "
-               "overlapping calls counted once; CPU/gloo: completion is when the bytes have moved)")
+def epoch_figures(ranks: list[dict[str, Any]], step_mean: float, steps_per_epoch: int,
+                  total_steps: int) -> dict[str, Any]:
+    """Time per epoch: measured where whole epochs ran, else estimated, and which one it is (METRICS.md).
+
+    measured   the mean wall clock of the whole epochs run (each the slowest rank's), warm-up, data
+               loading, waits and communication included, evaluation not: what the study's epochs are
+    estimated  mean steady step x optimizer steps per epoch: warm-up and what happens between steps
+               left out, so it is below a measured epoch; always given as epoch_s_estimate
+    """
+    estimate = step_mean * steps_per_epoch
+    walls = [r.get("epoch_wall_s") or [] for r in ranks]
+    whole = min(len(w) for w in walls) if walls else 0
+    if whole:
+        per_epoch = [max(w[e] for w in walls) for e in range(whole)]
+        return {"epoch_s": _mean(per_epoch), "epoch_s_estimated": False, "epoch_s_estimate": estimate,
+                "epoch_wall_s": per_epoch,
+                "epoch_s_how": f"measured: mean wall clock of {whole} whole epoch(s), the slowest rank's (warm-up, "
+                               "data loading and communication included, evaluation not)"}
+    return {"epoch_s": estimate, "epoch_s_estimated": True, "epoch_s_estimate": estimate, "epoch_wall_s": [],
+            "epoch_s_how": "estimated: mean steady step time x steps per epoch (warm-up and the time between steps "
+                           "left out)" + ("; the run was shorter than an epoch" if total_steps < steps_per_epoch
+                                         else "")}
 
 
 def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, planned_world: int,
@@ -179,6 +158,10 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
     rank0 = ranks[0]
     step_times = [t for r in ranks for t in r["step_s"][:steady]]
     step = metrics.summary(step_times)
+    if steady < stats.MIN_P90_SAMPLES:
+        # The ranks step together: their step times are one sample per step, not one per rank.
+        step = dataclasses.replace(step, p90=None, p90_reason=f"{steady} steady step(s) (x {len(ranks)} rank(s), "
+                                   f"which step together): a p90 needs at least {stats.MIN_P90_SAMPLES} steps")
     parts = {k: _mean([r["parts_s"][k] for r in ranks]) for k in ranks[0]["parts_s"]} if ranks[0]["parts_s"] else None
     step_mean = _mean([_mean(r["step_s"][:steady]) for r in ranks])
     curve = rank0["loss"]
@@ -196,8 +179,7 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "parts_reason": None if parts else rank0.get("parts_reason"),
         "data_share": parts.get("data", 0.0) / step_mean if parts else None,
         "steps_per_epoch": summary["steps_per_epoch"],
-        "epoch_s": step_mean * summary["steps_per_epoch"],
-        "epoch_s_estimated": summary["total_steps"] < summary["steps_per_epoch"],
+        **epoch_figures(ranks, step_mean, summary["steps_per_epoch"], summary["total_steps"]),
         "total_steps": summary["total_steps"],
         "warmup": {"steps": rank0["warmup_steps"], "seconds": rank0["warmup_s"]},
         # Steady steps whose update fp16's loss scaler skipped (overflow): not in step_s, images/s or MFU.
@@ -216,6 +198,8 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "ranks": [{"rank": r["rank"], "host": r["host"], "device": r["device"], "images_per_s": r["images_per_s"],
                    "step_s_mean": _mean(r["step_s"][:steady]), "peak_memory_bytes": r["peak_memory_bytes"]}
                   for r in ranks],
+        # What rank 0's engine object ran with (bench.worker.engines.settings), beside the ds_config asked for.
+        "engine_settings": rank0.get("engine_settings"),
         "sanity": {"loss_finite": finite, "loss_fell": loss_fell(curve),
                    "world_size_as_planned": world == planned_world},
     }

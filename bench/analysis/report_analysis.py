@@ -4,11 +4,14 @@ Every figure comes from a record's own fields or from bench/metrics.py; the
 run directories are never read, so a report works on results.jsonl files
 copied from another machine.
 
-Time T of a point is its seconds per epoch (`figures.epoch_s`: measured, or
-the mean step time x steps per epoch when the run was shorter than an
-epoch). Across GPU counts that is "the same work" in every suite that
-compares counts: the whole data set (strong, batch, paper), or a share that
-grows with N so steps per epoch stay fixed (weak).
+Time T of a point is its seconds per epoch (`figures.epoch_s`: the
+measured wall clock of whole epochs where the run ran them, else the mean
+steady step x steps per epoch, an estimate). A series compares like with
+like: measured epochs where every point has them, else every point's
+estimate, and it says which (`epoch`). Across GPU counts that is "the same
+work" in every suite that compares counts: the whole data set (strong,
+batch, paper), or a share that grows with N so steps per epoch stay fixed
+(weak).
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
         "dataset_fraction": cfg.get("dataset_fraction"),
         "images_per_s": fig.get("images_per_s"), "step_s": (fig.get("step_s") or {}).get("median"),
         "epoch_s": fig.get("epoch_s"), "parts_s": fig.get("parts_s"),
+        # Records before epochs were measured always held the estimate, without epoch_s_how.
+        "epoch_measured": fig.get("epoch_s_estimated") is False and "epoch_s_how" in fig,
+        "epoch_s_estimate": fig.get("epoch_s_estimate", fig.get("epoch_s")),
         "comm_share": fig.get("comm_share"), "comm_share_reason": fig.get("comm_share_reason"),
         **comm_and_memory(fig),
         "peak_memory_bytes": max(mem) if mem else None, "memory_kind": fig.get("memory_kind"),
@@ -89,7 +95,7 @@ def comm_and_memory(fig: dict[str, Any]) -> dict[str, Any]:
     return {
         "comm_bytes": comm.get("bytes_per_step"), "comm_bytes_analytic": (comm.get("analytic") or {}).get("bytes_per_step"),
         "comm_formula": (comm.get("analytic") or {}).get("formula"), "comm_over_analytic": comm.get("measured_over_analytic"),
-        "comm_s": comm.get("seconds_per_step"),
+        "comm_s": comm.get("seconds_per_step"), "comm_wire": (comm.get("wire") or {}).get("bytes_per_step"),
         "comm_ops": {op: v.get("sent_bytes") for op, v in (comm.get("ops_rank0") or {}).items()},
         "states": {k: measured.get(k) for k in ("params", "grads", "master_params", "optimizer_states", "buffers",
                                                  "total")} if measured else None,
@@ -129,6 +135,13 @@ def _ok(r: dict[str, Any]) -> bool:
     return r["status"] == "ok" and isinstance(r["epoch_s"], (int, float)) and r["epoch_s"] > 0
 
 
+def _epoch_key(rows: list[dict[str, Any]]) -> tuple[str, str]:
+    """Which T a set of points compares: measured epochs where all have them, else all the estimates."""
+    if rows and all(r.get("epoch_measured") for r in rows):
+        return "epoch_s", "measured"
+    return "epoch_s_estimate", "estimated"
+
+
 def strong_series(name: str, rows: list[dict[str, Any]], base: dict[str, Any] | None = None) -> dict[str, Any]:
     """S(N) = T1/TN, E(N) = S/N, Karp-Flatt, and the Amdahl fit of one series.
 
@@ -136,25 +149,26 @@ def strong_series(name: str, rows: list[dict[str, Any]], base: dict[str, Any] | 
     series starts at 2 nodes; its 1-GPU point is the packed one)."""
     ok = sorted((r for r in rows if _ok(r)), key=lambda r: r["gpus"])
     one = next((r for r in ok if r["gpus"] == 1), None) or (base if base and _ok(base) else None)
+    t, kind = _epoch_key(ok + ([one] if one is not None and one not in ok else []))
     pts = []
     for r in ok:
-        p = {"gpus": r["gpus"], "seconds": r["epoch_s"], "images_per_s": r["images_per_s"], "id": r["id"],
+        p = {"gpus": r["gpus"], "seconds": r[t], "images_per_s": r["images_per_s"], "id": r["id"],
              "speedup": None, "efficiency": None, "karp_flatt": None}
         if one is not None:
-            t1 = one["epoch_s"]
-            p["speedup"] = metrics.speedup(t1, r["epoch_s"])
-            p["efficiency"] = metrics.efficiency(t1, r["epoch_s"], r["gpus"])
+            t1 = one[t]
+            p["speedup"] = metrics.speedup(t1, r[t])
+            p["efficiency"] = metrics.efficiency(t1, r[t], r["gpus"])
             if r["gpus"] > 1:
                 p["karp_flatt"] = metrics.karp_flatt(p["speedup"], r["gpus"])
         pts.append(p)
     if one is not None and one not in ok:
-        pts.insert(0, {"gpus": 1, "seconds": one["epoch_s"], "images_per_s": one["images_per_s"], "id": one["id"],
+        pts.insert(0, {"gpus": 1, "seconds": one[t], "images_per_s": one["images_per_s"], "id": one["id"],
                        "speedup": 1.0, "efficiency": 1.0, "karp_flatt": None})
     scored = [p for p in pts if p["speedup"] is not None]
     f = None
     if any(p["gpus"] > 1 for p in scored):
         f = metrics.amdahl_fit([p["gpus"] for p in scored], [p["speedup"] for p in scored])
-    return {"series": name, "kind": "strong", "points": pts, "amdahl_serial_fraction": f,
+    return {"series": name, "kind": "strong", "epoch": kind, "points": pts, "amdahl_serial_fraction": f,
             "note": None if one is not None else "no 1-GPU point: speedup needs T1"}
 
 
@@ -162,10 +176,11 @@ def weak_series(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """E_w(N) = T1/TN with the work per GPU held fixed."""
     ok = sorted((r for r in rows if _ok(r)), key=lambda r: r["gpus"])
     one = next((r for r in ok if r["gpus"] == 1), None)
-    pts = [{"gpus": r["gpus"], "seconds": r["epoch_s"], "images_per_s": r["images_per_s"], "id": r["id"],
-            "weak_efficiency": metrics.weak_efficiency(one["epoch_s"], r["epoch_s"]) if one else None}
+    t, kind = _epoch_key(ok)
+    pts = [{"gpus": r["gpus"], "seconds": r[t], "images_per_s": r["images_per_s"], "id": r["id"],
+            "weak_efficiency": metrics.weak_efficiency(one[t], r[t]) if one else None}
            for r in ok]
-    return {"series": name, "kind": "weak", "points": pts,
+    return {"series": name, "kind": "weak", "epoch": kind, "points": pts,
             "note": None if one is not None else "no 1-GPU point: weak efficiency needs T1"}
 
 
@@ -183,8 +198,9 @@ def _ratio(name: str, rows: list[dict[str, Any]], label: str, fast: str, slow: s
         a = next((r for r in rs if r["labels"].get(label) == fast and _ok(r)), None)
         b = next((r for r in rs if r["labels"].get(label) == slow and _ok(r)), None)
         if a and b:
-            out.append({"comparison": name, "gpus": n, fast + "_s": a["epoch_s"], slow + "_s": b["epoch_s"],
-                        "speedup": metrics.speedup(b["epoch_s"], a["epoch_s"])})
+            t, kind = _epoch_key([a, b])
+            out.append({"comparison": name, "gpus": n, fast + "_s": a[t], slow + "_s": b[t], "epoch": kind,
+                        "speedup": metrics.speedup(b[t], a[t])})
     return out
 
 

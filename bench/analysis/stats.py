@@ -28,6 +28,11 @@ def percentile(values: Sequence[float], p: float) -> float:
     return xs[lo] + (r - lo) * (xs[hi] - xs[lo])
 
 
+# Fewer samples than this and a 90th percentile is the largest sample or an interpolation next to it:
+# it says nothing the max does not, so it is null with the reason (METRICS.md).
+MIN_P90_SAMPLES = 10
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """Distribution of a list of samples (step times, throughputs, ...)."""
@@ -37,19 +42,22 @@ class Summary:
     median: float
     max: float
     mean: float
-    p90: float
+    p90: float | None
+    p90_reason: str | None = None
 
 
 def summary(values: Sequence[float]) -> Summary:
-    """n, min, median (p50), max, mean and p90 (see percentile) of the values."""
+    """n, min, median (p50), max, mean and p90 (see percentile) of the values; p90 null below 10 samples."""
     xs = _finite_list("values", values)
+    enough = len(xs) >= MIN_P90_SAMPLES
     return Summary(
         n=len(xs),
         min=min(xs),
         median=percentile(xs, 50),
         max=max(xs),
         mean=math.fsum(xs) / len(xs),
-        p90=percentile(xs, 90),
+        p90=percentile(xs, 90) if enough else None,
+        p90_reason=None if enough else f"{len(xs)} sample(s): a p90 needs at least {MIN_P90_SAMPLES}",
     )
 
 

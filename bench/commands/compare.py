@@ -4,12 +4,15 @@
     bench compare results/validate-A results/validate-B --threshold 3%   # two validate runs
     bench compare base/ new/ --json                                      # one JSON document
 
-Records are matched by what they measured (bench.analysis.compare: kind,
-config, point, comm size, validate node), never by run id. Exit 1 when a
-throughput or bandwidth figure fell by more than --threshold and, where
-both sides have repeats, by more than their spread, naming the subject and
-the figure; 0 otherwise; 2 when the two sides share nothing to compare
-(what differs is named).
+Records are matched by what they measured (bench.analysis.compare_subjects:
+kind, config, point, comm size, validate node and identity), never by run
+id. Exit 1 when a throughput or bandwidth figure fell by more than
+--threshold and, where both sides have repeats, by more than their spread,
+or when a subject ok in the baseline failed, ran out of memory or is
+missing in the new records, naming the subject and the figure or the new
+record's reason; 0 otherwise; 2 when the two sides share nothing to
+compare, or when a subject was measured differently on the two sides (the
+fields that differ are named: nothing is judged across them).
 """
 
 from __future__ import annotations
@@ -44,13 +47,16 @@ def main(args) -> int:
         for why in skipped:
             print(f"bench compare: {why}", file=sys.stderr)
         got = cmp.samples(records)
-        if not got:
-            raise BadInput(f"{name} {path}: no ok run, point, comm or validate record found")
+        if not got and not got.failed:
+            raise BadInput(f"{name} {path}: no run, point, comm or validate record found")
         sides[name] = got
     result = cmp.compare(sides["BASELINE"], sides["NEW"], limit)
-    if not result.rows:
-        differs = "; ".join(result.incomparable[:3]) or (
-            f"baseline has {', '.join(result.only_base[:3])}; new has {', '.join(result.only_new[:3])}")
+    if result.incomparable:
+        more = len(result.incomparable) - 1
+        raise BadInput(f"{args.baseline} and {args.new} measured {len(result.incomparable)} subject(s) differently, "
+                       f"not judged: {result.incomparable[0]}" + (f" (and {more} more)" if more else ""))
+    if not result.matched:
+        differs = (f"baseline has {', '.join(result.only_base[:3])}; new has {', '.join(result.only_new[:3])}")
         raise BadInput(f"{args.baseline} and {args.new} measured nothing alike: {differs}")
     if args.json:
         print(json.dumps(result.to_dict()))
@@ -61,4 +67,6 @@ def main(args) -> int:
         spread = f", spread {r.spread:.1%}" if r.spread is not None else ", no repeats: threshold only"
         print(f"bench compare: regressed: {r.subject}: {r.figure} {r.change:+.1%} (threshold {limit:.0%}{spread})",
               file=sys.stderr)
-    return EXIT_FAILED if result.regressions else 0
+    for x in result.lost:
+        print(f"bench compare: regressed: {x.subject}: {x.base} -> {x.new}: {x.reason}", file=sys.stderr)
+    return EXIT_FAILED if result.regressions or result.lost else 0

@@ -6,6 +6,7 @@
     c.nccl_bytes(4 << 20, 8)       # 32 MiB: the size S algbw divides by
     c.counts(1024, 8)              # (input elements, output elements or None when in place)
     c.expected([0, 1, 2], me=1, count=4)   # segments of the exact result (see Segment)
+    c.volume_factor(8, "gloo")     # bytes a rank's algorithm sends per byte of S (SENT, below)
 
 For each op: the bus-bandwidth factor (nccl-tests' doc/PERFORMANCE.md), the
 size S that algbw divides by, the buffer sizes a rank holds, and the exact
@@ -45,8 +46,6 @@ class Collective:
     name: str
     factor: Callable[[int], float]
     """busbw = algbw * factor(n)."""
-    volume: Callable[[int], float]
-    """Bytes one rank sends, on average over the group, per byte of S (a ring algorithm's, METRICS.md)."""
     gathered: bool
     """True when S is n times one rank's buffer (all_gather's output, reduce_scatter's input)."""
     in_place: bool
@@ -59,9 +58,9 @@ class Collective:
     def busbw_factor(self, n: int) -> float:
         return self.factor(n)
 
-    def volume_factor(self, n: int) -> float:
-        """What a rank sends per byte of S in a group of n: S x volume_factor(n) is its share of the traffic."""
-        return self.volume(n)
+    def volume_factor(self, n: int, backend: str = "nccl") -> float:
+        """What a rank's algorithm sends per byte of S in a group of n on `backend` (SENT): its share of the traffic."""
+        return sent_factor(self.name, n, backend)
 
     def nccl_bytes(self, per_rank_bytes: float, n: int) -> float:
         """S for algbw = S / t: nccl-tests' size for this op from one rank's buffer bytes."""
@@ -95,20 +94,47 @@ class Collective:
 
 
 _RING = lambda n: (n - 1) / n  # noqa: E731 - the (n-1)/n of a ring: each rank sends all but its own part
+_TWICE = lambda n: 2 * (n - 1) / n  # noqa: E731 - a ring all-reduce: reduce-scatter, then all-gather
+_ONE, _NONE = (lambda n: 1.0), (lambda n: 0.0)
 _TABLE = (
-    Collective("all_reduce", lambda n: 2 * (n - 1) / n, lambda n: 2 * (n - 1) / n, gathered=False, in_place=True,
-               in_ranks=False, measured=True),
-    Collective("all_gather", _RING, _RING, gathered=True, in_place=False, in_ranks=False, measured=True),
-    Collective("reduce_scatter", _RING, _RING, gathered=True, in_place=False, in_ranks=True, measured=True),
-    # A pipelined broadcast (reduce) passes S along the ring: n-1 of the n ranks send it once.
-    Collective("broadcast", lambda n: 1.0, _RING, gathered=False, in_place=True, in_ranks=False, measured=True),
+    Collective("all_reduce", _TWICE, gathered=False, in_place=True, in_ranks=False, measured=True),
+    Collective("all_gather", _RING, gathered=True, in_place=False, in_ranks=False, measured=True),
+    Collective("reduce_scatter", _RING, gathered=True, in_place=False, in_ranks=True, measured=True),
+    Collective("broadcast", _ONE, gathered=False, in_place=True, in_ranks=False, measured=True),
     # Known to the formulas (training issues them, a trace may hold them), not timed by bench comm.
-    Collective("reduce", lambda n: 1.0, _RING, gathered=False, in_place=True, in_ranks=False, measured=False),
-    Collective("all_to_all", _RING, _RING, gathered=False, in_place=False, in_ranks=False, measured=False),
+    Collective("reduce", _ONE, gathered=False, in_place=True, in_ranks=False, measured=False),
+    Collective("all_to_all", _RING, gathered=False, in_place=False, in_ranks=False, measured=False),
     # Point to point (pipeline stages' activations and their gradients): the sender moves S, the receiver none.
-    Collective("send", lambda n: 1.0, lambda n: 1.0, gathered=False, in_place=True, in_ranks=False, measured=False),
-    Collective("recv", lambda n: 1.0, lambda n: 0.0, gathered=False, in_place=True, in_ranks=False, measured=False),
+    Collective("send", _ONE, gathered=False, in_place=True, in_ranks=False, measured=False),
+    Collective("recv", _ONE, gathered=False, in_place=True, in_ranks=False, measured=False),
 )
+
+# Bytes one rank's algorithm sends per byte of S, on average over the group: "sent by the algorithm",
+# S x SENT[backend][op](n), which is what bench's communication figures count (METRICS.md). It is no
+# wire count: a NIC's counters see more (headers) and less (what stays on a host). One table, checked
+# against the wire by tests/multihost/test_wire.py, where the OS can count it.
+#   nccl  the ring algorithm's, which nccl-tests' bus bandwidth assumes; a broadcast or reduce passes S
+#         along the ring, n-1 of the n ranks sending it once. Not measured here (no GPU); NCCL may pick a
+#         tree, NVLS or CollNet instead, which send other amounts.
+#   gloo  measured on the veth counters of namespace hosts, 8 MB per rank, n = 2 and 3 (1.001-1.009x of
+#         these, the rest TCP/IP headers): its reduce_scatter all-reduces the whole input (each rank keeps
+#         its block: 2(n-1)/n, not the ring's (n-1)/n), its reduce sends S per rank on average, its
+#         broadcast sends S from the root to each rank ((n-1)/n on average, all of it from the root).
+SENT: dict[str, dict[str, Callable[[int], float]]] = {
+    "nccl": {"all_reduce": _TWICE, "all_gather": _RING, "reduce_scatter": _RING, "broadcast": _RING,
+             "reduce": _RING, "all_to_all": _RING, "send": _ONE, "recv": _NONE},
+    "gloo": {"all_reduce": _TWICE, "all_gather": _RING, "reduce_scatter": _TWICE, "broadcast": _RING,
+             "reduce": _ONE, "all_to_all": _RING, "send": _ONE, "recv": _NONE},
+}
+
+
+def sent_factor(op: str, n: int, backend: str) -> float:
+    """SENT[backend][op](n); ValueError naming what is known for an unknown backend or op."""
+    if backend not in SENT:
+        raise ValueError(f"backend: no sent-bytes factors for {backend!r}; known: {', '.join(SENT)}")
+    if op not in SENT[backend]:
+        raise ValueError(f"op: unknown collective {op!r}; known: {', '.join(SENT[backend])}")
+    return SENT[backend][op](n) if n > 1 else 0.0
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in _TABLE}
 MEASURED: tuple[str, ...] = tuple(c.name for c in _TABLE if c.measured)
 

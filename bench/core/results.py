@@ -100,25 +100,47 @@ class ReadResult:
     skipped: list[str] = field(default_factory=list)  # "file:line: why"
 
 
+# Lines of a file named one by one when skipped; past these, one line counts the rest.
+SKIPPED_NAMED = 5
+# Every record bench writes starts with this (make_record puts the version first): a torn
+# line that does too is a torn record, not a sign of a file that is no results file at all.
+_RECORD_START = '{"schema_version"'
+
+
 def read(path: str) -> ReadResult:
-    """Read a results.jsonl; torn lines are skipped and named, unknown versions refused."""
+    """Read a results.jsonl; torn lines are skipped and named, unknown versions refused.
+
+    A file none of whose lines is, or begins, a bench record (random bytes, a
+    PNG, a tar, another program's JSON lines) is refused in one line: it is no
+    results file, and a note per line of it would say nothing more. The notes
+    of a results file are capped: the first SKIPPED_NAMED, then a count.
+    """
     out = ReadResult()
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n")
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise BadInput(f"{path}: cannot read ({e.strerror})") from None
+    if b"\0" in data:  # JSON escapes every control character: a NUL byte is a binary file (an image, a tar)
+        raise BadInput(f"{path} is not a bench results file (binary: it holds NUL bytes)")
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    ours = False
     for i, text in enumerate(lines, 1):
         if not text.strip():
             continue
         try:
             rec = json.loads(text)
         except json.JSONDecodeError as e:
+            ours = ours or text.startswith(_RECORD_START) or _RECORD_START.startswith(text)
             out.skipped.append(f"{path}:{i}: torn or invalid line skipped ({e.msg})")
             continue
         if not isinstance(rec, dict):
             out.skipped.append(f"{path}:{i}: not a JSON object, skipped")
             continue
+        if "schema_version" not in rec:
+            out.skipped.append(f"{path}:{i}: a JSON object but no bench record (no schema_version), skipped")
+            continue
+        ours = True
         version = rec.get("schema_version")
         if version != SCHEMA_VERSION:
             raise BadInput(f"{path}:{i}: schema_version {version!r} is not supported "
@@ -128,6 +150,11 @@ def read(path: str) -> ReadResult:
             out.skipped.append(f"{path}:{i}: record does not match the schema, skipped ({problem})")
             continue
         out.records.append(rec)
+    if out.skipped and not ours:
+        raise BadInput(f"{path} is not a bench results file (no line of it is a bench record)")
+    if len(out.skipped) > SKIPPED_NAMED:
+        more = len(out.skipped) - SKIPPED_NAMED
+        out.skipped[SKIPPED_NAMED:] = [f"{path}: {more} more line(s) skipped"]
     return out
 
 

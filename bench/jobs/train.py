@@ -11,6 +11,7 @@ failed (the failing rank named, with its last log lines), oom, interrupted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -63,6 +64,8 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
         data_parallel = 1  # each rank is a run of its own: its batch is the micro batch times accumulation
     ds = dsconfig.build(cfg, data_parallel, nominal_steps)
     dsconfig.batch_sizes(ds, data_parallel)
+    # The record names a user DeepSpeed JSON by its content: the same path may hold another file tomorrow.
+    user_ds = {"deepspeed_config_sha256": _sha256(cfg.deepspeed_config)} if cfg.deepspeed_config else {}
     root = out_dir or cfg.out
 
     def build_launch(run_dir: str, device: str):
@@ -110,12 +113,17 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     outcome = execute(lp, run_dir, timeout=cfg.timeout, on_progress=on_progress, expect_summary=not independent)
     if independent:
         rec = alone.record(cfg, plan, run_id, run_dir, outcome,
-                           {"inventory": inventory, "verdict": verdict, **(extra or {})}, ds, figures_of)
+                           {"inventory": inventory, "verdict": verdict, **user_ds, **(extra or {})}, ds, figures_of)
     else:
         rec = record(cfg, plan, run_id, run_dir, outcome,
-                     {"inventory": inventory, "verdict": verdict, **(extra or {})}, ds_config=ds)
+                     {"inventory": inventory, "verdict": verdict, **user_ds, **(extra or {})}, ds_config=ds)
     results.append(os.path.join(run_dir, "results.jsonl"), rec)
     return rec
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outcome,

@@ -31,8 +31,14 @@ def print_result(result: Result) -> None:
         table.add_row(r.subject, f"{r.figure} ({unit})" if unit else r.figure, _side(r.base, scale),
                       _side(r.new, scale), f"{r.change:+.1%}" if r.change is not None else "-",
                       f"{r.spread:.1%}" if r.spread is not None else "-", r.verdict, style=STYLE.get(r.verdict))
+    for x in result.outcomes:  # a subject that measured nothing on a side: its status is the figure
+        table.add_row(x.subject, "status", x.base, x.new, "-", "-", x.verdict,
+                      style="bold red" if x.verdict == "regressed" else "dim")
     Console(width=None if sys.stdout.isatty() else 160).print(table)
     err = Console(stderr=True)
+    for x in result.outcomes:  # the regressions are bench compare's own lines, with the exit status
+        if x.verdict != "regressed":
+            err.print(Text(f"bench compare: {x.verdict}: {x.subject}: {x.base} -> {x.new}: {x.reason}"), soft_wrap=True)
     for what, items in (("only in the baseline", result.only_base), ("only in the new", result.only_new),
                         ("not comparable (config differs)", result.incomparable)):
         if items:

@@ -7,14 +7,19 @@ Per sweep group:
   <sweep>-breakdown.png  step time per point in parts: data, forward,
                          backward, optimizer; beside them the time a collective
                          was in flight (it happens inside those parts)
-  <sweep>-comm-memory.png  zero/ddp/placement: bytes sent per step, measured and
-                         analytic, and the model states per rank by category with
-                         the ZeRO paper's formula and DeepSpeed's estimate
+  <sweep>-comm-memory.png  zero/ddp/placement: bytes sent per step (by the
+                         algorithm, on the wire where counted, analytic), and the
+                         model states per rank by category with the ZeRO paper's
+                         formula and DeepSpeed's estimate
   <sweep>-batch.png      throughput and accuracy against the micro batch, one
                          line per GPU count (batch and paper sweeps)
   <sweep>-memory.png     memory: model states per rank by strategy (with the
-                         formula and peak memory), and throughput
-Plots draw what the analysis computed; nothing is re-derived here.
+                         formula), peak memory per rank on an axis of its own
+                         (hundreds of MB of resident set beside a few MB of
+                         states), and throughput
+Plots draw what the analysis computed; nothing is re-derived here. A value
+that is missing (null in the record: a pipeline's formula, a one-host run's
+wire) is not drawn, never drawn as 0; the tick label says "n/a".
 """
 
 from __future__ import annotations
@@ -122,6 +127,12 @@ def scaling(path: str, g: ra.Group, ref: dict[str, Any] | None) -> str:
     return _save(plt, fig, path)
 
 
+def _present(xs: list[int], values: list[Any]) -> tuple[list[int], list[float]]:
+    """The (x, value) pairs whose value exists: a missing figure is left out, not drawn at 0."""
+    kept = [(x, v) for x, v in zip(xs, values) if isinstance(v, (int, float))]
+    return [x for x, _ in kept], [v for _, v in kept]
+
+
 def _save(plt, fig, path: str) -> str:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -160,16 +171,23 @@ def comm_memory(path: str, g: ra.Group) -> str:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(10, 1.6 * len(rows) + 4), 4.5))
     names = [str(r["id"]).split("/", 1)[-1] for r in rows]
     xs = list(range(len(rows)))
-    a1.bar([x - 0.2 for x in xs], [(r["comm_bytes"] or 0) / 1e6 for r in rows], width=0.4, label="measured")
-    a1.bar([x + 0.2 for x in xs], [(r["comm_bytes_analytic"] or 0) / 1e6 for r in rows], width=0.4,
-           label="analytic (ZeRO paper)")
+    series = [(key, label) for key, label in (("comm_bytes", "sent by the algorithm"),
+                                              ("comm_wire", "on the wire (hosts' NIC counters)"),
+                                              ("comm_bytes_analytic", "analytic (ZeRO paper, ring)"))
+              if any(r.get(key) is not None for r in rows)]  # a one-host sweep has no wire: no empty slot
+    width = 0.8 / max(len(series), 1)
+    for i, (key, label) in enumerate(series):
+        bx, bv = _present(xs, [r.get(key) for r in rows])
+        a1.bar([x + (i - (len(series) - 1) / 2) * width for x in bx], [v / 1e6 for v in bv], width=width,
+               label=label)
     a1.set(title="bytes one rank sends per optimizer step", ylabel="MB")
     bottom = [0.0] * len(rows)
     for cat in ("params", "grads", "master_params", "optimizer_states"):
         mb = [(r["states"].get(cat) or 0) / 1e6 for r in rows]
         a2.bar(xs, mb, width=0.5, bottom=bottom, label=cat)
         bottom = [b + v for b, v in zip(bottom, mb)]
-    a2.plot(xs, [((r["states_formula"] or {}).get("total") or 0) / 1e6 for r in rows], "kD", label="formula total")
+    fx, fv = _present(xs, [(r["states_formula"] or {}).get("total") for r in rows])
+    a2.plot(fx, [v / 1e6 for v in fv], "kD", label="formula total")
     est = [(x, r["states_deepspeed"] / 1e6) for x, r in zip(xs, rows) if r["states_deepspeed"]]
     if est:
         a2.plot([x for x, _ in est], [v for _, v in est], "r^", label="DeepSpeed estimate (mixed precision)")
@@ -179,6 +197,8 @@ def comm_memory(path: str, g: ra.Group) -> str:
         ax.tick_params(axis="x", rotation=30, labelsize=8)
         ax.legend(fontsize=7)
         ax.grid(axis="y", alpha=0.3)
+    a1.set_xticks(xs, [n + ("\n(no analytic)" if r["comm_bytes_analytic"] is None else "") for n, r in zip(names, rows)])
+    a2.set_xticks(xs, [n + ("\n(no formula)" if not r["states_formula"] else "") for n, r in zip(names, rows)])
     fig.suptitle(f"{g.sweep} ({g.suite})")
     return _save(plt, fig, path)
 
@@ -194,8 +214,8 @@ def batch_curves(path: str, g: ra.Group) -> str:
         rs = sorted(rs, key=lambda r: r["micro_batch"])
         mbs = [r["micro_batch"] for r in rs]
         line = a1.plot(mbs, [r["images_per_s"] for r in rs], "o-", label=f"{n} GPU(s)")[0]
-        a2.plot(mbs, [(r["train_acc"] or 0) * 100 for r in rs], "o-", color=line.get_color(),
-                label=f"train, {n} GPU(s)")
+        tx, tv = _present(mbs, [r["train_acc"] for r in rs])
+        a2.plot(tx, [v * 100 for v in tv], "o-", color=line.get_color(), label=f"train, {n} GPU(s)")
         test = [(r["micro_batch"], r["test_acc"]) for r in rs if r["test_acc"] is not None]
         if test:
             a2.plot([m for m, _ in test], [t * 100 for _, t in test], "s--", color=line.get_color(),
@@ -218,9 +238,10 @@ def batch_curves(path: str, g: ra.Group) -> str:
 
 
 def memory(path: str, g: ra.Group) -> str:
+    """Model states, peak memory and throughput per strategy, each on its own axis (they differ 100-fold)."""
     plt = _plt()
     rows = [s for s in memory_report.strategies(g.rows) if s["status"] == "ok" and s["states"]]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(10, 1.4 * len(rows) + 4), 4.5))
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(max(14, 2.0 * len(rows) + 5), 4.6))
     xs = list(range(len(rows)))
     bottom = [0.0] * len(rows)
     for cat in ("params", "grads", "master_params", "optimizer_states"):
@@ -231,18 +252,19 @@ def memory(path: str, g: ra.Group) -> str:
     if any(swapped):
         a1.bar(xs, swapped, width=0.5, bottom=bottom, label="on NVMe (swap files)", color="none", edgecolor="grey",
                hatch="//")
-    formula = [(x, s["states_formula"]["total"] / 1e6) for x, s in zip(xs, rows) if s["states_formula"]]
-    a1.plot([x for x, _ in formula], [v for _, v in formula], "kD", label="formula (ZeRO paper)")
-    peaks = [(x, s["peak_memory_bytes"] / 1e6) for x, s in zip(xs, rows) if s["peak_memory_bytes"]]
-    if peaks:
-        kind = rows[0]["memory_kind"] or "peak"
-        a1.plot([x for x, _ in peaks], [v for _, v in peaks], "r_", markersize=22, mew=2,
-                label=f"peak memory ({kind})")
-    a1.set(title="memory per rank", ylabel="MB")
-    a2.bar(xs, [s["images_per_s"] or 0 for s in rows], width=0.5, color="tab:green")
-    a2.set(title="throughput (all ranks)", ylabel="images/s")
-    for ax in (a1, a2):
-        ax.set_xticks(xs, [s["strategy"] for s in rows])
+    fx, fv = _present(xs, [(s["states_formula"] or {}).get("total") for s in rows])
+    a1.plot(fx, [v / 1e6 for v in fv], "kD", label="formula (ZeRO paper)")
+    a1.set(title="model states per rank (measured tensors)", ylabel="MB")
+    kind = next((s["memory_kind"] for s in rows if s["memory_kind"]), None)
+    px, pv = _present(xs, [s["peak_memory_bytes"] for s in rows])
+    a2.bar(px, [v / 1e6 for v in pv], width=0.5, color="tab:red", alpha=0.7)
+    a2.set(title="peak memory per rank" + (" (resident set: everything the rank touched)" if kind == "rss"
+                                           else f" ({kind or 'device'})"), ylabel="MB")
+    a3.bar(xs, [s["images_per_s"] or 0 for s in rows], width=0.5, color="tab:green")
+    a3.set(title="throughput (all ranks)", ylabel="images/s")
+    labels = [s["strategy"] + ("\n(no formula)" if not s["states_formula"] else "") for s in rows]
+    for ax in (a1, a2, a3):
+        ax.set_xticks(xs, labels)
         ax.tick_params(axis="x", rotation=30, labelsize=8)
         ax.grid(axis="y", alpha=0.3)
     a1.legend(fontsize=7)

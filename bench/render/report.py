@@ -40,7 +40,8 @@ def points_table(g: ra.Group):
         mem = _f(r["peak_memory_bytes"], ",.0f", 2**-20, " MiB") + (" rss" if r["memory_kind"] == "rss" else "")
         status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]"
         t.add_row(str(r["id"]), status, str(r["gpus"] or "-"), batch, _f(r["images_per_s"], ",.1f"),
-                  _f(r["step_s"], ".1f", 1000, " ms"), _f(r["epoch_s"], ",.2f", 1, " s"),
+                  _f(r["step_s"], ".1f", 1000, " ms"),
+                  _f(r["epoch_s"], ",.2f", 1, " s" if r.get("epoch_measured") else " s est."),
                   _pct(r["comm_share"]), mem, _pct(r["train_acc"]),
                   _pct(r["test_acc"]))
     return t
@@ -61,14 +62,15 @@ def comm_table(g: ra.Group):
 
     t = Table(title=f"{g.sweep}: communication per rank and optimizer step (METRICS.md)", box=box.SIMPLE,
               title_justify="left")
-    for c in ("point", "sent", "analytic", "formula", "measured/analytic", "in flight", "share", "E = X/(N X1)",
-              "ops (sent)"):
+    for c in ("point", "sent (algorithm)", "wire", "analytic", "formula", "measured/analytic", "in flight", "share",
+              "E = X/(N X1)", "ops (sent)"):
         t.add_column(c, justify="left" if c in ("point", "formula", "ops (sent)") else "right")
     for r in g.rows:
         if r["status"] != "ok":
             continue
         ops = ", ".join(f"{op} {_mb(v)}" for op, v in sorted(r["comm_ops"].items()) if v)
-        t.add_row(_short(r["id"]), _mb(r["comm_bytes"]), _mb(r["comm_bytes_analytic"]), r["comm_formula"] or "-",
+        t.add_row(_short(r["id"]), _mb(r["comm_bytes"]), _mb(r.get("comm_wire")), _mb(r["comm_bytes_analytic"]),
+                  r["comm_formula"] or "-",
                   _f(r["comm_over_analytic"], ".2f", 1, "x"), _f(r["comm_s"], ".1f", 1000, " ms"),
                   _pct(r["comm_share"]) if r["comm_share"] is not None else "null", _pct(r.get("efficiency")), ops)
     return t
@@ -104,7 +106,7 @@ def scaling_table(s: dict[str, Any], study: dict[str, Any] | None = None):
         title += f"  ({s['note']})"
     t = Table(title=title, box=box.SIMPLE, title_justify="left")
     weak = s["kind"] == "weak"
-    cols = ["GPUs", "T epoch", "images/s"] + (["E_w = T1/TN"] if weak else ["S = T1/TN", "E = S/N", "Karp-Flatt"])
+    cols = ["GPUs", f"T epoch ({s.get('epoch', 'estimated')})", "images/s"] + (["E_w = T1/TN"] if weak else ["S = T1/TN", "E = S/N", "Karp-Flatt"])
     if study:
         cols += [f"study T ({study['name']})", "study S", "study E"]
     for c in cols:
@@ -155,7 +157,8 @@ def print_group(console, g: ra.Group, compare_paper: bool) -> None:
         if stated is not None:
             console.print(f"  the study: 2-GPU speedup {stated:.2f}x at batch {s['micro_batch']}", highlight=False)
     for r in g.ratios:
-        console.print(f"  {r['comparison']} at {r['gpus']} GPU(s): {r['speedup']:.2f}x  (S = T_slow / T_fast)")
+        console.print(f"  {r['comparison']} at {r['gpus']} GPU(s): {r['speedup']:.2f}x  (S = T_slow / T_fast, "
+                      f"epochs {r.get('epoch', 'estimated')})")
     failed = [r for r in g.rows if r["status"] not in ("ok",)]
     for r in failed:
         console.print(f"  {r['id']}: {r['status']}: {r['reason'] or ''}", markup=False, highlight=False)

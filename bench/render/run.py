@@ -59,8 +59,10 @@ def run_table(rec: dict[str, Any]) -> Table:
     t.add_row("images/s (global)", f"{fig['images_per_s']:,.1f}",
               f"global batch {fig['global_batch']}, steady steps only")
     t.add_row("images/s per rank", ", ".join(f"{x:,.1f}" for x in fig["images_per_s_per_rank"]), "")
+    p90 = _ms(step["p90"]) if step.get("p90") is not None else f"null ({step.get('p90_reason') or 'too few steps'})"
     t.add_row("step time", _ms(step["median"]),
-              f"min {_ms(step['min'])}  p90 {_ms(step['p90'])}  max {_ms(step['max'])}")
+              f"{step['n']} samples (steady steps x ranks): min {_ms(step['min'])}  "
+              f"p90 {p90}  max {_ms(step['max'])}")
     if parts:
         for k in ("data", "forward", "backward", "optimizer"):
             t.add_row(f"  {k}", _ms(parts.get(k)), "")
@@ -76,7 +78,11 @@ def run_table(rec: dict[str, Any]) -> Table:
     analytic = comm.get("analytic") or {}
     if comm.get("bytes_per_step") is not None:
         ops = ", ".join(f"{op} x{v['calls']:g}" for op, v in sorted((comm.get("ops_rank0") or {}).items()))
-        t.add_row("communication / step", _mb(comm["bytes_per_step"]), f"sent per rank: {ops}")
+        t.add_row("communication / step", _mb(comm["bytes_per_step"]), f"sent by the algorithm, per rank: {ops}")
+        wire = comm.get("wire") or {}
+        t.add_row("  on the wire", _mb(wire.get("bytes_per_step")),
+                  f"{wire['over_sent']:.3f}x of it: the hosts' NIC/IB counters, per rank" if wire.get("over_sent")
+                  else f"null: {wire.get('reason') or 'not recorded'}")
         if analytic:
             t.add_row("  analytic", _mb(analytic["bytes_per_step"]),
                       f"{analytic['formula']}; measured {comm['measured_over_analytic']:.2f}x")
@@ -94,8 +100,8 @@ def run_table(rec: dict[str, Any]) -> Table:
         t.add_row("  formula", _mb(formula.get("total")),
                   "ZeRO paper" + (f"; DeepSpeed's estimate {_mb(est)} (mixed precision)" if est else ""))
     t.add_row("data share", _pct(fig["data_share"]), "")
-    t.add_row("time per epoch", f"{fig['epoch_s']:,.1f} s",
-              f"{'estimated from ' if fig['epoch_s_estimated'] else ''}{fig['steps_per_epoch']} steps/epoch")
+    t.add_row("time per epoch" + (" (estimated)" if fig["epoch_s_estimated"] else " (measured)"),
+              f"{fig['epoch_s']:,.1f} s", fig.get("epoch_s_how") or f"{fig['steps_per_epoch']} steps/epoch")
     t.add_row("warm-up (excluded)", f"{fig['warmup']['seconds']:.2f} s", f"{fig['warmup']['steps']} steps")
     t.add_row(f"peak memory ({fig['memory_kind']})", _mib(max(fig["peak_memory_bytes"])), "max over ranks")
     t.add_row("loss", f"{fig['loss']['first']:.3f} -> {fig['loss']['last']:.3f}",

@@ -30,7 +30,8 @@ def load(cfg) -> tuple[dict, float] | None:
 def against(v: Validation, base: dict, limit: float) -> None:
     """One `baseline` check per GPU, node (and the cluster) with a figure in both: FAIL where it regressed."""
     t0 = time.time()
-    now = compare.samples([{"kind": "validate", "status": "ok", "level": v.cfg.level, "measured": v.figures}])
+    now = compare.samples([{"kind": "validate", "status": "ok", "level": v.cfg.level, "measured": v.figures,
+                            "identity": v.identity(), "resources": v.resources}])
     result = compare.compare(base, now, limit)
     prefix = f"validate {v.cfg.level} "
     by_node: dict[str, list] = {}

@@ -44,8 +44,10 @@ def stragglers(v: Validation) -> None:
     gpu_step = {_slot_key(k): v.level.micro_batch / x for k, x in v.figures["gpu_images_per_s"].items() if x}
     params = v.figures.get("params") or 0
     n = (v.figures.get("dp") or {}).get("world_size") or sum(len(s) for s in v.resources.values())
+    samples = [len(xs) for xs in (v.figures.get("gpu_step_samples") or {}).values()]
     found = find(gpu_step_s=gpu_step, rank_compute_s=_rank_view(v), node_busbw=v.figures["node_busbw"],
-                 grad_bytes=params * comm_bytes_per_element(v.cfg.precision), n=max(n, len(v.figures["node_busbw"])))
+                 grad_bytes=params * comm_bytes_per_element(v.cfg.precision), n=max(n, len(v.figures["node_busbw"])),
+                 gpu_steps=min(samples) if samples else None, rank_steps=v.level.dp_steps - v.level.timing_warmup)
     v.figures["stragglers"] = [s.to_dict() for s in found]
     rank_note = (f"; the data-parallel run's rank view is null: {v.figures['rank_compute_reason']}"
                  if v.figures.get("rank_compute_reason") else "")

@@ -133,15 +133,13 @@ def record(v: Validation, run_id: str, duration: float, interrupted: bool = Fals
         drain.write_drain_file(v.cfg.drain_file, entries)
     if v.cfg.drain and not interrupted:
         drained = drain.drain_slurm(entries, {h: n.split(".")[0] for h, n in v.hostname_of.items()})
-    lv = v.level
     status = "interrupted" if interrupted else "failed" if verdict == "FAIL" else "ok"
     return results.make_record(
         "validate", status, run_id=run_id, run_dir=v.vdir, duration_s=duration,
-        result=verdict, level=v.cfg.level, hosts=list(v.resources), device=v.device,
+        result=verdict, level=v.cfg.level, hosts=list(v.resources), resources=v.resources, device=v.device,
         failed_hosts=drain.hosts_of(entries), drain=entries, exclude=drain.exclude_spec(entries),
-        drained=drained, identity={"level": v.cfg.level, "precision": v.cfg.precision, "model": lv.model,
-                                   "micro_batch": lv.micro_batch, "steps": lv.steps,
-                                   "checks": [n for n, _ in STAGES if n in ALWAYS or v.cfg.wanted(n)]},
+        drained=drained, identity=v.identity(),
+        checks_run=[n for n, _ in STAGES if n in ALWAYS or v.cfg.wanted(n)],
         counts={s: statuses.count(s) for s in ("PASS", "WARN", "FAIL", "SKIP")},
         checks=[asdict(c) for c in v.checks], stages=[asdict(s) for s in v.stages], measured=v.figures,
         runs=v.runs, reference_table=v.table.path)

@@ -109,6 +109,13 @@ class Validation:
     def failed(self) -> bool:
         return any(c.status == "FAIL" for c in self.checks)
 
+    def identity(self) -> dict[str, Any]:
+        """What this run measured with: validate runs are compared (bench compare, --baseline) only where it is
+        the same. Which checks ran is not part of it: a GPU's figure is the same whatever else was checked."""
+        lv = self.level
+        return {"level": self.cfg.level, "precision": self.cfg.precision, "model": lv.model,
+                "micro_batch": lv.micro_batch, "steps": lv.steps}
+
     # ------------------------------------------------------------------ how its jobs run
     @property
     def this_node_only(self) -> bool:

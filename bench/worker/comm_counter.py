@@ -12,14 +12,21 @@ all-gather and reduce-scatter functions when it starts (TorchBackend), and
 every ZeRO stage, offload or not, reaches the wire through these functions.
 The DDP baseline reduces through the same all_reduce (bench.worker.ddp
 registers torch's Python allreduce hook), so both engines are counted by the
-same code at the same cost. Only the outermost call counts (an alias that
+same code at the same cost. torch's functional collectives
+(torch.distributed._functional_collectives), which DTensor redistributes
+through, are wrapped too: FSDP2's clip_grad_norm_ all-reduces the shards'
+norms that way, from C++ past the Python functions above, and DeepSpeed's
+clipping all-reduce is counted, so FSDP2's must be. A functional
+collective returns before its wait (the result's first use), so its
+interval is the issue only. Only the outermost call counts (an alias that
 calls the new name is one collective).
 
 What it records per call: the op (bench.core.collectives' name), S (the
 size nccl-tests' algbw divides by: the buffer of all_reduce and broadcast,
 the gathered output of all_gather, the full input of reduce_scatter), the
-group's size n, and the bytes this rank sends, S x volume_factor(n) (METRICS.md,
-"Communication per step"), and its interval in flight on the host clock:
+group's size n, and the bytes this rank's algorithm sends, S x the
+backend's factor (bench.core.collectives.SENT: nccl's ring, gloo's as
+measured on a wire; METRICS.md, "Communication per step"), and its interval in flight on the host clock:
 from the call to its return, or, for async_op=True, to the completion of the
 Work's future (a callback). A step's communication time is the union of its
 intervals within the step: the time at least one collective was in flight
@@ -60,6 +67,21 @@ _WRAPPED: dict[str, tuple[str, str, bool]] = {
     "irecv": ("recv", "tensor", False),
 }
 _ASYNC = ("isend", "irecv")  # always return a Work
+# torch.distributed._functional_collectives (DTensor's redistributions: FSDP2's gradient-norm all-reduce under
+# clip_grad_norm_) -> (collective, the argument holding the local tensor, a list, S = n x that tensor). They reach
+# the process group from C++ (torch.ops._c10d_functional), past the wrappers above.
+_FUNCOL: dict[str, tuple[str, str, bool, bool]] = {
+    "all_reduce": ("all_reduce", "self", False, False),
+    "all_reduce_coalesced": ("all_reduce", "self", True, False),
+    "broadcast": ("broadcast", "self", False, False),
+    "all_gather_single": ("all_gather", "self", False, True),
+    "all_gather_tensor": ("all_gather", "self", False, True),
+    "reduce_scatter_single": ("reduce_scatter", "self", False, False),
+    "reduce_scatter_tensor": ("reduce_scatter", "self", False, False),
+    "all_to_all_single": ("all_to_all", "self", False, False),
+}
+FUNCOL_TIMING = ("functional collectives (DTensor's) return before their wait, which comes where the result is "
+                 "first used: their interval is the issue only")
 GPU_TIMING = ("on GPUs NCCL moves the bytes on its own streams, overlapped with compute: a host clock sees only "
               "the launch, so no communication time is claimed (bytes are counted exactly)")
 
@@ -70,8 +92,9 @@ def _nbytes(value: Any, is_list: bool) -> int:
 
 
 class CommCounter:
-    def __init__(self, timed: bool, world_size: Callable[[Any], int]):
+    def __init__(self, timed: bool, world_size: Callable[[Any], int], backend: str = "gloo"):
         self.timed = timed
+        self.backend = backend  # whose algorithms' sent bytes (collectives.SENT) the calls are counted with
         self.timing_reason = None if timed else GPU_TIMING
         self._size = world_size
         self._lock = threading.Lock()
@@ -115,10 +138,16 @@ class CommCounter:
             v[3] += t1 - t0
             bucket["intervals"].append((t0, t1))
 
-    def wrap(self, name: str, original: Callable) -> Callable:
-        op, arg, is_list = _WRAPPED[name]
+    def wrap(self, name: str, original: Callable, funcol_size: Callable[[Any], int] | None = None) -> Callable:
+        """The counted stand-in of torch.distributed's `name` (or, with funcol_size, the functional collective's)."""
+        if funcol_size is None:
+            op, arg, is_list = _WRAPPED[name]
+            gathered, size = False, self._size
+        else:
+            op, arg, is_list, gathered = _FUNCOL[name]
+            size = funcol_size
         sig = inspect.signature(original)
-        volume = collectives.get(op).volume_factor
+        collective = collectives.get(op)
 
         @functools.wraps(original)
         def counted(*args, **kwargs):
@@ -126,8 +155,8 @@ class CommCounter:
             if getattr(local, "depth", 0) or self._current is None:
                 return original(*args, **kwargs)
             bound = sig.bind_partial(*args, **kwargs)
-            s = _nbytes(bound.arguments.get(arg), is_list)
-            n = self._size(bound.arguments.get("group"))
+            n = size(bound.arguments.get("group"))
+            s = _nbytes(bound.arguments.get(arg), is_list) * (n if gathered else 1)
             bucket = self._current
             local.depth = 1
             t0 = time.perf_counter()
@@ -135,7 +164,7 @@ class CommCounter:
                 work = original(*args, **kwargs)
             finally:
                 local.depth = 0
-            sent = s * volume(n) if n > 1 else 0.0
+            sent = s * collective.volume_factor(n, self.backend)
             if (bound.arguments.get("async_op") or name in _ASYNC) and work is not None and self.timed:
                 future = work.get_future()
                 future.add_done_callback(lambda _f: self._add(bucket, op, s, sent, t0, time.perf_counter()))
@@ -151,7 +180,7 @@ def union_length(intervals: list[tuple[float, float]], lo: float = float("-inf")
     hi = float("inf") if hi is None else hi
     total, end = 0.0, float("-inf")
     for a, b in sorted((max(a, lo), min(b, hi)) for a, b in intervals):
-        if b <= end:
+        if b <= end or b <= a:  # inside what is counted already, or (clipped) wholly outside the step
             continue
         total += b - max(a, end)
         end = b
@@ -163,7 +192,8 @@ def install(device_type: str) -> CommCounter:
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
 
-    counter = CommCounter(timed=device_type != "cuda", world_size=lambda g: dist.get_world_size(g))
+    counter = CommCounter(timed=device_type != "cuda", world_size=lambda g: dist.get_world_size(g),
+                          backend="nccl" if device_type == "cuda" else "gloo")
     for name in _WRAPPED:
         original = getattr(c10d, name, None) or getattr(dist, name, None)
         if original is None:
@@ -172,4 +202,14 @@ def install(device_type: str) -> CommCounter:
         for module in (dist, c10d):
             if getattr(module, name, None) is original:
                 setattr(module, name, counted)
+    from torch.distributed import _functional_collectives as funcol
+
+    def funcol_size(group) -> int:
+        g = funcol._resolve_group(group)  # a ProcessGroup, or a group's name (DeviceMesh, (mesh, dim), ...)
+        return (c10d._resolve_process_group(g) if isinstance(g, str) else g).size()
+
+    for name in _FUNCOL:
+        original = getattr(funcol, name, None)
+        if original is not None:  # DTensor calls funcol.<name> through the module: patched here, seen there
+            setattr(funcol, name, counter.wrap(name, original, funcol_size))
     return counter

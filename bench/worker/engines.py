@@ -47,3 +47,22 @@ def build_engine(cfg: RunConfig, model, ds_config: dict[str, Any], device):
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
     return engine
+
+
+def settings(engine) -> dict[str, Any]:
+    """What the engine really runs with, read off the objects that do the work, not off ds_config.json.
+
+    A setting DeepSpeed ignores or overrides (an option its version renamed, a stage that has no such
+    thing) shows here as it is: the ZeRO optimizer's own overlap_comm and cpu_offload (stages 1-2),
+    offload_optimizer and offload_param (stage 3), and the stage the engine reports.
+    """
+    opt = getattr(engine, "optimizer", None)
+    out: dict[str, Any] = {"optimizer": type(opt).__name__ if opt is not None else None}
+    stage = getattr(engine, "zero_optimization_stage", None)
+    if callable(stage):
+        out["zero_stage"] = int(stage())
+    for attr in ("overlap_comm", "cpu_offload", "partition_gradients", "offload_optimizer", "offload_param"):
+        value = getattr(opt, attr, None)
+        if isinstance(value, bool):
+            out[attr] = value
+    return out

@@ -34,6 +34,10 @@ class StepTimes:
     """Per step: whether the optimizer updated the weights (False: fp16's loss scaler skipped it)."""
     steady_from: int | None = None
     """The step the steady window began at, where on_steady ran (peak memory statistics reset)."""
+    # Wall clock (perf_counter) at the loop's start and at each step's end, less the time the
+    # model-state measurement took: whole epochs are measured from these (epoch_walls).
+    began: float | None = None
+    ended: list[float] = field(default_factory=list)
 
 
 def step_applied(engine) -> bool:
@@ -54,6 +58,19 @@ def steady_window(times: StepTimes, warmup_steps: int) -> tuple[list[float], lis
     skipped = [i for i in steady if not applied[i]]
     kept = [times.step[i] for i in steady if applied[i]]
     return (kept or [times.step[i] for i in steady]), skipped
+
+
+def epoch_walls(times: StepTimes, steps_per_epoch: int) -> list[float]:
+    """Wall-clock seconds of each whole epoch the loop ran: warm-up, data loading and waits included.
+
+    Epoch e is steps e*spe .. (e+1)*spe - 1, from the end of the step before it (the loop's start for
+    the first) to the end of its last step. An epoch the run stopped inside is not one.
+    """
+    if times.began is None or steps_per_epoch < 1:
+        return []
+    marks = [times.began, *times.ended]
+    return [marks[(e + 1) * steps_per_epoch] - marks[e * steps_per_epoch]
+            for e in range((len(marks) - 1) // steps_per_epoch)]
 
 
 def _sync_fn(device) -> Callable[[], None]:
@@ -90,6 +107,9 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
     times = StepTimes()
     stream = batches_forever(batches)
     engine.train()
+    excluded_total = 0.0
+    sync()
+    times.began = time.perf_counter()
     for step in range(total_steps):
         if step == warmup_steps:
             times.steady_from = step
@@ -122,6 +142,7 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
                 excluded = time.perf_counter() - t3  # the measurement is not part of the step
                 t_step += excluded
                 t3 += excluded
+                excluded_total += excluded
             engine.step()
             sync()
             t4 = time.perf_counter()
@@ -136,6 +157,7 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
         loss_sum, correct = torch.stack([loss_dev.double(), correct_dev.double()]).tolist()
         step_time = time.perf_counter() - t_step
         times.applied.append(step_applied(engine))
+        times.ended.append(t_step + step_time - excluded_total)
         if counter is not None:
             counter.end_step()
         for name, value in (("data", t_data), ("forward", t_fwd), ("backward", t_bwd),

@@ -34,8 +34,8 @@ def run(run_dir: str) -> dict:
 
     from bench.core import datasets, models, synthetic
     from bench.worker import data as wdata
-    from bench.worker import comm_counter, dist, loop, memory, model_states
-    from bench.worker.engines import build_engine, create_model
+    from bench.worker import comm_counter, dist, loop, memory, model_states, wire
+    from bench.worker.engines import build_engine, create_model, settings
 
     cfg = RunConfig.load(os.path.join(run_dir, "config.json"))
     with open(os.path.join(run_dir, "plan.json")) as f:
@@ -84,8 +84,13 @@ def run(run_dir: str) -> dict:
         print(f"start barrier: waited {waited:.2f} s", flush=True)
     progress_path = os.path.join(run_dir, "progress.json")
     t_start = time.time()
+    warm = min(cfg.timing_warmup, total_steps - 1)
+    # The host's NIC / InfiniBand counters around the steady steps, read by one rank per host.
+    host_wire = wire.Wire(counter.backend) if local_rank == 0 else None
 
     def on_step(step: int, times: loop.StepTimes) -> None:
+        if host_wire is not None and step + 1 == warm:
+            host_wire.start()
         if rank == 0 and (step % 5 == 0 or step + 1 == total_steps):
             write_json_atomic(progress_path, {"step": step + 1, "total": total_steps, "loss": times.loss[-1],
                                               "epoch": step // steps_per_epoch + 1,
@@ -94,19 +99,23 @@ def run(run_dir: str) -> dict:
 
     states: list[dict] = []
     timing = dict(total_steps=total_steps, accum=cfg.grad_accum, device=device, on_step=on_step, counter=counter,
-                  warmup_steps=min(cfg.timing_warmup, total_steps - 1), on_steady=lambda: memory.reset_peak(device))
+                  warmup_steps=warm, on_steady=lambda: memory.reset_peak(device))
     def measure() -> None:
         m = model_states.measure(engine.module, engine.optimizer)
         if cfg.offload == "nvme":
             m["by_device"]["nvme"] = model_states.swapped_bytes(cfg.nvme_path, rank)
         states.append(m)
 
+    if host_wire is not None and warm == 0:
+        host_wire.start()
     if cfg.pipeline_stages > 1:
         from bench.worker import pipeline
         times = pipeline.train(engine, train_batches, on_before_optimizer=measure, **timing)
     else:
         times = loop.train(engine, train_batches, on_last_step_backward=measure, **timing)
     mem = memory.snapshot(device)  # training's figure: before the test set and its activations are on the GPU
+    if host_wire is not None:
+        host_wire.stop()
 
     test = None
     if cfg.eval and test_ds is not None and cfg.pipeline_stages > 1:
@@ -119,9 +128,11 @@ def run(run_dir: str) -> dict:
         torch.distributed.all_reduce(t)
         test = {"correct": int(t[0]), "seen": int(t[1]), "accuracy": float(t[0] / max(t[1], 1))}
 
-    rec = rank_record(cfg, rank, local_rank, world, mem, times)
+    rec = rank_record(cfg, rank, local_rank, world, mem, times, steps_per_epoch)
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
-               comm_timing=counter.timing_reason, pipeline=getattr(engine, "pipeline_layout", None))
+               comm_timing=counter.timing_reason, comm_backend=counter.backend,
+               wire=host_wire.result() if host_wire is not None else None, engine_settings=settings(engine),
+               pipeline=getattr(engine, "pipeline_layout", None))
     if independent:
         rec["rank"] = me
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{me if independent else rank}.json"), rec)
@@ -151,9 +162,9 @@ def run(run_dir: str) -> dict:
     return rec
 
 
-def rank_record(cfg, rank, local_rank, world, mem, times) -> dict:
+def rank_record(cfg, rank, local_rank, world, mem, times, steps_per_epoch) -> dict:
     from bench.worker.bootstrap import THREADS
-    from bench.worker.loop import steady_window
+    from bench.worker.loop import epoch_walls, steady_window
 
     warm = min(cfg.timing_warmup, len(times.step) - 1)
     steady = slice(warm, None)
@@ -168,6 +179,7 @@ def rank_record(cfg, rank, local_rank, world, mem, times) -> dict:
         "steady_steps": len(step_s), "skipped_steps": len(skipped), "skipped_at": skipped,
         "steady_from": times.steady_from,
         "step_s": step_s,
+        "epoch_wall_s": epoch_walls(times, steps_per_epoch),
         "parts_s": {k: sum(getattr(times, k)[steady]) / len(times.step[steady])
                     for k in ("data", "forward", "backward", "optimizer")} if times.forward else None,
         "loss": times.loss, "train_acc": times.acc or None,

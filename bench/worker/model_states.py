@@ -4,9 +4,9 @@
                       #  "by_device": {"cpu": B}, "how": "..."}
 
 Taken on the last step after each backward and before the optimizer step,
-when gradients and optimizer states both exist; the record keeps each
-category's largest value over those micro steps (peak()). Every tensor is counted by its
-storage (untyped_storage().nbytes()), each storage once, so a flat buffer
+when gradients and optimizer states both exist; the record keeps the
+largest total held at one of those micro steps and each category's own
+largest (peak()). Every tensor is counted by its storage (untyped_storage().nbytes()), each storage once, so a flat buffer
 and the parameters that are views into it (ZeRO's bit16 groups) count once.
 
   params            the model's weights as the engine keeps them: each module
@@ -150,14 +150,23 @@ def measure(module, optimizer) -> dict[str, Any]:
 
 
 def peak(measurements: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each category's largest value over the micro steps measured (a run must fit its largest)."""
+    """The largest model states held at one instant, and each category's own largest, over the micro steps.
+
+    `total` is the largest total of one measurement: what the rank held at once (a run must fit it).
+    The categories are each one's maximum over the measurements, which may come from different micro
+    steps (ZeRO-2's gradient partitions grow as the step goes, a boundary frees them), so their sum
+    can exceed any instant's total: `at_largest` holds the categories of the instant `total` is from.
+    """
     if not measurements:
         return {}
+    largest = max(measurements, key=lambda m: m["total"])
     out: dict[str, Any] = {c: max(m[c] for m in measurements) for c in (*CATEGORIES, "buffers")}
-    out["total"] = sum(out[c] for c in CATEGORIES)
+    out["total"] = largest["total"]
+    out["at_largest"] = {c: largest[c] for c in CATEGORIES}
     devices = {d for m in measurements for d in m["by_device"]}
     out["by_device"] = {d: max(m["by_device"].get(d, 0) for m in measurements) for d in devices}
-    out["measured_at"] = f"after each of the last step's {len(measurements)} backward pass(es)"
+    out["measured_at"] = (f"after each of the last step's {len(measurements)} backward pass(es): total at the "
+                          "instant it was largest, each category its own largest")
     out["how"] = measurements[0]["how"]
     return out
 

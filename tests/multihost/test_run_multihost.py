@@ -56,6 +56,10 @@ def test_three_hosts(cluster, out_dir, launcher):
     with open(os.path.join(run_dir, ".deepspeed_env")) as f:
         env_file = dict(line.rstrip("\n").split("=", 1) for line in f)
     assert env_file["GLOO_SOCKET_IFNAME"] == "vb0"
+    # Each host's vb0 counters, read by its rank around the steady steps, beside what the algorithm sent.
+    wire = rec["figures"]["comm"]["wire"]
+    assert [(h["ranks"], sorted(h["nic"])) for h in wire["per_host"]] == [(1, ["vb0"])] * 3, wire
+    assert 0.99 <= wire["over_sent"] <= 1.10, wire
     pids = _rank_pids(run_dir)
     assert len(pids) == 3
     assert not [p for p in pids if _still_running(p, run_dir)]

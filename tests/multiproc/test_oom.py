@@ -9,6 +9,10 @@ writes no report. bench reads the cgroup's `oom_kill` counter before and
 after the run (bench/memcg.py) and records `oom` only when that counter
 rose and a rank stopped without a report; a rank that catches
 MemoryError / "can't allocate memory" itself reports `oom` directly.
+
+The same sweep without the limit (both points ok) is then the baseline of
+`bench compare`: the point that went from ok to oom is a regression, exit 1,
+named with the oom record's reason.
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ pytestmark = pytest.mark.slow
 
 MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
 # Enough for the launcher, DeepSpeed's runner and launch.py and one rank of
-# vit-micro at batch 16 (about 1.5 GiB together), far from batch 4096's ~8 GiB
-# of activations.
-LIMIT = 3 << 30
-BIG, SMALL = 4096, 16
+# vit-micro at batch 16 (about 1.5 GiB together; the rank's peak RSS measured
+# 0.8 GiB), far from batch 1024's (the rank alone 2.9 GiB, 3.5 GiB together).
+LIMIT = 5 << 29
+BIG, SMALL = 1024, 16
 
 # Joins the cgroup, then becomes the command: nothing runs outside the limit.
 _WRAPPER = "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); os.execv(sys.argv[2], sys.argv[2:])"
@@ -84,16 +88,29 @@ def _oom_kills(cg: Path) -> int:
     return -1
 
 
-def test_batch_that_does_not_fit_is_oom_and_the_sweep_moves_on(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def _sweep(out: Path, cgroup: Path | None) -> subprocess.CompletedProcess:
+    """bench sweep batch over BIG and SMALL into out, inside `cgroup` (None: bench's own, unlimited)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [sys.executable, "-m", "bench", "sweep", "batch", "--gpus", "1", "--dataset", "synthetic",
             "--model", "vit-micro-p4-32", "--synthetic-size", str(BIG), "--values", f"{BIG},{SMALL}",
             "--steps", "3", "--timing-warmup", "1", "--no-eval", "--timeout", "300", "--out", str(out), "--json"]
+    if cgroup is not None:
+        argv = [sys.executable, "-c", _WRAPPER, str(cgroup / "cgroup.procs"), *argv]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def under_limit(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, int]:
+    """The sweep run once under the memory limit, for both tests: (its --out, the process, OOM kills seen)."""
+    out = tmp_path_factory.mktemp("oom") / "out"
     with memory_cgroup(LIMIT) as cg:
-        proc = subprocess.run([sys.executable, "-c", _WRAPPER, str(cg / "cgroup.procs"), *argv], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=1800)
+        proc = _sweep(out, cg)
         kills = _oom_kills(cg)
+    return out, proc, kills
+
+
+def test_batch_that_does_not_fit_is_oom_and_the_sweep_moves_on(under_limit) -> None:
+    out, proc, kills = under_limit
     # Exit 0: every point is ok or oom (an OOM is a result, not a failure of the sweep).
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = one_json(proc.stdout)
@@ -116,3 +133,21 @@ def test_batch_that_does_not_fit_is_oom_and_the_sweep_moves_on(tmp_path: Path) -
     run_rec = results.read(os.path.join(big["run_dir"], "results.jsonl")).records
     assert [r["status"] for r in run_rec] == ["oom"]
     print(f"oom path: {'kernel OOM killer' if kills > 0 else 'allocation error in the rank'}: {err['reason']}")
+
+
+def test_compare_names_the_point_that_went_from_ok_to_oom(under_limit, tmp_path: Path) -> None:
+    """The same sweep without the limit is the baseline: both points ok there, so BIG's oom is a regression."""
+    new, _, _ = under_limit
+    base = tmp_path / "base"
+    proc = _sweep(base, None)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [p["status"] for p in one_json(proc.stdout)["points"]] == ["ok", "ok"]
+    cmp = subprocess.run([sys.executable, "-m", "bench", "compare", str(base), str(new), "--threshold", "50%"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert cmp.returncode == 1, cmp.stderr + cmp.stdout
+    (line,) = [x for x in cmp.stderr.splitlines() if x.startswith("bench compare: regressed:")]
+    big = results.read(str(new / "batch" / "results.jsonl")).records[0]
+    assert f"mb={BIG}/" in big["point_id"]
+    assert line.startswith(f"bench compare: regressed: batch {big['point_id']}: ok x1 -> oom: "), line
+    assert big["error"]["reason"] in line and f"rank 0 on {big['error']['host']}" in line
+    print(f"\n{line}")

@@ -184,3 +184,42 @@ def test_straggler_cost():
 def test_invalid_input_raises(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_p90_is_null_below_ten_samples_with_the_reason():
+    few = m.summary([float(v) for v in range(1, 10)])
+    assert few.p90 is None and few.p90_reason == "9 sample(s): a p90 needs at least 10"
+    assert few.median == 5.0 and few.n == 9  # the rest of the summary stands
+
+
+def test_a_runs_p90_counts_steps_not_steps_times_ranks():
+    from bench.analysis import figures
+    from tests.unit.test_mfu import _summary
+
+    s = _summary("cpu", "cpu", "cpu")  # 4 steady steps on each of 3 ranks: 12 samples, 4 steps
+    fig = figures.from_summary(s, micro_batch=64, grad_accum=1, planned_world=3, precision="fp32")
+    assert fig["step_s"]["n"] == 12 and fig["step_s"]["p90"] is None
+    assert fig["step_s"]["p90_reason"].startswith("4 steady step(s) (x 3 rank(s), which step together)")
+    for r in s["ranks"]:
+        r["step_s"] = [0.1] * 10
+        r["steady_steps"] = 10
+    assert figures.from_summary(s, micro_batch=64, grad_accum=1, planned_world=3,
+                                precision="fp32")["step_s"]["p90"] == pytest.approx(0.1)
+
+
+def test_the_run_table_says_how_many_samples_and_why_no_p90():
+    from rich.console import Console
+
+    from bench.render.run import run_table
+    from tests.unit.test_compare import run
+
+    from bench.analysis import figures
+    from tests.unit.test_mfu import _summary
+
+    rec = run(100.0)
+    rec["figures"] = figures.from_summary(_summary("cpu", "cpu"), micro_batch=64, grad_accum=1, planned_world=2,
+                                          precision="fp32")  # 4 steady steps on 2 ranks
+    console = Console(width=300, record=True)
+    console.print(run_table(rec))
+    text = console.export_text()
+    assert "8 samples (steady steps x ranks)" in text and "p90 null (4 steady step(s)" in text

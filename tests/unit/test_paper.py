@@ -1,4 +1,10 @@
-"""The study's figures derived through bench.metrics match what it printed."""
+"""The study's figures derived through bench.metrics match what it printed.
+
+Each check sets two things the study printed apart against each other (its
+seconds and its speedups), or bench.analysis.paper against the code that
+uses it; restating paper.py's own constants (which a typo would change in
+both places at once) is no check and is left out.
+"""
 
 from __future__ import annotations
 
@@ -20,9 +26,9 @@ def test_derived_speedups_match_the_stated_ones(series):
         assert f"{derived[n].speedup:.{d}f}" == f"{stated:.{d}f}", (series.name, n)
 
 
-def test_every_series_states_what_it_is_checked_against():
-    assert paper.VECTOR_INTRA.stated_speedup == {8: 7.76}
-    assert paper.VECTOR_INTER.stated_speedup == {32: 29.6}
+def test_the_series_the_report_lines_up_state_a_speedup_to_check():
+    # bench report --compare-paper draws these beside a strong sweep: their seconds must be checked above.
+    assert {s.name for s in paper.SERIES.values() if s.stated_speedup} >= {"vector-intra", "vector-inter"}
 
 
 def test_vector_intra_node_table():
@@ -31,9 +37,7 @@ def test_vector_intra_node_table():
     assert points[0].speedup == 1.0 and points[0].efficiency == 1.0
     assert points[0].karp_flatt is None
     last = points[-1]
-    assert last.seconds == 234.21
-    assert last.speedup == 1817.65 / 234.21
-    assert f"{last.efficiency:.0%}" == "97%"
+    assert f"{last.efficiency:.0%}" == "97%"  # as the study printed it
     assert last.karp_flatt == pytest.approx(0.0044036, abs=1e-7)
 
 
@@ -47,9 +51,7 @@ def test_vector_inter_node_table():
 
 def test_tesla_got_no_speedup():
     (one, five) = paper.derive(paper.TESLA)
-    assert (one.seconds, five.seconds) == (712.96, 3435.96)
-    assert five.speedup == pytest.approx(712.96 / 3435.96)
-    assert five.speedup < 1
+    assert one.gpus == 1 and five.gpus == 5 and five.speedup < 1  # the study: slower on 5 GPUs than on 1
 
 
 def test_amdahl_fits():
@@ -58,23 +60,22 @@ def test_amdahl_fits():
     assert paper.amdahl_serial_fraction(paper.TESLA) > 1
 
 
-def test_other_stated_figures():
-    assert paper.BATCH_SWEEP.stated_speedup_2gpu == {16: 1.19, 256: 1.64}
-    assert paper.BATCH_SWEEP.batch_sizes == (16, 32, 64, 128, 256)
-    assert paper.WEAK.stated_efficiency == {8: 0.84}
-    vector, tesla = paper.COMM_SHARES["vector"], paper.COMM_SHARES["tesla"]
-    assert (vector.low, vector.high) == (0.04, 0.11)
-    assert tesla.low == 0.50 and tesla.high is None
+def test_the_paper_suite_runs_the_studys_model():
+    # The preset bench sweep paper runs (bench.experiments.suites) is the study's ViT-B/16, as timm builds it.
+    from bench.core import model_size, models
+    from bench.experiments.suites import paper_config
+    from bench.core.config import RunConfig
 
-
-def test_model_and_clusters():
-    assert (paper.MODEL.depth, paper.MODEL.width, paper.MODEL.heads) == (12, 768, 12)
-    assert (paper.MODEL.lr, paper.MODEL.epochs, paper.MODEL.precision) == (1e-4, 5, "fp32")
+    cfg = paper_config(RunConfig())
+    shape = model_size.shape_of(models.resolve_model(cfg.model, cfg.img_size, 10), 10)
+    assert (shape.depth, shape.width, shape.heads, shape.img_size) == (paper.MODEL.depth, paper.MODEL.width,
+                                                                       paper.MODEL.heads, paper.MODEL.img_size)
+    # ...and of its size, counted from the shape with the study's 1000-way head ("about 86M parameters").
+    study = model_size.shape_of(models.resolve_model(cfg.model, cfg.img_size, 1000), paper.MODEL.head_classes)
+    assert model_size.vit_params(study) == pytest.approx(paper.MODEL.params_approx, rel=0.01)
+    # The clusters' node counts and their GPU lists agree with each other.
     tesla = paper.CLUSTERS["tesla"]
-    assert tesla.nodes == 5 and len(tesla.gpu_models) == 5
-    assert tesla.gpu_models.count("RTX 3070") == 3
-    assert paper.CLUSTERS["vector"].gpus_per_node == 8
-    assert paper.ARXIV_ID in paper.CITATION
+    assert tesla.nodes == len(tesla.gpu_models) == paper.TESLA.gpus[-1]
 
 
 def test_series_must_start_at_one_gpu():

@@ -162,6 +162,45 @@ def test_torn_line_is_named_and_skipped(tmp_path):
     assert len(json.loads(proc.stdout)["groups"][0]["rows"]) == 2
 
 
+def _not_results(tmp_path) -> list:
+    """Files that are no results file: random bytes, a PNG (one of our own plots), a tar, another program's JSONL."""
+    import random
+    import tarfile
+
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(random.Random(0).randbytes(20000))  # about 80 newlines: 80 "torn line" notes before
+    png = tmp_path / "plot.png"
+    recs = [point("strong", f"strong/study/gpus={n}", n, VECTOR[n], labels={"sense": "study"}) for n in (1, 2)]
+    proc = cli("report", write(tmp_path / "r.jsonl", recs), "--plots", str(tmp_path / "p"), "--json")
+    png.write_bytes(open(json.loads(proc.stdout)["plots"][0], "rb").read())
+    tar = tmp_path / "results.tar"
+    with tarfile.open(tar, "w") as t:
+        t.add(tmp_path / "r.jsonl", arcname="r.jsonl")
+        t.add(png, arcname="plot.png")
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"step": i, "loss": 1.0 / (i + 1)}) + "\n" for i in range(30)))
+    return [noise, png, tar, other]
+
+
+def test_a_file_that_is_no_results_file_is_one_line(tmp_path):
+    for path in _not_results(tmp_path):
+        for argv in (("report", str(path)), ("compare", str(path), str(path))):
+            assert_bad_input(cli(*argv), f"{path} is not a bench results file")
+
+
+def test_a_results_file_with_many_torn_lines_names_the_first_few_then_counts(tmp_path):
+    path = vector_strong(tmp_path, ns=(1, 2))
+    with open(path, "a") as f:
+        f.write("".join(f"garbage {i}\n" for i in range(12)))
+    proc = cli("report", path, "--json")
+    assert proc.returncode == 0
+    notes = proc.stderr.splitlines()
+    assert len(notes) == 6, proc.stderr
+    assert notes[0].endswith(f"{path}:3: torn or invalid line skipped (Expecting value)")
+    assert notes[-1].endswith(f"{path}: 7 more line(s) skipped")
+    assert len(json.loads(proc.stdout)["groups"][0]["rows"]) == 2
+
+
 def test_unknown_schema_version_is_refused(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text(json.dumps({"schema_version": 99, "kind": "run", "status": "ok"}) + "\n")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from bench.cluster import hostfile
-from bench.analysis import paper
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.experiments.suites import Pool, SuiteOptions, plan, powers_of_two
@@ -92,7 +91,6 @@ def test_weak_share_grows_with_gpus():
     assert ids(pts) == ["weak/gpus=1", "weak/gpus=2", "weak/gpus=4", "weak/gpus=8"]
     # The study's 10% per GPU.
     assert [p.config.dataset_fraction for p in pts] == [0.1, 0.2, 0.4, 0.8]
-    assert paper.WEAK.share_per_gpu == 0.1
     # 16 GPUs at 10% each would need 160% of the data: the share shrinks to fit.
     big = Pool(resources={"localhost": list(range(16))}, hostfile=False)
     assert plan("weak", BASE, SuiteOptions(), big)[-1].config.dataset_fraction == 1.0
