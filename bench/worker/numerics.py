@@ -8,7 +8,8 @@ Each rank is alone (no process group: nothing it does waits on another rank)
 and runs, from numerics.json:
   1. a short deterministic training job: a fixed seed, a fixed synthetic batch,
      fp32 with TF32 off, torch.use_deterministic_algorithms, cuDNN's
-     deterministic kernels, AdamW without foreach; every step's loss kept
+     deterministic kernels, timm's attention unfused (matmuls and softmax,
+     no SDPA kernel), AdamW without foreach; every step's loss kept
      exactly (a float64 of the float32 loss) and a SHA-256 of the parameters
      after the last step. GPUs of one model, driver and software stack must
      agree bit for bit (bench.analysis.numerics compares them);
@@ -77,6 +78,11 @@ def train_curve(torch, spec: dict, device, on_step) -> tuple[list[float], str]:
     from bench.core import models, synthetic
     from bench.worker.data import CIFAR_MEAN, CIFAR_STD, normalise
 
+    from timm.layers import set_fused_attn
+
+    # Attention as explicit matmuls and softmax, not a fused SDPA kernel: its backward on GPUs need not be
+    # deterministic (atomics), and the job must give the same bits every time on the same stack.
+    set_fused_attn(False)
     torch.manual_seed(spec["seed"])
     m = models.resolve_model(spec["model"], None, 10)
     model = timm.create_model(m.timm_name, pretrained=False, num_classes=10, img_size=m.img_size, **m.kwargs)
