@@ -34,7 +34,7 @@ class NumericsSpec:
     matmul_check_n: int = 512      # the exact product (fp32, integer entries)
     matmul_n: int = 512            # the timed product
     matmul_dtype: str = "fp32"
-    matmul_iters: int = 10
+    matmul_iters: int = 20
 
     def key(self) -> dict[str, Any]:
         """What a reference curve must have been made with to be compared (the matmul sizes are not in it)."""

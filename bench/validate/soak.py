@@ -96,11 +96,12 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
                 s0 = time.time()
                 stage(v)
                 v.stages.append(Stage(name, time.time() - s0, sum(len(s) for s in resources.values()), 0))
-            base = v
+            # Each round judges every GPU again: only what preflight and inventory ruled out stays out.
+            base, out = v, (set(v.failed_hosts), set(v.failed_gpus))
         else:
             v.hostname_of, v.inventory, v.device = base.hostname_of, base.inventory, base.device
             v.figures["verdict"] = base.figures.get("verdict")
-            v.failed_hosts, v.failed_gpus = set(base.failed_hosts), set(base.failed_gpus)
+            v.failed_hosts, v.failed_gpus = set(out[0]), set(out[1])
         for name, stage in ROUND:
             if not cfg.wanted(name):
                 continue
