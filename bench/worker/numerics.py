@@ -47,15 +47,23 @@ def _determinism(torch) -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
-def _cpu_model() -> str | None:
+def _cpu() -> dict[str, str]:
+    """The CPU as /proc/cpuinfo names it: model name (on cloud VMs often a generic one), and what tells one
+    microarchitecture from another (vendor, family, model, stepping) and which instructions it has."""
+    first: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # the first processor is enough
+                key, _, value = line.partition(":")
+                first[key.strip()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or None
+    flags = hashlib.sha256(" ".join(sorted(first.get("flags", "").split())).encode()).hexdigest()[:12]
+    return {"device": first.get("model name") or platform.processor() or "cpu",
+            "cpu_id": " ".join(first.get(k, "?") for k in ("vendor_id", "cpu family", "model", "stepping")),
+            "cpu_flags": flags}
 
 
 def stack(torch, device) -> dict:
@@ -66,7 +74,7 @@ def stack(torch, device) -> dict:
         out.update(device=torch.cuda.get_device_name(device), capability=f"{props.major}.{props.minor}",
                    cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
     else:
-        out.update(device=_cpu_model() or "cpu", cpu_capability=torch.backends.cpu.get_cpu_capability())
+        out.update(**_cpu(), cpu_capability=torch.backends.cpu.get_cpu_capability())
     return out
 
 
