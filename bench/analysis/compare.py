@@ -34,7 +34,7 @@ from bench.core import results
 from bench.core.errors import BadInput
 
 # RunConfig fields that say how and where a run went, not what it measured.
-OPERATIONAL = frozenset({"out", "timeout", "launcher", "container_exec", "master_addr", "master_port", "strict",
+OPERATIONAL = frozenset({"out", "timeout", "collective_timeout", "launcher", "container_exec", "master_addr", "master_port", "strict",
                          "data_dir", "download", "gpus", "breakdown"})
 JUDGED = ("images_per_s", "busbw")  # higher is better; a fall beyond threshold and spread is a regression
 
