@@ -38,7 +38,9 @@ _MAX_FRAMES = 60  # innermost kept: what a hang is about is at the bottom of the
 
 
 def _where(filename: str) -> str:
-    """bench's own files relative to the checkout (bench/worker/data.py); others as they are."""
+    """bench's own files relative to the checkout (bench/worker/data.py); others (and "<frozen runpy>") as they are."""
+    if filename.startswith("<"):
+        return filename
     path = os.path.abspath(filename)
     return os.path.relpath(path, _BENCH_ROOT) if path.startswith(os.path.join(_BENCH_ROOT, "bench") + os.sep) else path
 
@@ -59,19 +61,18 @@ def thread_stacks(skip: int | None = None) -> list[dict[str, Any]]:
 
 
 def answer(run_dir: str, rank: int, host: str | None, request: str) -> None:
-    """Write this rank's stacks/rank<R>.json for `request` and print the stacks into its log; never raises."""
+    """Write this rank's stacks/rank<R>.json for `request`, print the stacks into its log, then dump its flight
+    record; never raises (the watcher thread must live on: it also guards against orphaning)."""
     host = host or socket.gethostname()
     try:
-        stacks = thread_stacks(skip=threading.get_ident())
+        path = os.path.join(subdir(run_dir, STACKS_DIR), f"rank{rank}.json")
         position = POSITION.snapshot()
-        try:
-            record = flight.dump(run_dir, rank)
-        except Exception as e:  # noqa: BLE001 - a recorder that cannot dump must not cost the stacks
-            record = {"path": None, "reason": f"{type(e).__name__}: {e}"[:200]}
-        write_json_atomic(os.path.join(subdir(run_dir, STACKS_DIR), f"rank{rank}.json"), {
-            "request": request, "rank": rank, "host": host, "pid": os.getpid(), "time": time.time(),
-            "position": position, "threads": stacks, "flight_recorder": record})
-    except Exception as e:  # noqa: BLE001 - the watcher thread must live on (it also guards against orphaning)
+        said = {"request": request, "rank": rank, "host": host, "pid": os.getpid(), "time": time.time(),
+                "position": position, "threads": thread_stacks(skip=threading.get_ident()),
+                "flight_recorder": {"path": None, "reason": "being dumped"}}
+        # The stacks first: a recorder that blocks (NCCL's, asking a hung GPU) must not cost them.
+        write_json_atomic(path, said)
+    except Exception as e:  # noqa: BLE001 - said in the log, if the log can be written
         with contextlib.suppress(OSError):
             print(f"[{host}:{rank}] could not answer bench's stack request: {type(e).__name__}: {e}", flush=True)
         return
@@ -81,3 +82,9 @@ def answer(run_dir: str, rank: int, host: str | None, request: str) -> None:
               f"#{position['seq']}, in flight: {flying}; every thread follows", flush=True)
         sys.stderr.flush()
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    try:
+        said["flight_recorder"] = flight.dump(run_dir, rank)
+    except Exception as e:  # noqa: BLE001 - said in the answer
+        said["flight_recorder"] = {"path": None, "reason": f"{type(e).__name__}: {e}"[:200]}
+    with contextlib.suppress(Exception):
+        write_json_atomic(path, said)

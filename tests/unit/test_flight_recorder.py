@@ -92,3 +92,26 @@ def test_torch_s_own_analyzer_on_the_recorded_gloo_dumps_says_why_it_cannot_matc
     verdict = json.loads(out.stdout)  # stdout holds the one JSON document, whatever the analyzer printed
     assert verdict["ok"] is False and verdict["error"].startswith("KeyError")
     assert "pg_config is named ''" in verdict["error"]
+
+
+def test_a_rank_s_answer_holds_its_position_and_every_thread_s_stack(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "0")  # no recorder in this process: said so in the answer
+    from bench.worker.position import POSITION
+
+    seq = POSITION.enter("all_reduce")
+    try:
+        import threading
+        t = threading.Thread(target=stall.answer, args=(str(tmp_path), 3, "nodeX", "req-1"), name="watcher")
+        t.start()
+        t.join(30)
+    finally:
+        POSITION.leave(seq)
+    said = json.loads((tmp_path / "stacks" / "rank3.json").read_text())
+    assert (said["request"], said["rank"], said["host"]) == ("req-1", 3, "nodeX")
+    assert {"seq": seq, "op": "all_reduce"}.items() <= said["position"]["in_flight"][0].items()
+    main = [s for s in said["threads"] if s["main"]]
+    assert len(main) == 1  # waiting in join(), under this test
+    assert "test_a_rank_s_answer_holds_its_position_and_every_thread_s_stack" in [f["function"] for f in main[0]["frames"]]
+    assert all(not f["file"].startswith("/") or Path(f["file"]).exists() for f in main[0]["frames"]), main
+    assert not any(s["thread"] == "watcher" for s in said["threads"])  # the answering thread leaves itself out
+    assert said["flight_recorder"] == {"path": None, "reason": "the flight recorder is off (TORCH_FR_BUFFER_SIZE=0)"}
