@@ -21,6 +21,14 @@
 # prove (issue 16: GPU selection, the memory figure, NCCL timing null with a
 # reason) are printed under the table.
 #
+# Then a hung run (issue 22): `bench run` on 2 GPUs (1 when the node has one) whose last rank blocks in
+# data loading from its 3rd batch (tests/faults.py's sitecustomize, so it needs a checkout), --timeout 20,
+# --collective-timeout 600: bench's watchdog fires with the other rank's all-reduce still on NCCL's stream.
+# Checked: the failure line and ranks_at name the blocked rank "in data loading"; the other rank is
+# "waiting" in all_reduce by the flight recorder (its host thread left the call long ago); every dump was
+# written by _dump_nccl_trace; torch's own analyzer read the NCCL dumps (ok). With --dry-run the same run
+# goes on CPU ranks (gloo), and the NCCL-only checks show "-".
+#
 # Where it runs: in the image (docker run ... vitbench:latest benchmarks/gpu-check.sh, or apptainer exec),
 # with the image's interpreter (/opt/venv/bin/python), or in a checkout with .venv. $PY overrides both.
 # A GPU machine with torch and timm but no DeepSpeed and no network: carry the wheels
@@ -265,3 +273,61 @@ checks.append((f"prolog verdict {second.get('result')} in {second.get('duration_
 for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF3
+
+echo "## hang: where each rank is when the watchdog fires (flight recorder on ${DEV[1]:-cuda})"
+if [[ ! -f tests/faults.py ]]; then
+  echo "   skipped: tests/faults.py is not here (run from a checkout: its sitecustomize makes the stall)"
+  exit 0
+fi
+HR=1
+if [[ $DRY == 1 ]]; then HR=2; elif [[ $(nvidia-smi -L | wc -l) -ge 2 ]]; then HR=2; fi
+mkdir -p "$OUT/hang-site"
+$PY -c "import sys; sys.path.insert(0, '.'); from tests.faults import block_data_loading; print(block_data_loading(3, rank=$((HR - 1))))" \
+  > "$OUT/hang-site/sitecustomize.py"
+HSITE=$(cd "$OUT/hang-site" && pwd)  # absolute: the ranks start in their run directory
+HDEV=("${DEV[@]}")
+HDEV[${#HDEV[@]}-1]=$HR  # --gpus
+start=$(date +%s)
+( [[ $HR == 2 && $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
+  # 200 steps: should the stall not come, the run ends by itself and the checks say WRONG.
+  PYTHONPATH="$HSITE${PYTHONPATH:+:$PYTHONPATH}" $PY -m bench run --model vit-micro-p4-32 \
+    --dataset synthetic --synthetic-size 2048 --micro-batch 16 --steps 200 --no-eval --timeout 20 \
+    --collective-timeout 600 "${HDEV[@]}" --out "$OUT/hang" --json > "$OUT/hang.json" 2> "$OUT/hang.err" )
+echo "   bench exited $? after $(( $(date +%s) - start )) s"
+$PY - "$OUT" "$HR" <<'EOF2'
+import glob, json, os, sys
+out, ranks = sys.argv[1], int(sys.argv[2])
+try:
+    rec = json.load(open(f"{out}/hang.json"))
+except (OSError, ValueError) as e:
+    print(f"  [WRONG] no record: {e}; {open(f'{out}/hang.err', errors='replace').read()[-600:]}")
+    sys.exit(0)
+err, cuda = rec.get("error") or {}, rec["plan"]["device"] == "cuda"
+at = {e["rank"]: e for e in err.get("ranks_at") or []}
+hang = err.get("hang") or {}
+fr = (hang.get("flight_recorder") or {}).get("analyzer") or {}
+run_dir = rec["run_dir"]
+stacks = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(run_dir, "stacks", "rank*.json")))]
+writers = {(s.get("flight_recorder") or {}).get("writer") for s in stacks}
+blocked = at.get(ranks - 1, {})
+print(f"  bench: {err.get('reason')}")
+checks = [
+    (f"the blocked rank {ranks - 1} is named first, in data loading ({blocked.get('frame')})",
+     err.get("rank") == ranks - 1 and blocked.get("doing") == "data loading"
+     and str(err.get("reason", "")).startswith("hung at step 3: ")),
+    (f"every rank answered the stack request ({(hang.get('stack_request') or {}).get('answered')})",
+     (hang.get("stack_request") or {}).get("answered") == list(range(ranks))),
+    (f"the dumps were written by {sorted(w or '-' for w in writers)}",
+     (writers == {"torch._C._distributed_c10d._dump_nccl_trace"}) if cuda else None),
+    (f"torch's analyzer read the dumps: {fr.get('ok')} {fr.get('error') or ''}".rstrip(),
+     fr.get("ok") is True if cuda else None),
+]
+if ranks > 1:
+    other = at.get(0, {})
+    checks.append((f"rank 0 waits in {other.get('collective')} by the {other.get('source')} "
+                   f"(device state {other.get('device_state')})",
+                   (other.get("at") == "waiting" and (other.get("collective") or {}).get("op") == "all_reduce"
+                    and other.get("source") == ("flight recorder" if cuda else "stack"))))
+for what, ok in checks:
+    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
+EOF2

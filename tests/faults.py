@@ -73,6 +73,29 @@ module.linear = linear
 """))
 
 
+def block_data_loading(from_batch: int, rank: int | None = None) -> str:
+    """bench's batches stop coming from the from_batch-th on (a file system that stopped answering): the
+    training thread sleeps in bench.worker.data's crop_flip for an hour. rank: only on that global rank."""
+    only = f'os.environ.get("RANK") == "{rank}"' if rank is not None else "True"
+    return _HOOK.format(what=f"data loading blocks from batch {from_batch}" + (f" on rank {rank}" if rank is not None
+                                                                                else ""),
+                        target="bench.worker.data", patch=_indent(f"""
+import os
+import time
+
+original = module.crop_flip
+calls = [0]
+
+def crop_flip(*args, **kwargs):
+    calls[0] += 1
+    if calls[0] >= {from_batch} and {only}:
+        time.sleep(3600)
+    return original(*args, **kwargs)
+
+module.crop_flip = crop_flip
+"""))
+
+
 def corrupt_all_reduce(rank: int) -> str:
     """On global rank `rank`, the first element of every all_reduce input is off by one before it is sent."""
     return _HOOK.format(what=f"rank {rank} sends one wrong value in every all_reduce",

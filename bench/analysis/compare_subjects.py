@@ -30,7 +30,7 @@ from bench.analysis.report_analysis import dedupe
 from bench.core import results
 
 # RunConfig fields that say how and where a run went, not what it measured.
-OPERATIONAL = frozenset({"out", "timeout", "launcher", "container_exec", "master_addr", "master_port", "strict",
+OPERATIONAL = frozenset({"out", "timeout", "collective_timeout", "launcher", "container_exec", "master_addr", "master_port", "strict",
                          "data_dir", "download", "gpus"})
 NOT_RECORDED = "not recorded"
 

@@ -53,4 +53,7 @@ def main(args) -> int:
         from bench.render.run import print_run
         print_run(rec, Console(stderr=False))
         print(f"results: {os.path.join(rec['run_dir'], 'results.jsonl')}", file=sys.stderr)
+    if rec["status"] in ("failed", "oom") and rec.get("error"):
+        # One line a person or a script greps, with --json too: the cause first (for a hang: the odd ranks).
+        print(f"bench: {rec['status']}: {rec['error'].get('reason') or rec['error'].get('where', '')}", file=sys.stderr)
     return {"ok": 0, "interrupted": EXIT_INTERRUPTED}.get(rec["status"], EXIT_FAILED)

@@ -134,6 +134,12 @@ class RunConfig(LaunchConfig):
     activation_checkpointing: bool = opt("recompute block activations in backward", default=False)
     adamw: str = opt("torch AdamW implementation: fused (one kernel per step, CUDA and CPU), foreach, forloop",
                      default="fused", choices=ADAMW_IMPLS)
+    # --- hangs --------------------------------------------------------------
+    collective_timeout: float | None = opt(
+        "seconds a rank waits in one collective before it fails (default: --timeout, at least 30; bench's watchdog "
+        "then waits 15 s past it, so the ranks' own timeouts report first). Longer than --timeout, the watchdog "
+        "fires first, with every rank still waiting, as NCCL ranks in a CUDA stream do", default=None)
+
     def __post_init__(self) -> None:
         validate_launch(self)
         _validate(self)
@@ -193,6 +199,8 @@ def _validate(c: RunConfig) -> None:
         raise bad("steps", f"must be > 0, got {c.steps}")
     if c.epochs is not None and not c.epochs > 0:
         raise bad("epochs", f"must be > 0, got {c.epochs}")
+    if c.collective_timeout is not None and not c.collective_timeout > 0:
+        raise bad("collective_timeout", f"must be > 0, got {c.collective_timeout}")
     if c.timing_warmup < 0:
         raise bad("timing_warmup", f"must be >= 0, got {c.timing_warmup}")
     if c.steps is not None and c.timing_warmup >= c.steps:

@@ -2,7 +2,8 @@
 
     with beating(run_dir):                    # bench, while its job runs: a counter rewritten every BEAT_S
         ...
-    watch(run_dir, ORPHAN_AFTER_S, on_orphan)  # each rank, from its first line: a daemon thread
+    watch(run_dir, ORPHAN_AFTER_S, on_orphan, on_request)  # each rank, from its first line: a daemon thread
+    ask(run_dir)                              # bench, when a run hangs: every rank's watcher calls on_request
 
 When `bench` dies for any reason (SIGKILL, the OOM killer, the login shell
 gone) its watchdog and cleanup die with it, and no launcher stops the ranks
@@ -23,6 +24,21 @@ needs no new block on a full disk.
 Bound: a rank exits at most ORPHAN_AFTER_S + WATCH_S after the last beat
 (20 + 2 s), and its launcher within a few seconds of that; 30 s in all is
 what README promises and the tests allow twice over.
+
+The same thread answers bench's requests for stacks (bench.worker.stall):
+bench writes a request id to `stack-request` in the run directory, and each
+watcher that reads a new id calls on_request(id) within WATCH_S. A file
+rather than a signal (faulthandler.register): the run directory is the one
+channel bench already shares with every rank under every launcher. A signal
+needs the rank's PID in bench's PID namespace and a way onto its node:
+inside a container (its own PID namespace) the recorded PID is not the
+host's; under Slurm ssh to a node may be refused (pam_slurm_adopt) and
+`scancel --signal` reaches the launchers too; over pdsh and mpirun it takes
+an ssh per host while the run hangs, and a host whose network is gone
+cannot be signalled at all. Ranks already read this directory every
+WATCH_S, so asking costs them nothing new. What a file cannot do that a
+signal's C handler can: answer while a C call holds the GIL; such a rank is
+named as the one that did not answer.
 """
 
 from __future__ import annotations
@@ -34,6 +50,7 @@ import time
 from typing import Callable, Iterator
 
 NAME = "heartbeat"
+REQUEST = "stack-request"
 BEAT_S = 2.0
 WATCH_S = 2.0
 ORPHAN_AFTER_S = 20.0
@@ -93,14 +110,40 @@ def read(run_dir: str) -> bytes | None:
         return None
 
 
+def ask(run_dir: str) -> str:
+    """Ask every rank's watcher for its stacks: a new request id in the run directory (returned); OSError is the
+    caller's."""
+    request = f"{time.time():.6f}-{os.getpid()}"
+    path = os.path.join(run_dir, REQUEST)
+    with open(f"{path}.tmp", "w") as f:
+        f.write(request + "\n")
+    os.replace(f"{path}.tmp", path)
+    return request
+
+
+def read_request(run_dir: str) -> str | None:
+    try:
+        with open(os.path.join(run_dir, REQUEST)) as f:
+            return f.read(200).strip() or None
+    except OSError:
+        return None
+
+
 def watch(run_dir: str, orphan_after_s: float, on_orphan: Callable[[float], None],
-          every_s: float = WATCH_S) -> threading.Thread:
-    """A daemon thread that calls on_orphan(seconds without a beat) once no beat came for orphan_after_s."""
+          on_request: Callable[[str], None] | None = None, every_s: float = WATCH_S) -> threading.Thread:
+    """A daemon thread that calls on_orphan(seconds without a beat) once no beat came for orphan_after_s,
+    and on_request(id) for each new stack request (none that was there before it started)."""
 
     def loop() -> None:
         seen, changed = read(run_dir), time.monotonic()
+        answered = read_request(run_dir)
         while True:
             time.sleep(every_s)
+            if on_request is not None:
+                request = read_request(run_dir)
+                if request is not None and request != answered:
+                    answered = request
+                    on_request(request)
             now, current = time.monotonic(), read(run_dir)
             if current != seen:
                 seen, changed = current, now

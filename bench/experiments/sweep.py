@@ -24,7 +24,7 @@ from bench.experiments import suites
 
 DONE_STATUSES = ("ok", "oom")
 # Fields that say where a point ran or how long bench waits, not what was measured.
-_NOT_COMPARED = ("out", "timeout", "master_addr", "master_port")
+_NOT_COMPARED = ("out", "timeout", "collective_timeout", "master_addr", "master_port")
 
 
 def comparable(config: dict[str, Any]) -> dict[str, Any]:

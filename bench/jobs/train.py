@@ -91,7 +91,7 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     run_id = "DRY-RUN" if dry_run else results.new_run_id(root)
     run_dir = os.path.abspath(os.path.join(root, run_id))
     lp = build_launch(run_dir, device)
-    plan = plan_json(lp, resources, device, cfg.timeout)
+    plan = plan_json(lp, resources, device, cfg.timeout, cfg.collective_timeout)
     if start_barrier:
         plan["start_barrier"] = start_barrier
     if independent:

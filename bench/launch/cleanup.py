@@ -42,6 +42,7 @@ class HostCleanup:
     host: str
     killed: list[int] = field(default_factory=list)
     error: str | None = None
+    states: dict[int, str] = field(default_factory=dict)  # each killed PID's state just before: T = stopped
 
 
 def rank_pids(run_dir: str) -> list[tuple[int, str, int]]:
@@ -75,13 +76,36 @@ def is_our_rank(pid: int, run_dir: str) -> bool:
     return here in argv and entry
 
 
-def kill_here(run_dir: str, hostname: str | None = None) -> list[int]:
-    """SIGKILL this host's ranks of run_dir; returns the PIDs killed, once they are gone."""
+_STATES = {"R": "running", "S": "sleeping", "D": "blocked in the kernel", "T": "stopped", "t": "stopped by a tracer",
+           "Z": "a zombie"}
+
+
+def process_state(pid: int, run_dir: str) -> str | None:
+    """'T (stopped)' etc. from /proc/PID/stat, if PID still runs a rank of run_dir; else None."""
+    if not is_our_rank(pid, run_dir):
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            letter = f.read().rsplit(")", 1)[1].split()[0]  # the command name may hold spaces and parentheses
+    except (OSError, IndexError):
+        return None
+    return f"{letter} ({_STATES.get(letter, 'state ' + letter)})"
+
+
+def kill_here(run_dir: str, hostname: str | None = None, states: dict[int, str] | None = None) -> list[int]:
+    """SIGKILL this host's ranks of run_dir; returns the PIDs killed, once they are gone.
+
+    states: filled with each one's process state just before (a SIGSTOPped rank is 'T (stopped)').
+    """
     hostname = hostname or socket.gethostname()
     killed = []
     for _, host, pid in rank_pids(run_dir):
         if host != hostname or not is_our_rank(pid, run_dir):
             continue
+        if states is not None:
+            state = process_state(pid, run_dir)
+            if state:
+                states[pid] = state
         try:
             os.kill(pid, signal.SIGKILL)  # also ends a SIGSTOPped rank
             killed.append(pid)
@@ -111,7 +135,8 @@ def stop_ranks(run_dir: str, remote: bool = True, timeout: float = REMOTE_TIMEOU
 
     run_dir = os.path.abspath(run_dir)
     here = socket.gethostname()
-    done = [HostCleanup(here, kill_here(run_dir, here))]
+    states: dict[int, str] = {}
+    done = [HostCleanup(here, kill_here(run_dir, here, states), states=states)]
     others = [h for h in _plan_hosts(run_dir) if not is_local(h)]
     # Ranks that recorded another hostname live elsewhere; with none, no ssh is needed.
     if not remote or not others or all(h == here for _, h, _ in rank_pids(run_dir)):
@@ -126,10 +151,12 @@ def stop_ranks(run_dir: str, remote: bool = True, timeout: float = REMOTE_TIMEOU
             done.append(HostCleanup(host, error=r.error or f"rc {r.rc}: {r.stderr.strip()[-200:]}"))
             continue
         try:
-            killed = json.loads(r.stdout.strip().splitlines()[-1])["killed"]
-        except (ValueError, KeyError, IndexError):
-            killed = []
-        done.append(HostCleanup(host, killed))
+            answer = json.loads(r.stdout.strip().splitlines()[-1])
+            killed = answer["killed"]
+            remote_states = {int(p): str(s) for p, s in (answer.get("states") or {}).items()}
+        except (ValueError, KeyError, IndexError, AttributeError):
+            killed, remote_states = [], {}
+        done.append(HostCleanup(host, killed, states=remote_states))
     return done
 
 
@@ -138,10 +165,15 @@ def summary(done: list[HostCleanup]) -> dict:
     out: dict = {}
     killed = {c.host: c.killed for c in done if c.killed}
     unreachable = {c.host: c.error for c in done if c.error}
+    # Only the states that say something (a stopped or a kernel-blocked rank); keys are strings, as in JSON.
+    states = {c.host: {str(p): s for p, s in c.states.items() if not s.startswith(("S ", "R "))} for c in done}
+    states = {h: v for h, v in states.items() if v}
     if killed:
         out["killed"] = killed
     if unreachable:
         out["unreachable"] = unreachable
+    if states:
+        out["states"] = states
     return out
 
 
@@ -162,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m bench.cleanup RUN_DIR", file=sys.stderr)
         return 2
-    killed = kill_here(args[0])
-    print(json.dumps(asdict(HostCleanup(socket.gethostname(), killed))))
+    states: dict[int, str] = {}
+    killed = kill_here(args[0], states=states)
+    print(json.dumps(asdict(HostCleanup(socket.gethostname(), killed, states=states))))
     return 0
 
 

@@ -1,18 +1,23 @@
 """How a run that did not end well ended: the failing rank, its host, the reason and its last log lines.
 
-    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed)
+    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed, stalled, flight)
 
 The first cause wins over its echoes (see diagnose). Reads only the run
-directory: the ranks' reports (ranks/rank<R>.json), their PID files and logs.
+directory: the ranks' reports (ranks/rank<R>.json), their PID files and logs,
+their answers to the stack request of a hung run (stacks/rank<R>.json, see
+bench.launch.whereabouts) and the launcher's log (bench.launch.exits).
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 from typing import Any
 
+from bench.launch import exits, whereabouts
 from bench.launch.cleanup import rank_pids
+from bench.launch.stacks import Stacks
 
 
 def tail(path: str, n: int = 15) -> list[str]:
@@ -23,22 +28,47 @@ def tail(path: str, n: int = 15) -> list[str]:
         return []
 
 
+def _plan(run_dir: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as f:
+            plan = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return plan if isinstance(plan, dict) else {}
+
+
 def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_files: list[dict[str, Any]],
-             cleanup: dict[str, Any] | None = None, oom_killed: str = "") -> tuple[str, dict[str, Any]]:
+             cleanup: dict[str, Any] | None = None, oom_killed: str = "", stalled: Stacks | None = None,
+             flight: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """Name the failing rank (its host, reason, last log lines).
 
-    The first cause wins over its echoes: a rank's own error, then a host that
+    The first cause wins over its echoes: a rank's own error, then, for a run
+    that hung (stalled: the ranks' answers to bench's stack request), the ranks
+    that stand out from where the others waited (whereabouts), then a host that
     stopped answering, then a rank that stopped without a report (SIGKILLed,
-    OOM-killed, or hung and stopped here), and only then the ranks that failed
-    because a peer went away (gloo/NCCL connection errors and timeouts).
+    OOM-killed, or hung and stopped here; the signal named where its launcher
+    said it), and only then the ranks that failed because a peer went away
+    (gloo/NCCL connection errors and timeouts).
     """
     cleanup = cleanup or {}
     broken = [r for r in rank_files if r.get("status") in ("failed", "oom")]
     reported = {r.get("rank") for r in rank_files}
-    silent = [(rank, host, pid) for rank, host, pid in rank_pids(run_dir) if rank not in reported]
+    ranks = rank_pids(run_dir)
+    silent = [(rank, host, pid) for rank, host, pid in ranks if rank not in reported]
     extra = {k: v for k, v in (("failed_ranks", [r["rank"] for r in broken]),
                                ("silent_ranks", [r for r, _, _ in silent])) if v}
     extra.update(cleanup)
+    hang = None
+    if hung and stalled is not None and ranks:
+        plan = _plan(run_dir)
+        hang = whereabouts.verdict(ranks, stalled.answers, {r["rank"]: r for r in rank_files if "rank" in r}, cleanup,
+                                   flight, plan.get("resources") or {}, str(plan.get("device", "cpu")), stalled.states)
+        extra["ranks_at"] = hang.ranks_at
+        extra["hang"] = {"step": hang.step, "waited_in": hang.waited, "odd_ranks": [e["rank"] for e in hang.odd],
+                         "stack_request": {"asked": stalled.asked, "answered": sorted(stalled.answers),
+                                           "waited_s": round(stalled.waited_s, 2), "error": stalled.error}}
+        if flight is not None:
+            extra["hang"]["flight_recorder"] = {k: v for k, v in flight.items() if k != "ranks"}
 
     def rank_error(rank: int, host: str | None, reason: str) -> dict[str, Any]:
         return {"where": f"{host}:{rank}", "rank": rank, "host": host, "reason": reason,
@@ -55,6 +85,11 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
     if causes:
         first = causes[0]
         return "failed", rank_error(first["rank"], first.get("host"), first.get("error", ""))
+    if hang is not None and hang.odd:
+        first = hang.odd[0]
+        return "failed", rank_error(first["rank"], first["host"], hang.reason)
+    if hang is not None and hang.waited is not None:
+        return "failed", {"where": "every rank", "rank": None, "host": None, "reason": hang.reason, **extra}
     for host, why in cleanup.get("unreachable", {}).items():
         return "failed", {"where": host, "host": host, "reason": f"host {host} stopped answering ({why}); its ranks "
                           "could not be stopped and end by their collective timeout", **extra}
@@ -63,6 +98,10 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
         if any(pid in pids for pids in cleanup.get("killed", {}).values()):
             how = (f"alive but silent: no progress for {timeout:.0f} s (hung), stopped by bench" if hung
                    else "alive after its launcher ended, stopped by bench")
+        elif (sig := exits.signals(run_dir, silent).get(rank)) is not None:
+            how = f"died without a report: killed by {sig}" + (" (kill -9, or the kernel's OOM killer)"
+                                                                if sig == "SIGKILL" else "")
+            extra["signal"] = sig
         else:
             how = "died without a report: killed by a signal (SIGKILL, the OOM killer), or its host went away"
         return "failed", rank_error(rank, host, f"rank {rank} on {host}: {how}")

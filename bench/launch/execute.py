@@ -4,8 +4,11 @@ The runner process gets its own session, so bench can stop it and
 everything it forked (pdsh, ssh, local ranks) by process group, never by
 `pkill -f`. Ranks record their PIDs in ranks/rank<R>.json-style files; a
 hung run (no progress for `timeout` seconds, and at least the ranks'
-collective timeout + 15 s) or Ctrl-C ends the group, then any rank still
-alive, on every host, by PID (bench.cleanup).
+collective timeout + 15 s, unless the plan's collective timeout was chosen
+longer than `timeout`: plan.json watchdog_s) or Ctrl-C ends the group, then
+any rank still alive, on every host, by PID (bench.cleanup). Before a hung
+run is stopped, every rank is asked where it is (bench.launch.stacks), and
+the record says where each one was (bench.launch.whereabouts).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from typing import Any, Callable
 
 from bench.core import heartbeat, storage
 from bench.core.errors import StorageFailed
-from bench.launch import memcg
+from bench.launch import flight_dumps, memcg, stacks
 from bench.launch.base import LaunchPlan
 from bench.launch.diagnose import diagnose
+from bench.launch.plan import REPORT_GRACE_S
 from bench.launch.registry import get
 
 
@@ -78,12 +82,6 @@ def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "loca
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-# How long past the ranks' collective timeout the watchdog waits: ranks blocked
-# on a hung peer then report their own timeout first, and the one still silent
-# is the culprit (with the watchdog first, every rank is silent alike).
-_REPORT_GRACE_S = 15.0
-
-
 def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
             on_progress: Callable[[dict[str, Any]], None] | None = None, expect_summary: bool = True) -> Outcome:
     """Run the plan to its end; on_progress gets each new progress.json the ranks write (a bar, say).
@@ -91,13 +89,21 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     expect_summary False: the ranks report one by one (an independent run writes alone/rank<R>.json, no
     summary.json), so a clean exit of every rank is the whole of "ok".
     """
-    plan_timeout = (_read_json(os.path.join(run_dir, "plan.json")) or {}).get("collective_timeout_s")
-    if isinstance(plan_timeout, (int, float)):
-        timeout = max(timeout, plan_timeout + _REPORT_GRACE_S)
+    plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
+    plan_timeout, watchdog = plan.get("collective_timeout_s"), plan.get("watchdog_s")
+    if isinstance(watchdog, (int, float)):
+        timeout = float(watchdog)
+    elif isinstance(plan_timeout, (int, float)):
+        timeout = max(timeout, plan_timeout + REPORT_GRACE_S)  # a plan from before watchdog_s
+    startup = plan.get("startup_s")
+    startup = max(float(startup), timeout) if isinstance(startup, (int, float)) else timeout
     log_path = os.path.join(storage.subdir(run_dir, "logs"), "launcher.log")
     progress_path = os.path.join(run_dir, "progress.json")
     t0 = time.time()
     hung = False
+    stalled, analyzer = None, None
+    timeline: dict[str, float] = {}
+    fired = 0.0
     oom_before, vm_oom_before = memcg.oom_kills(), memcg.system_oom_kills()
     try:
         log = open(log_path, "ab")
@@ -117,12 +123,19 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
                     last_seen, last_change = marker, time.time()
                     if prog and on_progress is not None:
                         on_progress(prog)
-                elif time.time() - last_change > timeout:
-                    hung = True
+                elif time.time() - last_change > (timeout if last_seen is not None else startup):
+                    hung, fired = True, time.time()
+                    # Before anything is stopped: where is each rank? (a few seconds, bounded)
+                    stalled = stacks.collect(run_dir)
+                    timeline["answers"] = time.time() - fired
+                    analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))  # GPUs: meanwhile
                     stop_group(proc, launcher=lp.launcher)
+                    timeline["stopped"] = time.time() - fired
                     break
         except KeyboardInterrupt:
             # A second Ctrl-C must not cut the stop short and leave ranks behind.
+            if analyzer is not None:
+                analyzer.kill()
             with _shielded():
                 stop_group(proc, launcher=lp.launcher)
                 cleanup = kill_remote_ranks(lp, run_dir)
@@ -141,7 +154,17 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     oom_after = memcg.oom_kills()
     oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"
                   if oom_before is not None and oom_after is not None and oom_after > oom_before else "")
-    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed)
+    flight = None
+    if stalled is not None:
+        timeline["cleaned"] = time.time() - fired
+        flight = flight_dumps.read(run_dir)
+        verdict = flight_dumps.finish_analyzer(analyzer)
+        if flight is not None:
+            flight["analyzer"] = verdict or flight_dumps.NOT_RUN
+        timeline["analysed"] = time.time() - fired
+    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed, stalled, flight)
+    if timeline and "hang" in error:
+        error["hang"]["seconds_after_watchdog"] = {k: round(v, 2) for k, v in timeline.items()}
     disk = storage.problem(run_dir)
     if disk:
         # The ranks write their figures and logs there: the likely cause, whatever the logs could say.

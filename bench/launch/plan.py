@@ -75,16 +75,33 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
                       module=module, container=ce.prefix(os.path.dirname(run_dir)) if ce is not None else None)
 
 
-def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, timeout: float) -> dict:
+# How long past the ranks' collective timeout the watchdog waits: ranks blocked on a hung peer then report
+# their own timeout first, and the one still silent is the culprit.
+REPORT_GRACE_S = 15.0
+# Before the first step the watchdog waits at least this long: imports on a busy node, the rendezvous of every
+# rank, a JIT build of a DeepSpeed op (~40 s on 2 cores) are not a hang, whatever --timeout says about steps.
+STARTUP_FLOOR_S = 120.0
+
+
+def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, timeout: float,
+              collective_timeout: float | None = None) -> dict:
     """The run's plan.json: what the ranks read (rendezvous, collective timeout) and the record keeps.
 
-    The collective timeout is the run's --timeout, at least 30 s; the ranks
-    apply it to every process group and execute's watchdog waits past it.
+    The collective timeout is the run's --collective-timeout, else its
+    --timeout, at least 30 s; the ranks apply it to every process group.
+    watchdog_s: how long bench's watchdog waits for progress: past the
+    collective timeout (REPORT_GRACE_S), unless one was chosen longer than
+    --timeout, when the watchdog fires first, with every rank still waiting;
+    startup_s: how long it waits for the first step (STARTUP_FLOOR_S at least).
     orphan_after_s: how long a rank goes on without bench's heartbeat.
     """
+    chosen = collective_timeout is not None
+    coll = max(1, int(collective_timeout)) if chosen else max(30, int(timeout))
+    watchdog = float(timeout) if chosen and coll > timeout else max(float(timeout), coll + REPORT_GRACE_S)
     return {"world_size": sum(len(s) for s in resources.values()), "nodes": len(resources),
             "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
-            "master_port": lp.master_port, "collective_timeout_s": max(30, int(timeout)), "command": lp.argv,
+            "master_port": lp.master_port, "collective_timeout_s": coll, "watchdog_s": watchdog,
+            "startup_s": max(watchdog, STARTUP_FLOOR_S), "command": lp.argv,
             "container": lp.container, "orphan_after_s": heartbeat.ORPHAN_AFTER_S}
 
 

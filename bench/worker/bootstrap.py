@@ -15,7 +15,9 @@ A rank started by DeepSpeed's launcher (local, pdsh, openmpi, slurm):
     interpreter shutdown for ever (seen with gloo), and the launcher, and so
     the whole job, would wait on this process,
   - exits (4) as soon as bench stops beating: bench itself is gone
-    (bench.core.heartbeat).
+    (bench.core.heartbeat),
+  - answers bench's stack request (a run that hangs) with every thread's
+    stack and its position: step, collective number (bench.worker.stall).
 Results never travel through stdout.
 """
 
@@ -34,6 +36,7 @@ from bench.core import heartbeat
 from bench.core.errors import StorageFailed
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
+from bench.worker.position import POSITION
 
 EXIT_ORPHANED = 4  # bench died: the launcher on this node ends as for any rank that fails
 _RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -163,7 +166,11 @@ def _guard(run_dir: str, rank: int, host: str) -> None:
                   f"bench process that started this run is gone); exiting", flush=True)
         os._exit(EXIT_ORPHANED)
 
-    heartbeat.watch(run_dir, float(after), orphaned)
+    def asked(request: str) -> None:
+        from bench.worker import stall  # only when bench asks: a rank that never hangs never imports it
+        stall.answer(run_dir, rank, host, request)
+
+    heartbeat.watch(run_dir, float(after), orphaned, asked)
 
 
 def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None = None) -> NoReturn:
@@ -195,7 +202,8 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         try:
             write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), {
-                "rank": rank, "host": host, "status": status, "error": f"{type(e).__name__}: {first}"})
+                "rank": rank, "host": host, "status": status, "error": f"{type(e).__name__}: {first}",
+                "at": POSITION.snapshot()})  # where it was: the collective that timed out, if one did
         except StorageFailed as why:  # the launcher diagnoses the storage itself (bench.core.storage.problem)
             with contextlib.suppress(OSError):
                 print(f"[{host}:{rank}] could not write its report: {why}", flush=True)

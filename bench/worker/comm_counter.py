@@ -34,6 +34,10 @@ intervals within the step: the time at least one collective was in flight
 would count them twice), so it never exceeds the step. On CPU/gloo completion is when the bytes have moved. On GPUs
 NCCL runs on its own streams and a host clock sees the launch, not the
 transfer: seconds are then None, with the reason, never 0.
+
+Each call is also numbered, inside steps and out, in the rank's position
+(bench.worker.position: step, sequence number, the collectives in flight),
+which bench reads when a run hangs to say where each rank was.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import time
 from typing import Any, Callable
 
 from bench.core import collectives
+from bench.worker.position import POSITION, Position
 
 # torch.distributed function -> (collective, the argument that holds S, whether it is a list of tensors)
 _WRAPPED: dict[str, tuple[str, str, bool]] = {
@@ -92,9 +97,11 @@ def _nbytes(value: Any, is_list: bool) -> int:
 
 
 class CommCounter:
-    def __init__(self, timed: bool, world_size: Callable[[Any], int], backend: str = "gloo"):
+    def __init__(self, timed: bool, world_size: Callable[[Any], int], backend: str = "gloo",
+                 position: Position | None = None):
         self.timed = timed
         self.backend = backend  # whose algorithms' sent bytes (collectives.SENT) the calls are counted with
+        self.position = Position() if position is None else position
         self.timing_reason = None if timed else GPU_TIMING
         self._size = world_size
         self._lock = threading.Lock()
@@ -104,6 +111,7 @@ class CommCounter:
 
     # --- step boundaries (the training loop) -----------------------------------------
     def begin_step(self) -> None:
+        self.position.begin_step()
         with self._lock:
             self._current = {"ops": {}, "intervals": [], "begin": time.perf_counter(), "end": None}
             self._steps.append(self._current)
@@ -152,23 +160,36 @@ class CommCounter:
         @functools.wraps(original)
         def counted(*args, **kwargs):
             local = self._local
-            if getattr(local, "depth", 0) or self._current is None:
+            if getattr(local, "depth", 0):
                 return original(*args, **kwargs)
             bound = sig.bind_partial(*args, **kwargs)
-            n = size(bound.arguments.get("group"))
-            s = _nbytes(bound.arguments.get(arg), is_list) * (n if gathered else 1)
-            bucket = self._current
+            bucket = self._current  # None outside a step: numbered in the position, not counted
+            n = size(bound.arguments.get("group")) if bucket is not None else 1
+            s = _nbytes(bound.arguments.get(arg), is_list) * (n if gathered else 1) if bucket is not None else 0
             local.depth = 1
+            seq = self.position.enter(op)
             t0 = time.perf_counter()
             try:
                 work = original(*args, **kwargs)
+            except BaseException as e:
+                self.position.leave(seq, e)
+                raise
             finally:
                 local.depth = 0
             sent = s * collective.volume_factor(n, self.backend)
             if (bound.arguments.get("async_op") or name in _ASYNC) and work is not None and self.timed:
-                future = work.get_future()
-                future.add_done_callback(lambda _f: self._add(bucket, op, s, sent, t0, time.perf_counter()))
+                def done(future) -> None:
+                    try:
+                        future.value()  # raises what the collective failed with (a timeout, a peer gone)
+                        self.position.leave(seq)
+                    except Exception as e:  # noqa: BLE001 - recorded; the waiter raises it itself
+                        self.position.leave(seq, e)
+                    self._add(bucket, op, s, sent, t0, time.perf_counter())
+                work.get_future().add_done_callback(done)
             else:
+                # On GPUs an async call has left the host once it returns: the device side is the flight
+                # recorder's (bench.worker.flight), not a host clock's.
+                self.position.leave(seq)
                 self._add(bucket, op, s, sent, t0, time.perf_counter())
             return work
         return counted
@@ -193,7 +214,7 @@ def install(device_type: str) -> CommCounter:
     from torch.distributed import distributed_c10d as c10d
 
     counter = CommCounter(timed=device_type != "cuda", world_size=lambda g: dist.get_world_size(g),
-                          backend="nccl" if device_type == "cuda" else "gloo")
+                          backend="nccl" if device_type == "cuda" else "gloo", position=POSITION)
     for name in _WRAPPED:
         original = getattr(c10d, name, None) or getattr(dist, name, None)
         if original is None:

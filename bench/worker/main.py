@@ -34,7 +34,7 @@ def run(run_dir: str) -> dict:
 
     from bench.core import datasets, models, synthetic
     from bench.worker import data as wdata
-    from bench.worker import comm_counter, dist, loop, memory, model_states, wire
+    from bench.worker import comm_counter, dist, flight, loop, memory, model_states, wire
     from bench.worker.engines import build_engine, create_model, settings
 
     cfg = RunConfig.load(os.path.join(run_dir, "config.json"))
@@ -44,7 +44,9 @@ def run(run_dir: str) -> dict:
         ds_config = json.load(f)
 
     torch.manual_seed(cfg.seed)
-    # Before the group exists: DeepSpeed binds its collectives when it starts (see comm_counter).
+    # Before the group exists: DeepSpeed binds its collectives when it starts (see comm_counter), and torch's
+    # flight recorder reads its settings when a group is made (bench.worker.flight).
+    flight.enable(run_dir)
     counter = comm_counter.install(plan["device"])
     independent = bool(plan.get("independent"))
     me = env_rank()  # the launcher's rank: in an independent run the group's is 0 for every rank

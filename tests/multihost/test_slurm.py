@@ -27,6 +27,16 @@ def test_srun_reaches_every_node(slurm):
     assert sorted(proc.stdout.split()) == slurm.nodes
 
 
+def test_srun_s_words_for_a_task_a_signal_killed_name_it(slurm):
+    """bench names the signal that killed a rank from its node launcher's words (bench.launch.exits): srun's."""
+    from bench.launch import exits
+
+    kill_one = 'if [ "$SLURM_PROCID" = 1 ]; then kill -9 $$; fi; sleep 3'
+    proc = slurm.run_in_allocation(["srun", "-N", "2", "-n", "2", "sh", "-c", kill_one], nodes=2, timeout=120)
+    assert proc.returncode != 0
+    assert exits.parse((proc.stdout + proc.stderr).splitlines(), []) == {1: "SIGKILL"}, proc.stderr
+
+
 def test_allocation_as_hosts(slurm):
     code = "import json; from bench.cluster.slurm import slurm_hosts; print(json.dumps(slurm_hosts()))"
     proc = slurm.run_in_allocation(["--ntasks-per-node=1", sys.executable, "-c", code], cwd=REPO, timeout=120)

@@ -56,7 +56,9 @@ def test_cleanup_kills_only_this_runs_recorded_ranks(tmp_path: Path) -> None:
         out = subprocess.run([sys.executable, "-m", "bench.cleanup", str(run)], capture_output=True, text=True,
                              cwd=REPO, timeout=60)
         assert out.returncode == 0, out.stderr
-        assert json.loads(out.stdout) == {"host": me, "killed": [ours.pid], "error": None}
+        # Each PID's state just before the kill goes with it: a sleeping rank is S, a SIGSTOPped one T.
+        assert json.loads(out.stdout) == {"host": me, "killed": [ours.pid], "error": None,
+                                          "states": {str(ours.pid): "S (sleeping)"}}
         ours.wait(timeout=10)
         assert ours.returncode == -signal.SIGKILL
         assert _alive(theirs) and _alive(reused) and _alive(elsewhere)
@@ -73,9 +75,13 @@ def test_cleanup_ends_a_stopped_rank(tmp_path: Path) -> None:
         _record_pid(run, 0, socket.gethostname(), rank.pid)
         time.sleep(0.3)
         rank.send_signal(signal.SIGSTOP)
-        from bench.launch.cleanup import stop_ranks
+        from bench.launch.cleanup import process_state, stop_ranks
+        deadline = time.monotonic() + 10  # a signal is delivered when the kernel next schedules the process
+        while process_state(rank.pid, str(run)) != "T (stopped)" and time.monotonic() < deadline:
+            time.sleep(0.02)
         done = stop_ranks(str(run))
         assert done[0].killed == [rank.pid]
+        assert done[0].states == {rank.pid: "T (stopped)"}  # what a hung run's record says of it
         assert rank.wait(timeout=10) == -signal.SIGKILL
     finally:
         rank.kill()

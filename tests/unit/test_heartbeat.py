@@ -52,3 +52,22 @@ def test_a_beat_that_cannot_be_written_is_not_fatal(tmp_path):
     gone = tmp_path / "gone"
     with heartbeat.beating(str(gone), every_s=0.01):
         time.sleep(0.05)  # every beat fails (no such directory): nothing raises
+
+
+def test_the_watcher_answers_each_new_stack_request_once(tmp_path):
+    run = str(tmp_path)
+    heartbeat.ask(run)  # there before the watcher started: an older run's, not answered
+    got: list[str] = []
+    answered = threading.Event()
+    with heartbeat.beating(run, every_s=0.05):
+        heartbeat.watch(run, 5.0, lambda s: None, lambda r: (got.append(r), answered.set()), every_s=0.05)
+        time.sleep(0.3)
+        assert got == []
+        first = heartbeat.ask(run)
+        assert answered.wait(5.0)
+        time.sleep(0.3)  # the same request is not answered twice
+        answered.clear()
+        second = heartbeat.ask(run)
+        assert answered.wait(5.0)
+    assert got == [first, second] and first != second
+    assert heartbeat.read_request(run) == second
