@@ -151,7 +151,7 @@ for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF
 
-# --- Issue 21: what only a GPU proves (items 1, 5, 6, 7); ~1.5 min on one H200 -------------------------
+# --- Issue 21: what only a GPU proves (items 1, 5, 6, 7); ~2 min on one H200 (not yet run on one) -------------------------
 # 1. srun --gpus-per-task=1: the node's second task sees one GPU (cuda:0) with SLURM_LOCALID=1. The case-2
 #    run's directory is run again by `python -m bench.worker` with exactly that Slurm environment, once per
 #    engine (DeepSpeed, DDP, FSDP2): before issue 21, DeepSpeed's set_device(LOCAL_RANK=1) failed there.
@@ -162,7 +162,9 @@ EOF
 # 6. fp16 with a loss scale that overflows at first (initial_scale_power 24): the skipped steps are counted
 #    and left out of images/s (steady_steps + skipped_steps = the steady window).
 # 7. FSDP2 is built from the CPU model and shards as it moves (the engine-1 rerun trains on the GPU); its
-#    memory saving needs 2+ GPUs and is not measurable on one.
+#    memory saving needs 2+ GPUs and is not measurable on one. ZeRO-3 partitions the CPU-built model with
+#    deepspeed.zero.Init(module=...) (bench.worker.engines.shard_zero3): a ZeRO-3 run on the GPU must record
+#    the partitions made on cuda:0 with NCCL (its saving, too, needs 2+ GPUs).
 echo "## issue 21 checks"
 base=$(ls -d "$OUT"/bench-2/*/ 2>/dev/null | head -1)
 SMALL=(--model vit-micro-p4-32 --dataset synthetic --synthetic-size 2048 --steps 12 --timing-warmup 2 "${DEV[@]}")
@@ -174,6 +176,7 @@ if [[ $DRY == 1 ]]; then FP16=(--precision fp32); else FP16=(--precision fp16); 
 echo '{"fp16": {"initial_scale_power": 24}}' > "$OUT/fp16-overflow.json"
 $PY -m bench run "${SMALL[@]}" --no-eval "${FP16[@]}" --deepspeed-config "$(cd "$OUT" && pwd)/fp16-overflow.json" \
     --out "$OUT/fp16" --json > "$OUT/fp16.json" 2> "$OUT/fp16.err"
+$PY -m bench run "${SMALL[@]}" --no-eval --zero-stage 3 --out "$OUT/zero3" --json > "$OUT/zero3.json" 2> "$OUT/zero3.err"
 for engine in deepspeed ddp fsdp2; do
   [[ -n "$base" ]] || break
   d="$OUT/slurm-task1-$engine"
@@ -235,6 +238,12 @@ else:
     checks.append((f"item 6: fp16 run {fp.get('status')}: {(fp.get('error') or {}).get('reason')}", False))
 checks.append(("item 7: FSDP2's saving needs 2+ GPUs (one GPU holds one NCCL rank); built from the CPU model it "
                "ran above (item 1, fsdp2)", None))
+z3 = rec("zero3")
+sh = ((z3.get("figures") or {}).get("model_states") or {}).get("sharded_from") or {}
+checks.append((f"item 7: ZeRO-3 {z3.get('status')}: partitioned from the CPU-built model, gathered on "
+               f"{sh.get('gathered_on')}, partitions on {sh.get('partitions_on')}, {sh.get('backend')}",
+               None if dry else z3.get("status") == "ok" and sh.get("gathered_on") == "cuda:0"
+               and sh.get("backend") == "nccl" and sh.get("how", "").startswith("deepspeed.zero.Init(module=")))
 for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF2

@@ -111,7 +111,9 @@ def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: 
            "measured": max(measured, key=lambda m: m.get("total", 0)) if measured else None,
            "formula": volume.model_state_formula(params, world, stage, precision) if params and stage is not None
            else None,
-           "deepspeed_estimate": summary.get("deepspeed_estimate")}
+           "deepspeed_estimate": summary.get("deepspeed_estimate"),
+           # How the partitions were made (ZeRO-3, FSDP2: from the CPU-built model); null for whole-model engines.
+           "sharded_from": (summary.get("model") or {}).get("sharded_from")}
     if stage is None:
         out["formula_reason"] = "pipeline stages hold their own layers' model states: no formula over Psi"
     return out

@@ -5,7 +5,8 @@
 
 Over ssh each host runs `<python> -m bench probe --local --json` (the same
 interpreter path, as on a shared filesystem or in one image); over MPI or
-srun, bench.cluster.probe_launch. Both return (inventories of the hosts that
+srun, bench.cluster.probe_launch (one task per slot, merged per node by
+bench.cluster.task_gpus). Both return (inventories of the hosts that
 answered, {host: why not} for the others).
 """
 
@@ -71,7 +72,7 @@ def probe_any(launcher: str, resources: dict[str, list[int]], timeout: float,
         return probe_via_mpi(resources, timeout, container_exec=container_exec)
     if launcher == "slurm":
         from bench.cluster.probe_launch import probe_via_srun
-        return probe_via_srun(resources, timeout, container_exec=container_exec)
+        return probe_via_srun(resources, timeout, container_exec=container_exec, with_torch=with_torch)
     return probe_hosts(resources, timeout, with_torch, container_exec)
 
 
@@ -89,7 +90,7 @@ class ProbeConfig:
 
     local: bool = opt("probe this node only (what each remote host runs)", default=False)
     launcher: str = opt("reach the hosts over ssh (default), one mpirun rank per host (mpi4py), "
-                        "or one srun task per node inside a Slurm allocation", default="ssh",
+                        "or one srun task per slot inside a Slurm allocation (merged per node)", default="ssh",
                         choices=("ssh", "openmpi", "slurm"))
     with_torch: bool = opt("import torch for its CUDA, NCCL and arch list even where no GPU was found",
                            default=False)

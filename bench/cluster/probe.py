@@ -52,6 +52,7 @@ from bench.cluster.smi import (
     result,
     smi_failure,
 )
+from bench.cluster.task_gpus import task_of
 
 # The parsers live in bench.cluster.smi and are re-exported: the probe's text interface.
 __all__ = ["QUERY_FIELDS", "complete_gpus", "find_arch_lists", "local_inventory", "node_inventory",
@@ -61,6 +62,7 @@ __all__ = ["QUERY_FIELDS", "complete_gpus", "find_arch_lists", "local_inventory"
 TORCH_PROBE_TIMEOUT_S = 120.0
 LIBRARIES = ("torch", "torchvision", "deepspeed", "timm")
 IMAGE_ENV = "VITBENCH_IMAGE"
+TORCH_TASK_ENV = "VITBENCH_PROBE_TORCH_LOCALID"
 # sm_90 (cubin), sm_90a (arch-specific), sm_100f (family), compute_90 (PTX).
 _ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 
@@ -265,12 +267,21 @@ def system_facts() -> dict:
     }
 
 
+def _torch_task() -> bool:
+    """Whether this task asks torch: bench's srun probe runs a task per slot (bench.cluster.probe_launch) and names
+    the one per node that does (TORCH_TASK_ENV = its SLURM_LOCALID), sparing a node of 8 GPUs 8 imports at once."""
+    want = os.environ.get(TORCH_TASK_ENV)
+    return want is None or want == os.environ.get("SLURM_LOCALID")
+
+
 def local_inventory(with_torch: bool | None = None) -> dict:
     """This node's inventory. torch is imported when with_torch, or (None) when a GPU was found."""
     facts = system_facts()
     smi = local_gpus()
-    info = torch_info() if (with_torch or (with_torch is None and smi["gpus"])) else None
+    info = torch_info() if with_torch or (with_torch is None and smi["gpus"] and _torch_task()) else None
     inv = node_inventory(facts["hostname"], smi, versions=library_versions(), torch_info=info,
                          image=os.environ.get(IMAGE_ENV) or None, system=facts)  # fmt: skip
     inv["interconnect"] = collect_interconnect(inv["gpus"], os.environ)
+    # The GPUs this process was bound to (srun's per-task binding): bench.cluster.task_gpus merges tasks by it.
+    inv["task"] = task_of(os.environ)
     return inv

@@ -5,7 +5,7 @@ inventory should come the way the job itself will start. Both return the
 same (nodes, unreachable) pair as bench.cluster.inventory.probe_hosts.
 
     bench probe --hostfile F --launcher openmpi     # one MPI rank per host, gathered by rank 0
-    bench probe --hostfile F --launcher slurm       # inside an allocation: one srun task per node
+    bench probe --hostfile F --launcher slurm       # inside an allocation: one srun task per slot
 """
 
 from __future__ import annotations
@@ -60,38 +60,66 @@ def probe_via_mpi(resources: dict[str, list[int]], timeout: float, environ: dict
     return _attach(inventories, resources), {}
 
 
-def probe_srun_argv(hosts: list[str]) -> list[str]:
-    """srun, one task per node; the command to run follows."""
-    return ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)), "--ntasks-per-node", "1",
-            "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1"]
+def probe_srun_argv(resources: dict[str, list[int]]) -> tuple[list[str], str | None]:
+    """srun with one task per slot, laid out as the job's own tasks will be; the command to run follows.
+
+    (argv, the SLURM_HOSTFILE text that uneven slots need, else None.) Each task gets the GPUs the
+    allocation binds to one of the job's tasks (--gpus-per-task is inherited from it); asking a task for
+    more is refused ("Step requested gres_per_task=gpu:2 is more than the job's"), so the probe takes the
+    tasks' own view and bench.cluster.task_gpus merges them per node.
+    """
+    hosts = list(resources)
+    counts = [len(resources[h]) for h in hosts]
+    total = str(sum(counts))
+    if len(set(counts)) == 1:
+        return ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", total, "--ntasks-per-node",
+                str(counts[0]), "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1"], None
+    # Uneven slots: srun places the tasks in the order of SLURM_HOSTFILE (one line per task).
+    return ["srun", "--label", "--ntasks", total, "--distribution=arbitrary", "--kill-on-bad-exit=1"], "".join(
+        f"{h}\n" * n for h, n in zip(hosts, counts))
 
 
 def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
-                   container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
-    """One srun task per node of the allocation, each printing its own inventory."""
+                   container_exec: str | None = None, with_torch: bool = False) -> tuple[list[dict], dict[str, str]]:
+    """One srun task per slot of the allocation, each printing its own inventory; merged per node."""
+    from bench.cluster.task_gpus import merge_tasks
+
+    from bench.cluster.probe import TORCH_TASK_ENV
+
     env = dict(os.environ if environ is None else environ)
+    env[TORCH_TASK_ENV] = "0"  # torch once per node, in the task the merged inventory is built on
     hosts = list(resources)
     # --label: srun prefixes every piece it forwards with "N: ". It also cuts
     # long lines into 1 KiB pieces (a newline after each), so each task's one
     # JSON line is put back together from its labelled pieces.
-    argv = [*probe_srun_argv(hosts), *remote_python(container_exec, env), "-m", "bench", "probe", "--local", "--json"]
-    rc, out, err = _run(argv, timeout, env)
+    srun, layout = probe_srun_argv(resources)
+    argv = [*srun, *remote_python(container_exec, env), "-m", "bench", "probe", "--local", "--json",
+            *(["--with-torch"] if with_torch else [])]
+    with tempfile.NamedTemporaryFile("w", prefix="bench-probe-", suffix=".tasks") as hf:
+        if layout is not None:
+            hf.write(layout)
+            hf.flush()
+            env["SLURM_HOSTFILE"] = hf.name
+        rc, out, err = _run(argv, timeout, env)
     if rc != 0:
         return [], {h: f"srun: {_why(rc, err)}" for h in hosts}
-    by_name: dict[str, dict] = {}
+    by_name: dict[str, list[dict]] = {}
     for text in _per_task(out).values():
         try:
             inv = json.loads(text)["nodes"][0]
         except (ValueError, KeyError, IndexError, TypeError):
             continue
-        by_name[inv.get("hostname", "")] = inv
+        by_name.setdefault(inv.get("hostname", ""), []).append(inv)
     nodes, unreachable = [], {}
     for host in hosts:
-        inv = by_name.get(host) or by_name.get(host.split(".")[0])
-        if inv is None:
+        tasks = by_name.get(host) or by_name.get(host.split(".")[0])
+        if not tasks:
             unreachable[host] = f"srun task on {host} printed no inventory"
             continue
-        nodes.append({**inv, "host": host, "slots": resources[host]})
+        if len(tasks) < len(resources[host]):
+            unreachable[host] = f"{len(tasks)} of the {len(resources[host])} srun tasks on {host} printed an inventory"
+            continue
+        nodes.append({**merge_tasks(tasks), "host": host, "slots": resources[host]})
     return nodes, unreachable
 
 

@@ -62,6 +62,12 @@ def _slots(inv: dict, host: str, f) -> None:
     if slots and have and max(slots) >= have:
         keep = [s for s in slots if s < have]
         way = f"--include {host}:{','.join(map(str, keep))}" if keep else f"slots={have} at most, or --exclude {host}"
+        if inv.get("probe_tasks"):  # probed through srun: the slots are the allocation's tasks (task_gpus)
+            f.add("fail", "slots-beyond-gpus", f"{host}: the allocation has {len(slots)} task(s) there but they "
+                  f"were given {have} GPU(s) between them (each srun task's nvidia-smi, merged by PCI bus): some "
+                  "ranks would share a GPU or have none; ask for one GPU per task (--gpus-per-task=1) or "
+                  f"--ntasks-per-node={have}", [host])
+            return
         f.add("fail", "slots-beyond-gpus", f"{host}: the hostfile selects slot(s) {[s for s in slots if s >= have]} "
               f"but the node has {have} GPU(s) (nvidia-smi): those ranks would have no GPU; fix its slots= or {way}",
               [host])

@@ -45,7 +45,10 @@ def build_engine(cfg: RunConfig, model, ds_config: dict[str, Any], device):
         return pipeline.build_engine(cfg, model, ds_config)
     import deepspeed
 
+    stage = ds_config.get("zero_optimization", {}).get("stage", cfg.zero_stage)  # what DeepSpeed will run
+    sharded = shard_zero3(model, ds_config, device) if stage == 3 else None
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    engine.sharded_from = sharded
     return engine
 
 
@@ -66,3 +69,39 @@ def settings(engine) -> dict[str, Any]:
         if isinstance(value, bool):
             out[attr] = value
     return out
+
+
+def shard_zero3(model, ds_config: dict[str, Any], device) -> dict[str, Any]:
+    """Partition the CPU-built model with deepspeed.zero.Init(module=model) before DeepSpeed's engine starts.
+
+    Without it, deepspeed.initialize (0.19.8, engine._configure_distributed_model) moves the whole module to
+    the GPU and only then does the ZeRO-3 optimizer partition it (parameter_offload.py, the same Init), so a
+    point needs the unsharded fp32 model on one GPU. Here each parameter goes to the device alone, is
+    broadcast from rank 0, cut to this rank's partition (on the device, or where offload_param says) and
+    freed (partition_parameters.py, _convert_to_zero_parameters); the engine then sees a ZeRO-Init model
+    and moves nothing. Not the `with zero.Init():` form around the build: there each submodule is
+    partitioned as soon as it is built, and timm's ViT init (init_weights, trunc_normal_ of pos_embed) then
+    writes into freed parameters, so the weights are not the seed's (tried: 98 of 152 tensors of
+    vit_tiny differ from the CPU build); the parameter count and FLOPs are taken from the CPU build before
+    this (bench.worker.main), so they stay the non-ZeRO run's.
+    """
+    import deepspeed
+    import torch
+
+    # What the engine would cast (parameters only, _cast_module_mixed_precision): the partitions keep the dtype.
+    half = (torch.float16 if ds_config.get("fp16", {}).get("enabled") else
+            torch.bfloat16 if ds_config.get("bf16", {}).get("enabled") else None)
+    with torch.no_grad():
+        for p in model.parameters():
+            if half is not None and p.is_floating_point():
+                p.data = p.data.to(half)
+        # Buffers are never partitioned and the engine no longer moves the module: they go to the device here.
+        for m in model.modules():
+            for name, b in m._buffers.items():
+                if b is not None:
+                    m._buffers[name] = b.to(device)
+    init = deepspeed.zero.Init(module=model, config_dict_or_path=ds_config)
+    return {"how": "deepspeed.zero.Init(module=...) over the CPU-built model: one parameter at a time on the "
+                   "device, partitioned, freed", "gathered_on": str(init.local_device),
+            "partitions_on": str(getattr(init.remote_device, "value", init.remote_device)),
+            "backend": torch.distributed.get_backend()}

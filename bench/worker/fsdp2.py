@@ -53,6 +53,9 @@ class FSDP2Engine(TorchEngine):
             fully_shard(block, **kw)
         fully_shard(model, **kw)
         self.model = model
+        self.sharded_from = {"how": "fully_shard per block, then the root, over the CPU-built model: each unit's "
+                                    "parameters moved to the device as it is sharded",
+                             "partitions_on": str(device), "backend": torch.distributed.get_backend()}
         self._init_optimizer(model.parameters(), ds_config)
 
     @property

@@ -71,6 +71,7 @@ def run(run_dir: str) -> dict:
     total_steps = cfg.steps if cfg.steps is not None else max(round(cfg.epochs * steps_per_epoch), 1)
 
     model = create_model(cfg, spec, train_ds.num_classes)
+    # Counted on the whole CPU-built model: ZeRO-3 (engines.shard_zero3) and FSDP2 partition it next.
     n_params = sum(p.numel() for p in model.parameters())
     largest = max((sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules()), default=0)
     flops_per_image = _train_flops(model, spec.img_size)  # before engines partition or free parameters
@@ -144,7 +145,7 @@ def run(run_dir: str) -> dict:
                 "steps_per_epoch": steps_per_epoch, "num_classes": train_ds.num_classes,
                 "train_samples": train_batches.num_samples * world,
                 "model": {"timm_name": spec.timm_name, "img_size": spec.img_size, "params": n_params,
-                          "largest_layer_params": largest},
+                          "largest_layer_params": largest, "sharded_from": getattr(engine, "sharded_from", None)},
                 "deepspeed_estimate": deepspeed_estimate(cfg, plan, n_params, largest),
                 "flops_per_image": flops_per_image,
                 "versions": _versions(device)}

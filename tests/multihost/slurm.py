@@ -30,6 +30,7 @@ import contextlib
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -40,6 +41,7 @@ from pathlib import Path
 from .netns import Cluster, _kill_pids, _netns_pids, _pid_alive
 
 CTL_HOSTNAME = "vbtctl"
+NVIDIA_MAJOR = 195  # the character-device major of /dev/nvidia0..N
 READY_TIMEOUT_S = 40.0
 NEEDED = ("slurmctld", "slurmd", "srun", "salloc", "sinfo", "scontrol", "scancel", "munged", "nsenter", "unshare")
 
@@ -198,8 +200,10 @@ def _up(c: Cluster, s: Slurm, gpus: int = 0) -> None:
         lines = []
         for n in s.nodes:
             for i in range(gpus):
-                (d / n / f"gpu{i}").touch()
-            lines.append(f"NodeName={n} Name=gpu File={d / n}/gpu[0-{gpus - 1}]\n")
+                # slurmd drops a GRES File= that is not a character or block device ("fix your gres.conf"),
+                # and then binds nothing: nodes of NVIDIA's major (195), which no driver here answers.
+                os.mknod(d / n / f"nvidia{i}", 0o600 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, i))
+            lines.append(f"NodeName={n} Name=gpu File={d / n}/nvidia[0-{gpus - 1}]\n")
         (d / "gres.conf").write_text("".join(lines))
     s.env = _ssh_env(c, d)
     s.env["SLURM_CONF"] = str(s.conf)

@@ -28,6 +28,7 @@ import json
 
 import pytest
 
+from bench.analysis.tune_memory import vit_dims
 from bench.core import collectives, results
 from tests.conftest import bench, cli
 
@@ -125,6 +126,26 @@ def test_model_states_per_rank_halve_stage_by_stage(runs):
     est = recs[2]["figures"]["model_states"]["deepspeed_estimate"]
     assert est["bytes_per_rank"] > 0 and "mixed precision" in est["reason"]
     assert recs[0]["figures"]["model_states"]["deepspeed_estimate"]["bytes_per_rank"] is None
+
+
+def test_zero3_shards_the_cpu_built_model_and_trains_as_ddp(runs):
+    # Issue 21, item 7: ZeRO-3 partitions the CPU-built model (deepspeed.zero.Init(module=...), engines.shard_zero3)
+    # instead of deepspeed.initialize moving it whole to the device first. Same weights, same arithmetic: the
+    # fp32 losses are DDP's (measured equal to the last digit; 1e-6 leaves room for summation order).
+    _, recs = runs
+    ddp = recs["ddp"]["figures"]
+    for k in (3, "zero3-paper"):
+        f = recs[k]["figures"]
+        assert f["loss"]["curve"] == pytest.approx(ddp["loss"]["curve"], abs=1e-6), k
+        # Parameters and FLOPs counted on the whole model before it is partitioned: the non-ZeRO run's figures.
+        assert f["comm"]["analytic"]["params"] == ddp["comm"]["analytic"]["params"] == vit_dims(
+            "vit-micro-p4-32", None, 10).params
+        assert f["flops_per_image"] == ddp["flops_per_image"] > 0
+        # On CPU zero.Init runs with gloo (the record says so): gathered and partitioned on the CPU device.
+        sharded = f["model_states"]["sharded_from"]
+        assert sharded["how"].startswith("deepspeed.zero.Init(module=...) over the CPU-built model"), sharded
+        assert (sharded["backend"], sharded["gathered_on"], sharded["partitions_on"]) == ("gloo", "cpu", "cpu")
+    assert ddp["model_states"]["sharded_from"] is None and recs[2]["figures"]["model_states"]["sharded_from"] is None
 
 
 def test_report_of_the_zero_sweep_prints_volume_time_share_and_states_per_stage(runs):
