@@ -19,16 +19,13 @@ tests/unit/test_task_gpus.py's. The real device binding (CUDA, DeepSpeed, NCCL) 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
 
-from . import netns
 from .slurm import Slurm, build_slurm, slurm_possible
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
@@ -53,11 +50,13 @@ print(json.dumps({"argv": argv, "train": train.stdout, "train_err": train.stderr
 
 
 @pytest.fixture(scope="module")
-def slurm_gpus(cluster: netns.Cluster) -> Iterator[Slurm]:
+def slurm_gpus(cluster_factory) -> Iterator[Slurm]:
+    """A Slurm with GRES over hosts of its own: the session's hosts run the session's Slurm (conftest.slurm),
+    and two slurmd cannot share a host."""
     missing = slurm_possible()
     if missing is not None:
         pytest.skip(missing)
-    with build_slurm(cluster, gpus=2) as s:
+    with build_slurm(cluster_factory(3), gpus=2) as s:
         yield s
 
 
