@@ -104,7 +104,7 @@ def throughput(v: Validation) -> None:
     repeats = v.cfg.repeats
     rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}") for r in range(repeats)]
     first = rounds[0][0]
-    if repeats == 1 and len(first) >= 2 and \
+    if repeats == 1 and v.confirm_stragglers and len(first) >= 2 and \
             metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= STRAGGLER_WARN:
         # One slow GPU in one measurement is not yet a straggler: GPUs that share cores, power or cooling can
         # be unlucky once. Measure every GPU again and keep each one's faster round: slow in both is slow.

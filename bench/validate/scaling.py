@@ -55,8 +55,10 @@ def stragglers(v: Validation) -> None:
         v.add("stragglers", CLUSTER, "SKIP", reason="fewer than two GPUs or nodes measured" + rank_note)
         return
     top = found[0]
-    # A cost within what the GPUs' means move run to run (3 standard errors) is noise, not a straggler.
-    noise = 3 * max((v.figures.get("gpu_step_se") or {}).values(), default=0.0)
+    # A cost within what a typical GPU's mean moves run to run (3 standard errors: the median GPU's, not the
+    # straggler's own, which a throttled GPU's uneven steps make large) is noise, not a straggler.
+    ses = sorted((v.figures.get("gpu_step_se") or {}).values())
+    noise = 3 * ses[len(ses) // 2] if ses else 0.0
     line = max(STRAGGLER_WARN, noise)
     named = top.cost >= line
     where = f"{top.host}:{top.slot}" if top.slot is not None else top.host
@@ -65,7 +67,7 @@ def stragglers(v: Validation) -> None:
     if named:
         v.figures["straggler"] = top.to_dict()
     v.add("stragglers", CLUSTER, "WARN" if named else "PASS", f"{top.kind} {where}: costs {top.cost:.1%}",
-          f"WARN at {line:.0%} (the larger of {STRAGGLER_WARN:.0%} and 3 standard errors of a GPU's mean step, "
+          f"WARN at {line:.0%} (the larger of {STRAGGLER_WARN:.0%} and 3 standard errors of the median GPU's mean step, "
           f"{noise:.0%})",
           (f"{reason}; to drop it: --exclude {top.exclude}" if named else
            f"the slowest part ({reason}) costs less than the WARN line: no straggler") + rank_note)

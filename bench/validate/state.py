@@ -63,6 +63,9 @@ class Validation:
                                         "intra_busbw": {}}
         self.runs: dict[str, str] = {}
         self.launches = 0
+        # A GPU that looks like a straggler in the first round is measured again before it is named one; a
+        # soak, which measures every GPU round after round, judges each round as it comes.
+        self.confirm_stragglers = True
 
     # ------------------------------------------------------------------ who is still in
     @property

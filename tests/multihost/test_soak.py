@@ -1,9 +1,10 @@
 """`bench validate --soak` on the namespace hosts: rounds recorded as they end, resumed after Ctrl-C, and a host
 that slows down from a round on named with that round.
 
-The slowdown is made from outside bench: the host's rank, once its timed
-steps begin, in a cgroup CPU quota for the resumed invocation. One slot per
-host keeps a round short (three ranks).
+The slowdown is made from outside bench: tc on the host's veth for the
+resumed invocation. The rounds are the inter-node check only, one slot a
+host (three comm ranks: seconds a round); the per-GPU and numerics rounds
+are the same loop (bench.validate.soak.ROUND).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import pytest
 
 from bench.core import results
 from tests.conftest import REPO, one_json
-from tests.faults import cpu_quota_on
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -50,31 +50,38 @@ def _interrupt_after(argv, env, out, rounds: int) -> None:
 def test_soak_resumes_after_sigint_and_names_the_round_a_host_slowed(cluster, tmp_path):
     out = tmp_path / "results"
     base = [sys.executable, "-m", "bench", "validate", "--hostfile", str(cluster.write_hostfile(1)), "--level",
-            "quick", "--checks", "throughput", "--soak-keep-going", "--out", str(out), "--metrics-file",
+            "quick", "--checks", "inter-node", "--soak-keep-going", "--out", str(out), "--metrics-file",
             str(tmp_path / "soak.prom")]
     env = dict(cluster.env, PYTHONUNBUFFERED="1")
     _interrupt_after([*base, "--soak", "10m"], env, out, rounds=1)
-    # The same command again resumes at round 2, one host's rank at 5% of a core from its first step on.
+    # The same command again resumes at round 2, one host's link at 100 Mbit/s from then on.
     slow = cluster.hosts[1]
-    with cpu_quota_on(cluster, slow, local_rank=None, quota_us=5000, after="start barrier"):
+    r = cluster.exec_in(slow, ["tc", "qdisc", "add", "dev", "vb0", "root", "tbf", "rate", "100mbit", "burst",
+                               "64kbit", "latency", "50ms"])
+    assert r.returncode == 0, r.stderr
+    try:
         _interrupt_after([*base, "--soak", "10m"], env, out, rounds=2)
+    finally:
+        cluster.exec_in(slow, ["tc", "qdisc", "del", "dev", "vb0", "root"])
     # Asked for less than was already run: no new round, the report of the two.
     proc = subprocess.run([*base, "--soak", "1s", "--json"], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=300)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert proc.stdout.strip(), proc.stderr[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
     rounds = _recorded(out)
     assert rec["rounds"] == 2 and rec["elapsed_s"] == pytest.approx(sum(r["duration_s"] for r in rounds))
     trends = {(t["check"], t["node"]): t for t in rec["trends"]}
-    t = trends[("throughput", f"{slow}:0")]
-    assert t["since"] == 2 and t["points"][0][2] == "PASS" and t["worst_round"] == 2, t
+    t = trends[("inter-node", slow)]
+    assert t["since"] == 2 and t["points"][0][2] == "PASS" and t["worst_round"] == 2 and t["failed_rounds"] == [2], t
     for host in (cluster.hosts[0], cluster.hosts[2]):
-        assert trends[("throughput", f"{host}:0")]["since"] is None, trends[("throughput", f"{host}:0")]
+        assert trends[("inter-node", host)]["since"] is None, trends[("inter-node", host)]
+    assert trends[("inter-node", f"{cluster.hosts[2]}+{cluster.hosts[0]}")]["since"] is None
+    assert rec["result"] == "FAIL" and rec["failed_rounds"] == [2] and proc.returncode == 1
     # The metrics file is the last round's; the plot is written beside the rounds.
     from tests.metrics_check import parse, values
     got = parse((tmp_path / "soak.prom").read_text())
-    assert values(got, "vitbench_gpu_images_per_second", host=slow, slot="0") == \
-        [rounds[-1]["measured"]["gpu_images_per_s"][f"{slow}:0"]]
+    assert values(got, "vitbench_node_busbw_bytes_per_second", host=slow) == \
+        [rounds[-1]["measured"]["node_busbw"][slow]]
     assert rec["stopped"] == "the rounds' time reached the duration"
     assert (Path(rec["run_dir"]) / "soak.png").stat().st_size > 10000
