@@ -21,6 +21,17 @@ AIO = {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1, "sing
        "overlap_events": True, "use_gds": False}
 
 
+# DeepSpeed's AutoTP knows Hugging Face models by their config; a timm ViT it is told layer by layer (its
+# configurable partition_config, matched on a module's name + ".weight"; a layer's bias follows its weight).
+# qkv is one Linear to 3 x heads x head_dim: "shape" [3, -1] splits each of q, k and v into T row blocks, so
+# rank t holds q, k and v of heads t H/T .. (t+1) H/T - 1, whole heads together.
+AUTOTP_VIT = {"use_default_specs": False, "layer_specs": [
+    {"patterns": [r".*\.attn\.qkv\.weight$"], "partition_type": "column", "shape": [3, -1], "partition_dim": 0},
+    {"patterns": [r".*\.mlp\.fc1\.weight$"], "partition_type": "column"},
+    {"patterns": [r".*\.attn\.proj\.weight$", r".*\.mlp\.fc2\.weight$"], "partition_type": "row"},
+]}
+
+
 def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None = None) -> dict[str, Any]:
     """The DeepSpeed config; device: the ranks' device once known ("cuda"/"cpu"), else cfg.device's."""
     # Pinned host buffers make ZeRO-Offload's and ZeRO-Infinity's copies to and from the GPU asynchronous
@@ -74,6 +85,9 @@ def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None 
         ds["scheduler"] = sched
     if cfg.activation_checkpointing:
         ds["activation_checkpointing"] = {"partition_activations": False}
+    if cfg.tensor_parallel > 1 and cfg.engine == "deepspeed":
+        # world_size is then D x T (bench.jobs.train): DeepSpeed checks the batch before AutoTP splits the world.
+        ds["tensor_parallel"] = {"autotp_size": cfg.tensor_parallel, "partition_config": AUTOTP_VIT}
     if cfg.deepspeed_config:
         generated = ds
         ds = merge(ds, load_user(cfg.deepspeed_config))
@@ -92,6 +106,7 @@ _OWNED = (
     (("zero_optimization", "offload_optimizer", "nvme_path"), "--nvme-path"),
     (("fp16", "enabled"), "--precision"),
     (("bf16", "enabled"), "--precision"),
+    (("tensor_parallel", "autotp_size"), "--tensor-parallel"),
 )
 
 
