@@ -57,22 +57,24 @@ def tensor_parallel_comm_bytes(*, depth: int, micro_batch: int, tokens: int, wid
 
     Per block and micro batch, two all-reduces in forward (the outputs of the row-split proj and fc2) and
     two in backward (the gradients of the column-split qkv's and fc1's inputs), each of the activations,
-    B x N x D elements of b bytes; a recomputed forward (activation checkpointing) all-reduces its two again.
-    Each all-reduce sends 2(T-1)/T of its buffer (the ring's, gloo's too: bench.core.collectives.SENT):
+    B x N x D elements of b bytes. With activation checkpointing the block's forward runs again in backward,
+    but torch's (non-reentrant) checkpoint stops once the tensors backward needs are back: fc2's output and
+    its all-reduce are not recomputed, proj's is (Megatron's full recomputation counts both: 6). Each
+    all-reduce sends 2(T-1)/T of its buffer (the ring's, gloo's too: bench.core.collectives.SENT):
 
-        k L m B N D b 2(T-1)/T        k = 4 (6 with recomputation), L blocks, m micro batches per step
+        k L m B N D b 2(T-1)/T        k = 4 (5 with checkpointing), L blocks, m micro batches per step
 
     (Shoeybi et al., Megatron-LM, 2019, section 3; Korthikanti et al., 2022, section 4.)
     """
     if tensor < 1 or min(depth, micro_batch, tokens, width, accum) < 1 or bytes_per_element <= 0:
         raise ValueError(f"need T, L, B, N, D, m >= 1 and b > 0; got T={tensor}, L={depth}, B={micro_batch}, "
                          f"N={tokens}, D={width}, m={accum}, b={bytes_per_element}")
-    k = 6 if recompute else 4
+    k = 5 if recompute else 4
     return k * depth * accum * micro_batch * tokens * width * bytes_per_element * 2 * (tensor - 1) / tensor
 
 
 def tensor_parallel_formula(recompute: bool = False) -> str:
-    return f"{6 if recompute else 4} L m B N D b 2(T-1)/T"
+    return f"{5 if recompute else 4} L m B N D b 2(T-1)/T"
 
 
 def tensor_parallel_local_params(split: float, replicated: float, tensor: int) -> float:

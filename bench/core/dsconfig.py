@@ -86,8 +86,10 @@ def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None 
     if cfg.activation_checkpointing:
         ds["activation_checkpointing"] = {"partition_activations": False}
     if cfg.tensor_parallel > 1 and cfg.engine == "deepspeed":
-        # world_size is then D x T (bench.jobs.train): DeepSpeed checks the batch before AutoTP splits the world.
         ds["tensor_parallel"] = {"autotp_size": cfg.tensor_parallel, "partition_config": AUTOTP_VIT}
+        # DeepSpeed 0.19.8 checks train_batch_size against the whole world (D x T) at ZeRO 0-2 but against the
+        # data-parallel ranks (D) at ZeRO-3 (tried, bf16): left out, it derives it from micro x accum itself.
+        del ds["train_batch_size"]
     if cfg.deepspeed_config:
         generated = ds
         ds = merge(ds, load_user(cfg.deepspeed_config))
@@ -195,7 +197,7 @@ def batch_sizes(ds: dict[str, Any], world_size: int) -> tuple[int, int, int]:
     """(micro, accum, global) as DeepSpeed will use them; BadInput if inconsistent."""
     micro = ds["train_micro_batch_size_per_gpu"]
     accum = ds["gradient_accumulation_steps"]
-    total = ds["train_batch_size"]
+    total = ds.get("train_batch_size", micro * accum * world_size)  # absent under AutoTP (build)
     if micro * accum * world_size != total:
         raise BadInput(f"--deepspeed-config: train_batch_size {total} != micro {micro} x accum {accum}"
                        f" x world {world_size}")

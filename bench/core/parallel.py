@@ -74,6 +74,26 @@ def split_dims(model: str, img_size: int | None) -> tuple[int, int] | None:
     return shape.heads, int(shape.width * shape.mlp_ratio)
 
 
+def model_divides(model: str, img_size: int | None, tensor: int) -> bool:
+    """Whether T divides the model's heads and MLP width (False where bench does not know its shape)."""
+    dims = split_dims(model, img_size)
+    return dims is not None and dims[0] % tensor == 0 and dims[1] % tensor == 0
+
+
+TP_BASES = ("fsdp2", "zero0", "zero1", "zero2", "zero3")
+
+
+def tensor_parallel_of(strategy: str) -> tuple[str, int] | None:
+    """("fsdp2", 2) for the strategy name "fsdp2+tp2" (a base of TP_BASES and T >= 2); None without +tp<T>.
+
+    The memory suite and bench tune name their TP strategies so: FSDP2 over DTensor TP, or ZeRO-k over AutoTP.
+    """
+    base, sep, t = strategy.rpartition("+tp")
+    if not sep or not t.isdigit() or int(t) < 2 or base not in TP_BASES:
+        return None
+    return base, int(t)
+
+
 def degrees(world: int, tensor: int = 1, pipeline: int = 1) -> int:
     """D, the data-parallel degree of `world` ranks split T x P x D; BadInput when T x P does not divide it."""
     if world % (tensor * pipeline):

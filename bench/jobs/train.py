@@ -60,9 +60,7 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
         raise BadInput(f"--pipeline-stages: {cfg.pipeline_stages} stages do not divide {world} rank(s)")
     # T x P x D: which ranks form each tensor-parallel group (inside a node unless asked otherwise).
     split = parallel.check_placement(cfg, resources)
-    # DeepSpeed 0.19.8 checks train_batch_size against the whole world before AutoTP's groups exist (and then
-    # averages gradients over the data-parallel ranks alone): its batch is counted over D x T ranks.
-    data_parallel = split["data_parallel"] * (cfg.tensor_parallel if cfg.engine == "deepspeed" else 1)
+    data_parallel = split["data_parallel"]
     nominal_steps = cfg.steps or 50
     if independent:
         data_parallel = 1  # each rank is a run of its own: its batch is the micro batch times accumulation

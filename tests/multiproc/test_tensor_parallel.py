@@ -8,7 +8,7 @@ FSDP2 on 4 ranks (2 x 2) as DDP does on the same global batch, all to 1e-5
 over 4 steps with clipping on (a TP rank's arithmetic differs from one
 process's only in the order of its partial sums). A spawned 2-rank gloo
 group checks the split itself: the regrouped qkv rows and the logits
-against the unsplit model's.
+against the unsplit model's. The refusals are tests/unit/test_tensor_parallel_plan.py's.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import pytest
 
 from bench.core import results
-from tests.conftest import REPO, assert_bad_input, bench, one_json
+from tests.conftest import REPO, bench, one_json
 
 pytestmark = pytest.mark.slow
 
@@ -99,21 +99,6 @@ def test_tp2_by_fsdp2_on_4_ranks_trains_as_ddp_on_the_same_global_batch(runs):
     dp = f["comm"]["analytic"]["parts"]["data_parallel"]
     assert dp["n"] == 2 and dp["params"] == tp["params_per_rank"]
     assert set(f["comm"]["ops_rank0"]) >= {"all_gather", "reduce_scatter", "all_reduce"}
-
-
-def test_refusals_are_one_line_each(tmp_path):
-    out = str(tmp_path / "r")
-    fsdp = ("--engine", "fsdp2")
-    # vit-micro-p4-32 has 3 heads; 2 ranks cannot hold T = 4; DDP takes no DTensor; no pipeline with TP.
-    assert_bad_input(bench(*SHORT, "--out", out, "--model", "vit-micro-p4-32", "--tensor-parallel", "2", *fsdp),
-                     "--tensor-parallel", "3 attention heads")
-    assert_bad_input(bench(*SHORT, "--out", out, "--gpus", "2", "--tensor-parallel", "4", *fsdp),
-                     "--tensor-parallel", "do not divide 2 rank(s)")
-    assert_bad_input(bench(*SHORT, "--out", out, "--tensor-parallel", "2", "--engine", "ddp"),
-                     "--tensor-parallel", "DDP")
-    assert_bad_input(bench(*SHORT, "--out", out, "--tensor-parallel", "2", "--pipeline-stages", "2"),
-                     "--tensor-parallel", "pipeline")
-    assert not os.path.exists(out)
 
 
 _SPLIT = r'''
