@@ -24,11 +24,11 @@ pytestmark = pytest.mark.slow
 
 MODEL = "vit-micro-h4-p4-32"
 SHORT = ("--dataset", "synthetic", "--model", MODEL, "--synthetic-size", "512", "--micro-batch", "16",
-         "--steps", "4", "--timing-warmup", "1", "--no-eval", "--json")
+         "--steps", "4", "--timing-warmup", "1", "--json")
 
 
 def _run(out: str, *args: str) -> dict:
-    proc = bench(*SHORT, "--out", out, *args)
+    proc = bench(*SHORT, "--out", out, *(args if "--eval" in args else (*args, "--no-eval")))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
@@ -40,8 +40,9 @@ def _run(out: str, *args: str) -> dict:
 def runs(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("tp") / "results")
     return {
-        "single": _run(out, "--gpus", "1", "--engine", "ddp"),
-        "tp2": _run(out, "--gpus", "2", "--engine", "fsdp2", "--tensor-parallel", "2"),
+        # These two evaluate the test set too: a TP group counts its replica's hits once.
+        "single": _run(out, "--gpus", "1", "--engine", "ddp", "--eval"),
+        "tp2": _run(out, "--gpus", "2", "--engine", "fsdp2", "--tensor-parallel", "2", "--eval"),
         "autotp2": _run(out, "--gpus", "2", "--tensor-parallel", "2", "--zero-stage", "1"),
         "ddp2": _run(out, "--gpus", "2", "--engine", "ddp"),
         "tp2x2": _run(out, "--gpus", "4", "--engine", "fsdp2", "--tensor-parallel", "2"),
@@ -69,6 +70,8 @@ def test_tp2_trains_as_one_rank_and_each_rank_holds_half_the_blocks(runs, name):
     assert f["model_states"]["formula"]["params"] == 4 * tp["params_per_rank"]
     # One replica of two ranks: its images are the micro batch's, not counted once per rank.
     assert f["global_batch"] == 16 and f["images_per_s_per_replica"] == f["images_per_s"]
+    if name == "tp2":  # the same weights see the same test set: the same hits, counted once, not per rank
+        assert f["test_acc"] == single["figures"]["test_acc"] is not None
 
 
 @pytest.mark.parametrize("name", ["tp2", "autotp2", "tp2x2"])

@@ -206,3 +206,20 @@ def test_tp_shrinks_the_predicted_states_and_activations():
     s, h, a = dims.tokens, dims.width, dims.heads
     assert one["activations"] == pytest.approx(8 * dims.depth * s * h * (34 + 5 * a * s / h))
     assert tp["activations"] == pytest.approx(8 * dims.depth * s * h * (10 + 24 / 4 + 5 * a * s / (h * 4)))
+
+
+def test_the_memory_report_shows_each_strategys_split():
+    from rich.console import Console
+
+    from bench.render import memory as render_memory
+    from tests.unit.test_plots import _memory_point
+
+    tp = _memory_point("fsdp2+tp2", True)
+    tp["config"].update(tensor_parallel=2, engine="fsdp2", model=H4)
+    tp["figures"]["comm"]["tensor_parallel"] = {"bytes_per_step": 6.4e6}
+    (g,) = ra.group([_memory_point("zero1", True), tp])
+    console = Console(width=250, record=True)
+    console.print(render_memory.table(g))
+    text = console.export_text()
+    assert "T x P x D" in text and "TP bytes/step" in text
+    assert "2x1x1" in text and "1x1x2" in text and "6.40 MB" in text
