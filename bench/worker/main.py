@@ -212,6 +212,8 @@ def deepspeed_estimate(cfg, plan: dict, params: int, largest_layer: int) -> dict
     if cfg.engine != "deepspeed" or cfg.zero_stage < 2:
         return {"bytes_per_rank": None, "reason": "DeepSpeed ships model-state estimators for its ZeRO-2 and ZeRO-3 "
                                                   "only"}
+    if cfg.tensor_parallel > 1:
+        return {"bytes_per_rank": None, "reason": "DeepSpeed's ZeRO estimators know no tensor parallelism"}
     counts = [len(s) for s in plan["resources"].values()]
     gpus_per_node, nodes = max(counts), len(counts)
     if cfg.zero_stage == 2:
