@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-GPU check of bench against a bare timm training loop, and of what only a GPU can show; under 6 min on one H200.
+# One-GPU check of bench against a bare timm training loop, and of what only a GPU can show; under 6 min on one H200
+# (with a second GPU, tensor parallelism T = 2 too: ~1.5 min more).
 #
 #   benchmarks/gpu-check.sh [OUT_DIR]              # on a node with a GPU (default OUT_DIR: results/gpu-check)
 #   benchmarks/gpu-check.sh --dry-run [OUT_DIR]    # the same plumbing on CPU with tiny models, ~2 min on 2 cores
@@ -283,6 +284,77 @@ for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF3
 
+# --- Issue 24: tensor parallelism T = 2 on two GPUs of this node; ~1.5 min on two H200s ----------------------
+# The same ViT-B/16 at 384 (577 tokens) in bf16, micro batch 32, on GPUs $GPU and $GPU2 (default: the next one):
+# FSDP2 over the 2 GPUs (D = 2), TP 2 with DTensor under FSDP2 (D = 1), and TP 2 with DeepSpeed's AutoTP under
+# ZeRO-1 (D = 1). NCCL refuses two ranks on one GPU, so with one GPU visible the points are skipped, saying so.
+# What only GPUs show: AutoTP on NCCL (tried on gloo only), TP's activation all-reduces over NVLink or PCIe
+# against FSDP2's gathers at equal ranks, and TP's memory per rank (activations split T ways) on the device.
+echo "## issue 24 checks (tensor parallelism)"
+if [[ $DRY == 1 ]]; then
+  TP_DEV=(--device cpu --gpus 2); TP_MODEL=(--model vit-micro-h4-p4-32 --precision fp32 --micro-batch 8)
+  TP_STEPS=(--steps 6 --timing-warmup 2); NGPU=2
+else
+  NGPU=$(nvidia-smi -L | wc -l)
+  GPU2=${GPU2:-$(( (GPU + 1) % (NGPU > 0 ? NGPU : 1) ))}
+  TP_DEV=(--device cuda --gpus 2); TP_MODEL=(--model vit-b16-384 --precision bf16 --micro-batch 32)
+  TP_STEPS=(--steps 30 --timing-warmup 8)
+fi
+if [[ $NGPU -ge 2 ]]; then
+  for arm in "fsdp2:--engine fsdp2" "tp2:--engine fsdp2 --tensor-parallel 2" "autotp2:--tensor-parallel 2 --zero-stage 1"; do
+    name=${arm%%:*}; read -r -a extra <<<"${arm#*:}"
+    if [[ $DRY == 1 ]]; then sel=(); else sel=(env CUDA_VISIBLE_DEVICES="$GPU,$GPU2" CUDA_DEVICE_ORDER=PCI_BUS_ID); fi
+    "${sel[@]}" $PY -m bench run "${TP_MODEL[@]}" "${TP_STEPS[@]}" "${TP_DEV[@]}" --dataset synthetic --synthetic-size 4096 \
+        --no-eval "${extra[@]}" --out "$OUT/tp-$name" --json > "$OUT/tp-$name.json" 2> "$OUT/tp-$name.err" \
+        || echo "   $name exited $? (its row says why)"
+  done
+fi
+$PY - "$OUT" "$DRY" "$NGPU" <<'EOF4'
+import json, sys
+out, dry, ngpu = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+checks = []
+if ngpu < 2:
+    checks.append((f"TP = 2 needs 2 GPUs on this node ({ngpu} visible; NCCL refuses two ranks on one GPU): skipped", None))
+else:
+    recs = {}
+    for name in ("fsdp2", "tp2", "autotp2"):
+        try:
+            recs[name] = json.load(open(f"{out}/tp-{name}.json"))
+        except (OSError, ValueError):
+            recs[name] = {"status": "missing"}
+    print(f"{'arm':<9}{'status':>8}{'img/s':>10}{'per replica':>12}{'TP MB/step':>11}{'x Megatron':>11}"
+          f"{'states MiB':>11}{'peak GiB':>9}")
+    for name, r in recs.items():
+        f = r.get("figures") or {}
+        tp = (f.get("comm") or {}).get("tensor_parallel") or {}
+        states = (f.get("model_states") or {}).get("measured") or {}
+        peak = max(f.get("peak_memory_bytes") or [0]) / 2**30
+        img = f.get("images_per_s")
+        print(f"{name:<9}{r.get('status'):>8}{img or 0:>10.1f}{f.get('images_per_s_per_replica') or 0:>12.1f}"
+              f"{(tp.get('bytes_per_step') or 0) / 1e6:>11.2f}{tp.get('measured_over_analytic') or 0:>11.3f}"
+              f"{(states.get('total') or 0) / 2**20:>11.1f}{peak:>9.2f}")
+        if r.get("status") != "ok":
+            checks.append((f"{name}: {r.get('status')}: {(r.get('error') or {}).get('reason')}", False))
+    for name in ("tp2", "autotp2"):
+        f = recs[name].get("figures")
+        if not f:
+            continue
+        tp = f["comm"]["tensor_parallel"]
+        checks.append((f"{name}: counted TP bytes {tp['measured_over_analytic']:.3f}x Megatron's "
+                       f"{tp['analytic']['formula']}", abs(tp["measured_over_analytic"] - 1) <= 0.05))
+        t = f["tensor_parallel"]
+        checks.append((f"{name}: each GPU holds half the split layers ({t['local_split_params_per_rank']} of "
+                       f"{t['split_params']:,})", all(x == t["split_params"] // 2 for x in t["local_split_params_per_rank"])))
+        checks.append((f"{name}: loss {f['loss']['first']:.3f} -> {f['loss']['last']:.3f}, finite and falling",
+                       None if dry else f["sanity"]["loss_fell"] and f["sanity"]["loss_finite"]))
+        if not dry:
+            checks.append((f"{name}: communication time null with a reason on GPUs", f.get("comm_share") is None
+                           and bool(f.get("comm_share_reason"))))
+for what, ok in checks:
+    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
+EOF4
+
+# The hang check last: without a checkout's tests/faults.py it ends the script (nothing after it).
 echo "## hang: where each rank is when the watchdog fires (flight recorder on ${DEV[1]:-cuda})"
 if [[ ! -f tests/faults.py ]]; then
   echo "   skipped: tests/faults.py is not here (run from a checkout: its sitecustomize makes the stall)"

@@ -99,14 +99,15 @@ def pipeline_figures(ranks: list[dict[str, Any]], stages: int, micro_batches: in
 
 
 def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: int, stage: int | None,
-                   precision: str) -> dict[str, Any]:
+                   precision: str, params: float | None = None) -> dict[str, Any]:
     """Model-state bytes per rank: measured (the tensors held), the ZeRO paper's formula, DeepSpeed's estimate.
 
     stage None (pipeline stages): no formula; each stage holds its own layers' states (the record's
-    per-rank figures and the stages' parameter counts say how much).
+    per-rank figures and the stages' parameter counts say how much). params: the parameters the formula
+    shards over `world` ranks (a TP rank's Psi_T), the model's by default.
     """
     measured = [r.get("model_states") or {} for r in ranks]
-    params = (summary.get("model") or {}).get("params")
+    params = params or (summary.get("model") or {}).get("params")
     out = {"measured_per_rank": measured,
            "measured": max(measured, key=lambda m: m.get("total", 0)) if measured else None,
            "formula": volume.model_state_formula(params, world, stage, precision) if params and stage is not None
@@ -143,15 +144,27 @@ def epoch_figures(ranks: list[dict[str, Any]], step_mean: float, steps_per_epoch
                                          else "")}
 
 
+def tensor_parallel_figures(ranks: list[dict[str, Any]], tensor: int, data_parallel: int) -> dict[str, Any]:
+    """What each rank of a TP group holds of the split (bench.worker.tensor_parallel.describe), and Psi_T."""
+    tp = ranks[0]["tensor_parallel"]
+    return {"size": tensor, "data_parallel": data_parallel, "how": tp["how"], "split_params": tp["split_params"],
+            "replicated_params": tp["replicated_params"],
+            "local_split_params_per_rank": [(r.get("tensor_parallel") or {}).get("local_split_params") for r in ranks],
+            "params_per_rank": volume.tensor_parallel_local_params(tp["split_params"], tp["replicated_params"],
+                                                                   tensor),
+            "params_per_rank_formula": "Psi_T = split / T + whole"}
+
+
 def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, planned_world: int,
                  flops_per_image: float | None = None, peak_flops: float | None = None,
                  precision: str | None = None, strategy: str = "zero0",
                  comm_bytes_per_element: int | None = None, pipeline_stages: int = 1,
-                 reduce_bytes_per_element: int | None = None) -> dict[str, Any]:
+                 reduce_bytes_per_element: int | None = None, tensor_parallel: int = 1,
+                 recompute: bool = False) -> dict[str, Any]:
     ranks = sorted(summary["ranks"], key=lambda r: r["rank"])
     world = summary["world_size"]
-    # Pipeline stages of one replica see the same images: the step's images are the data-parallel ranks'.
-    data_parallel = world // pipeline_stages
+    # The ranks of one replica (pipeline stages, a TP group) see the same images: a step's are the replicas'.
+    data_parallel = world // (pipeline_stages * tensor_parallel)
     per_step_images = micro_batch * grad_accum * data_parallel
     steady = min(r["steady_steps"] for r in ranks)
     # Data-parallel ranks step together: the cluster's pace is its slowest rank's.
@@ -176,6 +189,7 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         "global_batch": per_step_images,
         "images_per_s": images_per_s,
         "images_per_s_per_rank": [r["images_per_s"] for r in ranks],
+        "images_per_s_per_replica": images_per_s / data_parallel,
         "step_s": dataclasses.asdict(step),
         "parts_s": parts,
         "parts_reason": None if parts else rank0.get("parts_reason"),
@@ -206,8 +220,17 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
                    "world_size_as_planned": world == planned_world},
     }
     params = (summary.get("model") or {}).get("params")
+    tp = None
+    if tensor_parallel > 1 and rank0.get("tensor_parallel"):
+        figures["tensor_parallel"] = tensor_parallel_figures(ranks, tensor_parallel, data_parallel)
+        params = figures["tensor_parallel"]["params_per_rank"]  # the data-parallel formulas shard Psi_T over D
+        t = rank0["tensor_parallel"]
+        tp = {"size": tensor_parallel, "depth": t["depth"], "tokens": t["tokens"], "width": t["width"],
+              "micro_batch": micro_batch, "accum": grad_accum, "recompute": recompute,
+              "bytes_per_element": volume.comm_bytes_per_element(precision or "fp32")}  # activations' dtype
     b = comm_bytes_per_element or volume.comm_bytes_per_element(precision or "fp32")
-    comm = comm_figures(ranks, step_mean, params, data_parallel, strategy, b, grad_accum, reduce_bytes_per_element)
+    comm = comm_figures(ranks, step_mean, params, data_parallel, strategy, b, grad_accum, reduce_bytes_per_element,
+                        tp)
     figures["comm"] = comm
     if comm["seconds_per_step"] is not None:
         figures["comm_share"] = metrics.comm_share(comm["seconds_per_step"], step_mean)
@@ -216,7 +239,7 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         figures["comm_share"] = None
         figures["comm_share_reason"] = comm.get("reason") or comm["timing"]
     figures["model_states"] = memory_figures(ranks, summary, data_parallel, volume.sharded_stage(strategy),
-                                             precision or "fp32")
+                                             precision or "fp32", params)
     figures["model_states_bytes"] = (figures["model_states"]["measured"] or {}).get("total")
     figures.update(mfu_figures(ranks, images_per_s, flops_per_image, precision, peak_flops))
     if pipeline_stages > 1:
@@ -224,6 +247,12 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
                                                (summary.get("model") or {}).get("params"))
         # A stage computes only its layers: a rank's images/s times the model's FLOPs would overstate it.
         figures["tflops_per_rank"] = figures["mfu_per_rank"] = [None] * len(ranks)
+    if tp:
+        # A TP rank computes about 1/T of its replica's FLOPs (the split layers; the rest is small).
+        figures["tflops_per_rank"] = [x / tensor_parallel if x is not None else None
+                                      for x in figures.get("tflops_per_rank", [])]
+        figures["mfu_per_rank"] = [x / tensor_parallel if x is not None else None
+                                   for x in figures.get("mfu_per_rank", [])]
     for entry, tf, u in zip(figures["ranks"], figures.get("tflops_per_rank", []), figures.get("mfu_per_rank", [])):
         entry["tflops"], entry["mfu"] = tf, u
     return figures

@@ -27,6 +27,7 @@ def strategies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         searched = len(tries) > 1
         out.append({
             "strategy": r["labels"]["strategy"], "id": r["id"], "status": r["status"], "gpus": r["gpus"],
+            "model": r.get("model"), "split": r.get("split"), "comm_tp": r.get("comm_tp"),
             "micro_batch": r["micro_batch"], "images_per_s": r["images_per_s"], "comm_share": r["comm_share"],
             "states": r["states"], "states_formula": r["states_formula"], "states_deepspeed": r["states_deepspeed"], "states_nvme": r.get("states_nvme"),
             "peak_memory_bytes": r["peak_memory_bytes"], "memory_kind": r["memory_kind"], "reason": r["reason"],

@@ -73,7 +73,7 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
         "labels": labels, "micro_batch": cfg.get("micro_batch"), "grad_accum": cfg.get("grad_accum"),
         "global_batch": fig.get("global_batch"), "zero_stage": cfg.get("zero_stage"), "offload": cfg.get("offload"),
         "precision": cfg.get("precision"), "engine": engine, "model": cfg.get("model"),
-        "dataset_fraction": cfg.get("dataset_fraction"),
+        "dataset_fraction": cfg.get("dataset_fraction"), "split": split_of(cfg, gpus),
         "images_per_s": fig.get("images_per_s"), "step_s": (fig.get("step_s") or {}).get("median"),
         "epoch_s": fig.get("epoch_s"), "parts_s": fig.get("parts_s"),
         # Records before epochs were measured always held the estimate, without epoch_s_how.
@@ -87,6 +87,12 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def split_of(cfg: dict[str, Any], ranks: int | None) -> str | None:
+    """T x P x D of a point: tensor-parallel degree, pipeline stages, data-parallel replicas (bench.core.parallel)."""
+    t, p = cfg.get("tensor_parallel") or 1, cfg.get("pipeline_stages") or 1
+    return f"{t}x{p}x{ranks // (t * p)}" if ranks and ranks % (t * p) == 0 else None
+
+
 def comm_and_memory(fig: dict[str, Any]) -> dict[str, Any]:
     """The communication and model-state figures of one point, flat (bench.analysis.figures made them)."""
     comm = fig.get("comm") or {}
@@ -96,6 +102,7 @@ def comm_and_memory(fig: dict[str, Any]) -> dict[str, Any]:
         "comm_bytes": comm.get("bytes_per_step"), "comm_bytes_analytic": (comm.get("analytic") or {}).get("bytes_per_step"),
         "comm_formula": (comm.get("analytic") or {}).get("formula"), "comm_over_analytic": comm.get("measured_over_analytic"),
         "comm_s": comm.get("seconds_per_step"), "comm_wire": (comm.get("wire") or {}).get("bytes_per_step"),
+        "comm_tp": (comm.get("tensor_parallel") or {}).get("bytes_per_step"),
         "comm_ops": {op: v.get("sent_bytes") for op, v in (comm.get("ops_rank0") or {}).items()},
         "states": {k: measured.get(k) for k in ("params", "grads", "master_params", "optimizer_states", "buffers",
                                                  "total")} if measured else None,

@@ -61,14 +61,42 @@ def wire_figures(ranks: list[dict[str, Any]], sent_per_step: float) -> dict[str,
     return out
 
 
+def tensor_parallel_figures(ranks: list[dict[str, Any]], tp: dict[str, Any]) -> dict[str, Any]:
+    """The TP group's collectives (comm_counter's by_group "tensor_parallel") beside Megatron's figure."""
+    per_rank = []
+    calls = None
+    for r in ranks:
+        steps = (r.get("comm_steps") or [])[r["warmup_steps"]:]
+        groups = [(s.get("by_group") or {}).get("tensor_parallel") or {} for s in steps]
+        if not groups:
+            return {"bytes_per_step": None, "reason": "the ranks recorded no steps"}
+        per_rank.append({"rank": r["rank"], "bytes_per_step": _mean([g.get("sent_bytes", 0.0) for g in groups]),
+                         "buffer_bytes_per_step": _mean([g.get("buffer_bytes", 0.0) for g in groups])})
+        if calls is None:
+            calls = _mean([g.get("calls", 0) for g in groups])
+    sent = _mean([p["bytes_per_step"] for p in per_rank])
+    analytic = volume.tensor_parallel_comm_bytes(
+        depth=tp["depth"], micro_batch=tp["micro_batch"], tokens=tp["tokens"], width=tp["width"], tensor=tp["size"],
+        bytes_per_element=tp["bytes_per_element"], accum=tp["accum"], recompute=tp["recompute"])
+    return {"bytes_per_step": sent, "calls_per_step_rank0": calls, "per_rank": per_rank,
+            "what": "the collectives over each rank's tensor-parallel group (its activation all-reduces, and "
+                    "the TP part of gradient clipping), sent by the algorithm",
+            "analytic": {"bytes_per_step": analytic, "formula": volume.tensor_parallel_formula(tp["recompute"]),
+                         **{k: tp[k] for k in ("depth", "micro_batch", "tokens", "width", "size", "accum",
+                                               "bytes_per_element")}},
+            "measured_over_analytic": sent / analytic if analytic else None}
+
+
 def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | None, world: int, strategy: str,
                  bytes_per_element: int, accum: int = 1,
-                 reduce_bytes_per_element: int | None = None) -> dict[str, Any]:
+                 reduce_bytes_per_element: int | None = None, tp: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per rank and step, what the training's collectives moved and how long they were in flight (METRICS.md).
 
     Steady steps only. bytes_per_step is what a rank's algorithm sends (S x the backend's factor,
     summed over its calls: SENT_BY); `wire` what the hosts' counters saw; the analytic volume is
-    bench.analysis.volume's (the ZeRO paper's, ring figures).
+    bench.analysis.volume's (the ZeRO paper's, ring figures). With tensor parallelism (tp: the group's
+    size and the activations' shape), params is Psi_T and world the data-parallel degree D; the analytic
+    volume is then the data-parallel one plus Megatron's, and `tensor_parallel` holds the TP group's own.
     """
     per_rank, ops = [], {}
     for r in ranks:
@@ -105,6 +133,13 @@ def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | No
             formula += f"; the gradient reduction at {reduce_bytes_per_element} bytes per element"
         out["analytic"] = {"bytes_per_step": analytic, "formula": formula,
                            "params": params, "bytes_per_element": bytes_per_element, "n": world, "m": accum}
+        if tp:
+            out["tensor_parallel"] = tensor_parallel_figures(ranks, tp)
+            part = out["tensor_parallel"]["analytic"]
+            out["analytic"] = {**out["analytic"], "bytes_per_step": analytic + part["bytes_per_step"],
+                               "formula": f"{formula} over Psi_T and D + {part['formula']}",
+                               "parts": {"data_parallel": out["analytic"], "tensor_parallel": part}}
+            analytic = out["analytic"]["bytes_per_step"]
         out["measured_over_analytic"] = out["bytes_per_step"] / analytic if analytic else None
     return out
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.analysis.volume import model_state_formula
+from bench.analysis.volume import model_state_formula, tensor_parallel_local_params
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
 
@@ -50,6 +50,8 @@ class VitDims:
     """patches + the class token."""
     largest_layer: int
     """parameters of the largest single layer (ZeRO-3's gather buffer): the MLP's fc1."""
+    split_params: int = 0
+    """parameters tensor parallelism splits T ways (qkv, fc1 with biases; proj, fc2 weights), all blocks."""
 
 
 def vit_dims(model: str, img_size: int | None, classes: int) -> VitDims | None:
@@ -61,9 +63,9 @@ def vit_dims(model: str, img_size: int | None, classes: int) -> VitDims | None:
     shape = shape_of(spec, classes)  # bench.core.model_size: the one parameter count
     if shape is None:
         return None
-    w = shape.width
+    w, h = shape.width, int(shape.width * shape.mlp_ratio)
     return VitDims(params=vit_params(shape), depth=shape.depth, width=w, heads=shape.heads, tokens=shape.tokens,
-                   largest_layer=4 * w * w + 4 * w)
+                   largest_layer=4 * w * w + 4 * w, split_params=shape.depth * (4 * w * w + 3 * w + 2 * w * h + h))
 
 
 def model_state_bytes(params: float, n: int, stage: int, precision: str, offload: bool = False) -> dict[str, float]:
@@ -84,11 +86,13 @@ def model_state_bytes(params: float, n: int, stage: int, precision: str, offload
             "bytes_per_param_unsharded": float(w_b + g_b + k)}
 
 
-def activation_bytes(dims: VitDims, micro_batch: int, precision: str, checkpointing: bool = False) -> float:
-    """Activations kept for backward by one rank at this micro batch (module docstring)."""
+def activation_bytes(dims: VitDims, micro_batch: int, precision: str, checkpointing: bool = False,
+                     tensor: int = 1) -> float:
+    """Activations kept for backward by one rank at this micro batch (module docstring); with T-way tensor
+    parallelism (no sequence parallelism) Korthikanti et al.'s eq. 2: s h (10 + 24/T + 5 a s / (h T))."""
     s, h, a = dims.tokens, dims.width, dims.heads
     scale = 1.0 if precision in ("fp16", "bf16") else 2.0
-    per_block = s * h * (34 + 5 * a * s / h)
+    per_block = s * h * (10 + 24 / tensor + 5 * a * s / (h * tensor))
     if checkpointing:
         per_sample = (2 * s * h * dims.depth + per_block) * scale
     else:
@@ -114,10 +118,15 @@ def deepspeed_estimate(params: float, stage: int, offload: bool, gpus_per_node: 
 
 
 def predict(dims: VitDims, *, n: int, stage: int, precision: str, offload: bool, micro_batch: int,
-            gpus_per_node: int, nodes: int, checkpointing: bool = False) -> dict[str, float | None]:
-    """Device bytes one rank needs: model states + activations, and DeepSpeed's estimate beside them."""
-    states = model_state_bytes(dims.params, n, stage, precision, offload)
-    act = activation_bytes(dims, micro_batch, precision, checkpointing)
+            gpus_per_node: int, nodes: int, checkpointing: bool = False, tensor: int = 1) -> dict[str, float | None]:
+    """Device bytes one rank needs: model states + activations, and DeepSpeed's estimate beside them.
+
+    With T-way tensor parallelism of n ranks, a rank holds Psi_T = split / T + the rest, sharded by the
+    stage over the n / T data-parallel ranks, and its share of the activations."""
+    params = tensor_parallel_local_params(dims.split_params, dims.params - dims.split_params, tensor) \
+        if tensor > 1 else dims.params
+    states = model_state_bytes(params, n // tensor, stage, precision, offload)
+    act = activation_bytes(dims, micro_batch, precision, checkpointing, tensor)
     ds = deepspeed_estimate(dims.params, stage, offload, gpus_per_node, nodes, dims.largest_layer)
     return {"model_states": states["device"], "host_states": states["host"], "activations": act,
             "total": states["device"] + act, "deepspeed_model_states": ds["device"] if ds else None}

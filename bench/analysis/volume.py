@@ -6,7 +6,9 @@
 Both follow the ZeRO paper (Rajbhandari et al., SC'20, sections 5 and 7) for
 Psi parameters, b bytes per element of the communicated or stored dtype and
 n data-parallel ranks (METRICS.md, "Communication per step" and "Model
-states per rank"). Pure Python.
+states per rank"). Tensor parallelism adds Megatron's activation traffic
+(tensor_parallel_comm_bytes), and its ranks hold Psi_T = split / T + whole,
+over which the data-parallel formulas then apply. Pure Python.
 """
 
 from __future__ import annotations
@@ -47,6 +49,38 @@ def strategy_of(engine: str, zero_stage: int, *, reshard_after_forward: bool = T
     if engine == "fsdp2":
         return "fsdp2" if reshard_after_forward else "fsdp2-keep"
     return "ddp" if engine == "ddp" else f"zero{zero_stage}"
+
+
+def tensor_parallel_comm_bytes(*, depth: int, micro_batch: int, tokens: int, width: int, tensor: int,
+                               bytes_per_element: float, accum: int = 1, recompute: bool = False) -> float:
+    """Megatron's activation traffic of tensor parallelism: bytes one rank sends per optimizer step.
+
+    Per block and micro batch, two all-reduces in forward (the outputs of the row-split proj and fc2) and
+    two in backward (the gradients of the column-split qkv's and fc1's inputs), each of the activations,
+    B x N x D elements of b bytes. With activation checkpointing the block's forward runs again in backward,
+    but torch's (non-reentrant) checkpoint stops once the tensors backward needs are back: fc2's output and
+    its all-reduce are not recomputed, proj's is (Megatron's full recomputation counts both: 6). Each
+    all-reduce sends 2(T-1)/T of its buffer (the ring's, gloo's too: bench.core.collectives.SENT):
+
+        k L m B N D b 2(T-1)/T        k = 4 (5 with checkpointing), L blocks, m micro batches per step
+
+    (Shoeybi et al., Megatron-LM, 2019, section 3; Korthikanti et al., 2022, section 4.)
+    """
+    if tensor < 1 or min(depth, micro_batch, tokens, width, accum) < 1 or bytes_per_element <= 0:
+        raise ValueError(f"need T, L, B, N, D, m >= 1 and b > 0; got T={tensor}, L={depth}, B={micro_batch}, "
+                         f"N={tokens}, D={width}, m={accum}, b={bytes_per_element}")
+    k = 5 if recompute else 4
+    return k * depth * accum * micro_batch * tokens * width * bytes_per_element * 2 * (tensor - 1) / tensor
+
+
+def tensor_parallel_formula(recompute: bool = False) -> str:
+    return f"{5 if recompute else 4} L m B N D b 2(T-1)/T"
+
+
+def tensor_parallel_local_params(split: float, replicated: float, tensor: int) -> float:
+    """Psi_T, the parameters one rank of a TP group holds: the split layers' 1/T and everything kept whole.
+    The data-parallel formulas (communication, model states) apply to Psi_T over the D data-parallel ranks."""
+    return split / tensor + replicated
 
 
 def comm_bytes_per_element(precision: str, communication_data_type: str | None = None) -> int:

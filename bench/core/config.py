@@ -25,6 +25,7 @@ from bench.core.containerspec import check_text as check_container_exec
 from bench.core.errors import BadInput
 from bench.core.models import PRESETS, resolve_model
 from bench.core.options import opt, option_name
+from bench.core.parallel import check_config as check_parallel
 from bench.core.precision import PRECISIONS
 
 DATASETS = ("cifar10", "cifar100", "synthetic")
@@ -119,6 +120,12 @@ class RunConfig(LaunchConfig):
                                 "node's local NVMe for the swap files", default=None)
     pipeline_stages: int = opt("DeepSpeed pipeline stages (PipelineModule: embedding, blocks, head); the ranks "
                                "left over are data parallel; ZeRO 0-1 only", default=1)
+    tensor_parallel: int = opt("tensor-parallel degree T: each block's qkv and fc1 split by columns, proj and fc2 by "
+                               "rows over T consecutive ranks (whole heads per rank); the ranks left over are data "
+                               "parallel. --engine fsdp2: torch DTensor on a 2D mesh, FSDP2 over the data-parallel "
+                               "dimension; --engine deepspeed: DeepSpeed's AutoTP with ZeRO 0-3", default=1)
+    tensor_parallel_across_nodes: bool = opt("let a tensor-parallel group span nodes (default: refused unless T "
+                                             "divides every node's ranks)", default=False)
     reshard_after_forward: bool = opt("fsdp2: free each block's gathered parameters after forward and gather them "
                                       "again in backward (ZeRO-3-like); --no-reshard-after-forward keeps them "
                                       "(ZeRO-2-like)", default=True)
@@ -237,6 +244,7 @@ def _validate(c: RunConfig) -> None:
         if c.compile or c.activation_checkpointing:
             raise bad("pipeline_stages", "bench's pipeline stages run without --compile and "
                       "--activation-checkpointing")
+    check_parallel(c, bad)
     if c.engine in ("ddp", "fsdp2"):
         _check_torch_engine(c, bad)
     if c.bucket_size is not None and c.bucket_size <= 0:

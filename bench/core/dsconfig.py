@@ -21,6 +21,17 @@ AIO = {"block_size": 1048576, "queue_depth": 8, "intra_op_parallelism": 1, "sing
        "overlap_events": True, "use_gds": False}
 
 
+# DeepSpeed's AutoTP knows Hugging Face models by their config; a timm ViT it is told layer by layer (its
+# configurable partition_config, matched on a module's name + ".weight"; a layer's bias follows its weight).
+# qkv is one Linear to 3 x heads x head_dim: "shape" [3, -1] splits each of q, k and v into T row blocks, so
+# rank t holds q, k and v of heads t H/T .. (t+1) H/T - 1, whole heads together.
+AUTOTP_VIT = {"use_default_specs": False, "layer_specs": [
+    {"patterns": [r".*\.attn\.qkv\.weight$"], "partition_type": "column", "shape": [3, -1], "partition_dim": 0},
+    {"patterns": [r".*\.mlp\.fc1\.weight$"], "partition_type": "column"},
+    {"patterns": [r".*\.attn\.proj\.weight$", r".*\.mlp\.fc2\.weight$"], "partition_type": "row"},
+]}
+
+
 def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None = None) -> dict[str, Any]:
     """The DeepSpeed config; device: the ranks' device once known ("cuda"/"cpu"), else cfg.device's."""
     # Pinned host buffers make ZeRO-Offload's and ZeRO-Infinity's copies to and from the GPU asynchronous
@@ -74,6 +85,11 @@ def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None 
         ds["scheduler"] = sched
     if cfg.activation_checkpointing:
         ds["activation_checkpointing"] = {"partition_activations": False}
+    if cfg.tensor_parallel > 1 and cfg.engine == "deepspeed":
+        ds["tensor_parallel"] = {"autotp_size": cfg.tensor_parallel, "partition_config": AUTOTP_VIT}
+        # DeepSpeed 0.19.8 checks train_batch_size against the whole world (D x T) at ZeRO 0-2 but against the
+        # data-parallel ranks (D) at ZeRO-3 (tried, bf16): left out, it derives it from micro x accum itself.
+        del ds["train_batch_size"]
     if cfg.deepspeed_config:
         generated = ds
         ds = merge(ds, load_user(cfg.deepspeed_config))
@@ -92,6 +108,7 @@ _OWNED = (
     (("zero_optimization", "offload_optimizer", "nvme_path"), "--nvme-path"),
     (("fp16", "enabled"), "--precision"),
     (("bf16", "enabled"), "--precision"),
+    (("tensor_parallel", "autotp_size"), "--tensor-parallel"),
 )
 
 
@@ -180,7 +197,7 @@ def batch_sizes(ds: dict[str, Any], world_size: int) -> tuple[int, int, int]:
     """(micro, accum, global) as DeepSpeed will use them; BadInput if inconsistent."""
     micro = ds["train_micro_batch_size_per_gpu"]
     accum = ds["gradient_accumulation_steps"]
-    total = ds["train_batch_size"]
+    total = ds.get("train_batch_size", micro * accum * world_size)  # absent under AutoTP (build)
     if micro * accum * world_size != total:
         raise BadInput(f"--deepspeed-config: train_batch_size {total} != micro {micro} x accum {accum}"
                        f" x world {world_size}")

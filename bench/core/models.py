@@ -10,6 +10,9 @@ Presets:
                     timm's tiny/small/base widths: fast runs on CPU or one GPU.
   vit-micro-p4-32   width 96, 4 blocks, 3 heads (~0.5M parameters): smoke
                     tests and CI on two CPU cores, where even tiny is slow.
+  vit-micro-h4-p4-32
+                    the same with 4 heads of 24: its heads and MLP width (384)
+                    divide by 2 and 4, so --tensor-parallel 2 and 4 can split it.
   vit-l16-224       ViT-L/16 (24 layers, width 1024, 16 heads, 303M parameters
                     with a 10-way head) and
   vit-h14-224       ViT-H/14 (32 layers, width 1280, 16 heads, 631M): the
@@ -19,6 +22,11 @@ Presets:
   vit-large-p4-32   ViT-L's width and depth at CIFAR's 32x32 (65 tokens, 303M
                     parameters): the same model states at a third of the
                     FLOPs of 224x224, for the memory suite on CPUs.
+  vit-b16-384       ViT-B/16 at 384x384 (577 tokens) and
+  vit-l16-384       ViT-L/16 at 384 (577 tokens), vit-l16-512 at 512 (1025
+                    tokens): high resolution, where activations (quadratic in
+                    the tokens in attention) and not the model states are the
+                    wall, and tensor parallelism and checkpointing matter.
 Any other name is passed to timm.create_model with --img-size.
 """
 
@@ -46,6 +54,11 @@ PRESETS: dict[str, ModelSpec] = {
     "vit-large-p4-32": ModelSpec("vit_large_patch16_224", 32, {"patch_size": 4}),
     "vit-micro-p4-32": ModelSpec("vit_tiny_patch16_224", 32,
                                  {"patch_size": 4, "embed_dim": 96, "depth": 4, "num_heads": 3}),
+    "vit-micro-h4-p4-32": ModelSpec("vit_tiny_patch16_224", 32,
+                                    {"patch_size": 4, "embed_dim": 96, "depth": 4, "num_heads": 4}),
+    "vit-b16-384": ModelSpec("vit_base_patch16_384", 384),
+    "vit-l16-384": ModelSpec("vit_large_patch16_384", 384),
+    "vit-l16-512": ModelSpec("vit_large_patch16_224", 512),
 }
 
 

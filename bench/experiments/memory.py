@@ -12,6 +12,9 @@ Strategies (every one at the base config's model, batch and precision):
   fsdp2           FSDP2, resharded after forward (ZeRO-3-like)
   fsdp2-keep      FSDP2 keeping gathered parameters from forward to backward (ZeRO-2-like)
   pipeline        DeepSpeed pipeline stages, one per rank of the point (ZeRO-0)
+  fsdp2+tp2/tp4   tensor parallelism T = 2, 4 (DTensor) with FSDP2 over the D = ranks / T replicas, where
+                  T divides the ranks and the model's heads and MLP width; zero<k>+tp<T> (DeepSpeed's
+                  AutoTP under ZeRO-k) on request (--values)
 
 --find-max-batch: per strategy, the micro batch doubles from the base's
 until a run ends `oom` (or --max-micro-batch), then bisects between the
@@ -29,6 +32,7 @@ from typing import Any, Callable
 
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
+from bench.core.parallel import model_divides, tensor_parallel_of
 
 STRATEGIES: dict[str, dict[str, Any]] = {
     "ddp": {"engine": "ddp"},
@@ -44,7 +48,9 @@ STRATEGIES: dict[str, dict[str, Any]] = {
     "pipeline": {},  # pipeline_stages: the point's rank count
 }
 _NEUTRAL = {"engine": "deepspeed", "zero_stage": 0, "offload": None, "pipeline_stages": 1,
-            "reshard_after_forward": True}
+            "reshard_after_forward": True, "tensor_parallel": 1}
+TP_DEFAULT = (2, 4)  # the T the suite tries by default (where they divide)
+
 CLOSE_ENOUGH = 8  # stop bisecting once the gap is at most an eighth of the largest batch that fit
 
 
@@ -62,14 +68,23 @@ def default_strategies(base: RunConfig, ranks: int) -> list[str]:
         if name == "pipeline" and ranks < 2:
             continue
         out.append(name)
+    if base.precision in ("fp32", "bf16"):
+        out += [f"fsdp2+tp{t}" for t in TP_DEFAULT if 1 < t <= ranks and ranks % t == 0
+                and model_divides(base.model, base.img_size, t)]
     return out
 
 
 def config_of(base: RunConfig, strategy: str, ranks: int) -> RunConfig:
     """The base config running `strategy` on `ranks` ranks; BadInput (naming the strategy) where it cannot."""
-    if strategy not in STRATEGIES:
-        raise BadInput(f"--values: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
-    change = {**_NEUTRAL, **STRATEGIES[strategy]}
+    tp = tensor_parallel_of(strategy)
+    if strategy not in STRATEGIES and tp is None:
+        raise BadInput(f"--values: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)}, and "
+                       "fsdp2+tp<T>, zero<k>+tp<T>)")
+    change = {**_NEUTRAL, **STRATEGIES[tp[0] if tp else strategy]}
+    if tp:
+        change["tensor_parallel"] = tp[1]
+        if ranks % tp[1]:
+            raise BadInput(f"--values: {strategy} needs points whose ranks T = {tp[1]} divides (--gpu-counts)")
     if strategy == "pipeline":
         if ranks < 2:
             raise BadInput("--values: pipeline needs points of >= 2 ranks (--gpu-counts)")

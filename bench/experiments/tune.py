@@ -31,7 +31,7 @@ from typing import Any, Callable
 from bench.analysis import tune as figures
 from bench.analysis import tune_memory
 from bench.cluster.hostfile import HostSelection
-from bench.core import results
+from bench.core import parallel, results
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_INTERRUPTED
 from bench.experiments import suites, sweep
@@ -120,7 +120,7 @@ class Tuner:
             p = tune_memory.predict(self.dims, n=c.gpus, stage=s.sharded, precision=self.base.precision,
                                     offload=s.offload, micro_batch=c.micro_batch,
                                     gpus_per_node=max(len(v) for v in res.values()), nodes=len(res),
-                                    checkpointing=self.base.activation_checkpointing)
+                                    checkpointing=self.base.activation_checkpointing, tensor=s.tensor)
             if self.pool.device != "cuda":   # CPU nodes: offloaded states live in the same memory
                 p["total"] = p["total"] + p["host_states"]
             self.predicted[c.key] = p
@@ -145,6 +145,11 @@ class Tuner:
             self.space.prune(c, f"the training set leaves {share} images per rank over {c.gpus} rank(s), fewer "
                                 f"than micro batch {c.micro_batch}")
             return False
+        t = Strategy.of(c.strategy).tensor
+        if t > 1 and parallel.layout(packed(self.pool, c.gpus), t)["tp_spans_nodes"]:
+            self.space.prune(c, f"a tensor-parallel group of {t} would span nodes on {c.gpus} rank(s) packed onto "
+                                "the pool's nodes")
+            return False
         p = self.prediction(c)
         if self.pool.device != "cuda" or self.capacity is None or p is None or tune_memory.fits(p["total"],
                                                                                                self.capacity):
@@ -156,12 +161,13 @@ class Tuner:
 
     # --- phases ----------------------------------------------------------------------------------------
     def _cand(self, s: str, n: int, m: int) -> Candidate | None:
-        accum = dict(self.space.pairs(n)).get(m)
+        accum = dict(self.space.pairs(n, Strategy.of(s).tensor)).get(m)
         return None if accum is None else Candidate(s, n, m, accum)
 
     def fit(self) -> None:
         def order(s: str) -> tuple[float, str]:
-            c = self._cand(s, max(self.space.counts_for(s)), self.space.pairs(max(self.space.counts_for(s)))[0][0])
+            n = max(self.space.counts_for(s))
+            c = self._cand(s, n, self.space.pairs(n, Strategy.of(s).tensor)[0][0])
             p = self.prediction(c) if c else None
             return (p["total"] if p else float("inf"), s)
 
@@ -169,7 +175,7 @@ class Tuner:
         hint = None
         for s in sorted(self.space.strategies, key=order):
             n = max(self.space.counts_for(s))
-            ladder = [m for m, _ in self.space.pairs(n) if self.fits(self._cand(s, n, m))]
+            ladder = [m for m, _ in self.space.pairs(n, Strategy.of(s).tensor) if self.fits(self._cand(s, n, m))]
             ladder = sorted(set(ladder))
             known: dict[int, str] = {}
             for other, m, total in ooms:
@@ -194,7 +200,7 @@ class Tuner:
             if top is None:
                 continue
             for n in self.space.counts_for(s):
-                fit = [m for m, _ in self.space.pairs(n) if m <= top]
+                fit = [m for m, _ in self.space.pairs(n, Strategy.of(s).tensor) if m <= top]
                 if fit and self.fits(c := self._cand(s, n, max(fit))):
                     self.trial(c, self.opts.trial_steps, 1, "rung0")
 

@@ -18,9 +18,12 @@ from typing import Any
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.core.options import csv_parser, opt
+from bench.core.parallel import model_divides, tensor_parallel_of
 from bench.experiments.pool import Pool, powers_of_two
 
 STRATEGIES = ("ddp", "fsdp2", "zero0", "zero1", "zero2", "zero3", "zero1+offload", "zero2+offload", "zero3+offload")
+# and tensor parallelism over any of TP_BASES: fsdp2+tp2, zero1+tp4, ... (bench.core.parallel.tensor_parallel_of)
+TP_DEFAULT = (2, 4)
 DEFAULT_LADDER = (8, 16, 32, 64, 128, 256, 512, 1024)
 DEFAULT_BUDGET_RUNS = 20
 
@@ -34,7 +37,8 @@ class TuneOptions:
     """bench tune's own options; None means the default for the device."""
 
     strategies: tuple[str, ...] | None = opt(
-        "strategies to search: " + ", ".join(STRATEGIES) + " (default zero0-zero3, plus zero2+offload on GPUs)",
+        "strategies to search: " + ", ".join(STRATEGIES) + ", and <fsdp2|zero0-3>+tp<T> (tensor parallelism) "
+        "(default zero0-zero3, plus zero2+offload and fsdp2+tp2/tp4 where the model divides, on GPUs)",
         default=None, parse=_csv(str), metavar="LIST", group="tune")
     gpu_counts: tuple[int, ...] | None = opt("GPU (rank) counts to search (default 1, 2, 4 ... up to the pool)",
                                              default=None, parse=_csv(int), metavar="LIST", group="tune")
@@ -57,8 +61,9 @@ class TuneOptions:
 
     def __post_init__(self) -> None:
         for s in self.strategies or ():
-            if s not in STRATEGIES:
-                raise BadInput(f"--strategies: unknown strategy {s!r} (known: {', '.join(STRATEGIES)})")
+            if s not in STRATEGIES and tensor_parallel_of(s) is None:
+                raise BadInput(f"--strategies: unknown strategy {s!r} (known: {', '.join(STRATEGIES)}, and "
+                               "fsdp2+tp<T>, zero<k>+tp<T>)")
         if self.global_batch is not None and self.global_batch < 1:
             raise BadInput(f"--global-batch: must be >= 1, got {self.global_batch}")
         if self.global_batch is not None and self.grad_accums:
@@ -93,15 +98,22 @@ class Strategy:
     offload: bool
     sharded: int
     """The ZeRO stage whose model states it holds per rank (fsdp2 shards all three: 3)."""
+    tensor: int = 1
+    """The tensor-parallel degree T (the +tp<T> strategies)."""
 
     @classmethod
     def of(cls, name: str) -> "Strategy":
+        tp = tensor_parallel_of(name)
+        if tp is not None:
+            base = cls.of(tp[0])
+            return cls(name, base.engine, base.stage, False, base.sharded, tp[1])
         if name in ("ddp", "fsdp2"):
             return cls(name, name, 0, False, 3 if name == "fsdp2" else 0)
         return cls(name, "deepspeed", int(name[4]), name.endswith("+offload"), int(name[4]))
 
     def apply(self, cfg: RunConfig) -> RunConfig:
-        return cfg.replace(engine=self.engine, zero_stage=self.stage, offload=_offload(self.offload))
+        return cfg.replace(engine=self.engine, zero_stage=self.stage, offload=_offload(self.offload),
+                           tensor_parallel=self.tensor)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -138,6 +150,9 @@ class Space:
     @classmethod
     def build(cls, base: RunConfig, opts: TuneOptions, pool: Pool) -> "Space":
         default = ["zero0", "zero1", "zero2", "zero3"] + (["zero2+offload"] if pool.device == "cuda" else [])
+        if pool.device == "cuda":
+            default += [f"fsdp2+tp{t}" for t in TP_DEFAULT if t <= max(len(s) for s in pool.resources.values())
+                        and model_divides(base.model, base.img_size, t)]
         strategies = list(opts.strategies or default)
         counts = list(opts.gpu_counts or powers_of_two(pool.total))
         for n in counts:
@@ -148,12 +163,19 @@ class Space:
         if pool.device != "cuda" and not opts.strategies:
             space.notes.append("offload not searched: on CPU nodes the optimizer's host memory is the memory "
                                "the ranks already use (--strategies zero2+offload adds it)")
+            space.notes.append("tensor parallelism not searched on CPU nodes: it splits the work data parallelism "
+                               "splits too and adds the activations' all-reduces (--strategies fsdp2+tp2 adds it)")
         for s in list(strategies):
             try:
                 Strategy.of(s).apply(base)
             except BadInput as e:
                 strategies.remove(s)
                 space.pruned.append({"strategy": s, "candidate": None, "reason": f"refused by bench run: {e}"})
+                continue
+            if not space.counts_for(s):
+                strategies.remove(s)
+                space.pruned.append({"strategy": s, "candidate": None, "reason": f"T = {Strategy.of(s).tensor} "
+                                     f"divides none of the GPU counts searched ({', '.join(map(str, space.counts))})"})
         if not strategies:
             raise BadInput("--strategies: none of them can run with these options (see the reasons in tune.json)")
         if opts.global_batch is not None and not any(space.pairs(n) for n in space.counts):
@@ -162,14 +184,19 @@ class Space:
         return space
 
     def counts_for(self, strategy: str) -> list[int]:
-        """ZeRO on one rank partitions nothing: at one GPU only ZeRO-0 and DDP run."""
+        """ZeRO on one rank partitions nothing: at one GPU only ZeRO-0 and DDP run. T must divide a TP
+        strategy's ranks (an empty list: no count of the search can hold it)."""
+        t = Strategy.of(strategy).tensor
+        if t > 1:
+            return [n for n in self.counts if n >= t and n % t == 0]
         return [n for n in self.counts if n > 1 or strategy in ("zero0", "ddp")] or [max(self.counts)]
 
-    def pairs(self, n: int) -> list[tuple[int, int]]:
-        """(micro batch, accumulation) at n ranks, micro ascending; with --global-batch m x a x n = G."""
+    def pairs(self, n: int, tensor: int = 1) -> list[tuple[int, int]]:
+        """(micro batch, accumulation) at n ranks, micro ascending; with --global-batch m x a x D = G, D = n / T
+        data-parallel replicas (a tensor-parallel group trains one micro batch together)."""
         if self.global_batch is None:
             return [(m, a) for m in self.ladder for a in self.accums]
-        g = self.global_batch
+        g, n = self.global_batch, n // tensor
         return [(m, g // (m * n)) for m in self.ladder if g % (m * n) == 0]
 
     def prune(self, c: Candidate, reason: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from bench.analysis import figures, volume
 from bench.cluster.hostfile import HostSelection
-from bench.core import dsconfig, provenance, results, storage
+from bench.core import dsconfig, parallel, provenance, results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.jobs import alone, nvme
@@ -58,7 +58,9 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
         datasets.check_data_dir(cfg.dataset, cfg.data_dir)
     if world % cfg.pipeline_stages:
         raise BadInput(f"--pipeline-stages: {cfg.pipeline_stages} stages do not divide {world} rank(s)")
-    data_parallel = world // cfg.pipeline_stages
+    # T x P x D: which ranks form each tensor-parallel group (inside a node unless asked otherwise).
+    split = parallel.check_placement(cfg, resources)
+    data_parallel = split["data_parallel"]
     nominal_steps = cfg.steps or 50
     if independent:
         data_parallel = 1  # each rank is a run of its own: its batch is the micro batch times accumulation
@@ -92,6 +94,7 @@ def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: b
     run_dir = os.path.abspath(os.path.join(root, run_id))
     lp = build_launch(run_dir, device)
     plan = plan_json(lp, resources, device, cfg.timeout, cfg.collective_timeout)
+    plan["parallel"] = split
     if start_barrier:
         plan["start_barrier"] = start_barrier
     if independent:
@@ -152,6 +155,7 @@ def figures_of(cfg: RunConfig, summary: dict[str, Any], planned_world: int,
                                     pipeline_stages=cfg.pipeline_stages),
         comm_bytes_per_element=volume.comm_bytes_per_element(
             cfg.precision, (ds_config or {}).get("communication_data_type")),
-        pipeline_stages=cfg.pipeline_stages,
+        pipeline_stages=cfg.pipeline_stages, tensor_parallel=cfg.tensor_parallel,
+        recompute=cfg.activation_checkpointing,
         # FSDP2's MixedPrecisionPolicy reduces gradients in fp32 (bench.worker.fsdp2).
         reduce_bytes_per_element=4 if cfg.engine == "fsdp2" else None)

@@ -262,7 +262,8 @@ def memory(path: str, g: ra.Group) -> str:
                                            else f" ({kind or 'device'})"), ylabel="MB")
     a3.bar(xs, [s["images_per_s"] or 0 for s in rows], width=0.5, color="tab:green")
     a3.set(title="throughput (all ranks)", ylabel="images/s")
-    labels = [s["strategy"] + ("\n(no formula)" if not s["states_formula"] else "") for s in rows]
+    labels = [s["strategy"] + (f"\n{s['split']}" if s.get("split") else "") +
+              ("\n(no formula)" if not s["states_formula"] else "") for s in rows]
     for ax in (a1, a2, a3):
         ax.set_xticks(xs, labels)
         ax.tick_params(axis="x", rotation=30, labelsize=8)

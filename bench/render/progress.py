@@ -155,8 +155,9 @@ def print_plan(suite: str, sweep_dir: str, points: list[Any], done: dict[str, di
         length = f"{c.steps} steps" if c.steps is not None else (f"{c.epochs:g} epochs" if c.epochs else "50 steps")
         where = p.include or f"--gpus {p.gpus}"
         engine = c.engine + (f" {c.pipeline_stages} stages" if c.pipeline_stages > 1 else "") + (
-            " kept" if c.engine == "fsdp2" and not c.reshard_after_forward else "")
-        data_parallel = p.gpus // c.pipeline_stages
+            " kept" if c.engine == "fsdp2" and not c.reshard_after_forward else "") + (
+            f" tp{c.tensor_parallel}" if c.tensor_parallel > 1 else "")
+        data_parallel = p.gpus // (c.pipeline_stages * c.tensor_parallel)
         t.add_row(p.id, str(p.gpus), where, str(c.micro_batch), str(c.grad_accum),
                   str(c.micro_batch * c.grad_accum * data_parallel),
                   "-" if c.engine != "deepspeed" else f"{c.zero_stage}{'+' + c.offload if c.offload else ''}",

@@ -27,6 +27,10 @@ def _mib(b: float) -> str:
 
 def strategy_label(cfg: dict[str, Any]) -> str:
     """How the run trained, in a few words: "ZeRO 3 + nvme", "FSDP2 (kept after forward)", "2 pipeline stages"."""
+    tp = cfg.get("tensor_parallel") or 1
+    if tp > 1:
+        return f"TP {tp} (" + ("DTensor) x FSDP2" if cfg.get("engine") == "fsdp2" else
+                              f"DeepSpeed AutoTP) x ZeRO {cfg['zero_stage']}")
     if cfg.get("engine") == "fsdp2":
         return "FSDP2 (" + ("resharded" if cfg.get("reshard_after_forward", True) else "kept") + " after forward)"
     if cfg.get("engine") == "ddp":
@@ -74,6 +78,13 @@ def run_table(rec: dict[str, Any]) -> Table:
                            for s in pipe["per_stage"])
         t.add_row("pipeline stages", f"{pipe['stages']} x {pipe['data_parallel']} dp", stages)
         t.add_row("  bubble", _pct(pipe["bubble"]), f"(P-1)/(m+P-1), m = {pipe['micro_batches']} micro batches")
+    tpf = fig.get("tensor_parallel")
+    if tpf:
+        local = ", ".join(f"{x:,}" for x in tpf["local_split_params_per_rank"] if x is not None)
+        t.add_row("tensor parallel", f"{tpf['size']} x {tpf['data_parallel']} dp",
+                  f"{tpf['how']}; split layers {tpf['split_params']:,} params, held per rank {local}; whole "
+                  f"{tpf['replicated_params']:,}")
+        t.add_row("  images/s per replica", f"{fig['images_per_s_per_replica']:,.1f}", "a TP group trains one")
     comm = fig.get("comm") or {}
     analytic = comm.get("analytic") or {}
     if comm.get("bytes_per_step") is not None:
@@ -86,6 +97,11 @@ def run_table(rec: dict[str, Any]) -> Table:
         if analytic:
             t.add_row("  analytic", _mb(analytic["bytes_per_step"]),
                       f"{analytic['formula']}; measured {comm['measured_over_analytic']:.2f}x")
+        tpc = comm.get("tensor_parallel") or {}
+        if tpc.get("bytes_per_step") is not None:
+            t.add_row("  tensor parallel", _mb(tpc["bytes_per_step"]),
+                      f"its group's calls; Megatron's {tpc['analytic']['formula']} = "
+                      f"{_mb(tpc['analytic']['bytes_per_step'])}, measured {tpc['measured_over_analytic']:.3f}x")
     t.add_row("  in flight", _ms(comm.get("seconds_per_step")), "union of collectives' intervals per step"
               if comm.get("seconds_per_step") is not None else (fig.get("comm_share_reason") or ""))
     t.add_row("communication share", _pct(fig["comm_share"]),

@@ -38,6 +38,11 @@ transfer: seconds are then None, with the reason, never 0.
 Each call is also numbered, inside steps and out, in the rank's position
 (bench.worker.position: step, sequence number, the collectives in flight),
 which bench reads when a run hangs to say where each rank was.
+
+A process group can be given a label (label_group: the tensor-parallel
+group); each step then also sums, per label, the calls over that group
+(per_step()'s "by_group"), so TP's activation all-reduces are told apart
+from the data-parallel reductions of the same op.
 """
 
 from __future__ import annotations
@@ -98,8 +103,10 @@ def _nbytes(value: Any, is_list: bool) -> int:
 
 class CommCounter:
     def __init__(self, timed: bool, world_size: Callable[[Any], int], backend: str = "gloo",
-                 position: Position | None = None):
+                 position: Position | None = None, group_name: Callable[[Any], str | None] = lambda g: None):
         self.timed = timed
+        self._group_name = group_name  # a call's group argument -> the process group's name
+        self._labels: dict[str, str] = {}
         self.backend = backend  # whose algorithms' sent bytes (collectives.SENT) the calls are counted with
         self.position = Position() if position is None else position
         self.timing_reason = None if timed else GPU_TIMING
@@ -113,8 +120,12 @@ class CommCounter:
     def begin_step(self) -> None:
         self.position.begin_step()
         with self._lock:
-            self._current = {"ops": {}, "intervals": [], "begin": time.perf_counter(), "end": None}
+            self._current = {"ops": {}, "groups": {}, "intervals": [], "begin": time.perf_counter(), "end": None}
             self._steps.append(self._current)
+
+    def label_group(self, group_name: str, label: str) -> None:
+        """Sum the calls over the process group of that name under `label` too (per_step()'s by_group)."""
+        self._labels[group_name] = label
 
     def end_step(self) -> None:
         with self._lock:
@@ -129,13 +140,19 @@ class CommCounter:
         union. Both None where untimed (GPUs).
         """
         with self._lock:
-            return [{"ops": {op: {"calls": int(v[0]), "buffer_bytes": v[1], "sent_bytes": v[2],
-                                  "seconds": v[3] if self.timed else None} for op, v in step["ops"].items()},
-                     "seconds": union_length(step["intervals"], step["begin"], step["end"]) if self.timed else None}
-                    for step in self._steps]
+            out = [{"ops": {op: {"calls": int(v[0]), "buffer_bytes": v[1], "sent_bytes": v[2],
+                                 "seconds": v[3] if self.timed else None} for op, v in step["ops"].items()},
+                    "seconds": union_length(step["intervals"], step["begin"], step["end"]) if self.timed else None}
+                   for step in self._steps]
+            if self._labels:
+                for o, step in zip(out, self._steps):
+                    o["by_group"] = {label: {"calls": int(v[0]), "buffer_bytes": v[1], "sent_bytes": v[2]}
+                                     for label, v in step["groups"].items()}
+            return out
 
     # --- the wrapper ------------------------------------------------------------------
-    def _add(self, bucket: dict[str, Any] | None, op: str, s: float, sent: float, t0: float, t1: float) -> None:
+    def _add(self, bucket: dict[str, Any] | None, op: str, s: float, sent: float, t0: float, t1: float,
+             label: str | None = None) -> None:
         if bucket is None:
             return
         with self._lock:
@@ -145,15 +162,21 @@ class CommCounter:
             v[2] += sent
             v[3] += t1 - t0
             bucket["intervals"].append((t0, t1))
+            if label is not None:
+                g = bucket["groups"].setdefault(label, [0, 0.0, 0.0])
+                g[0] += 1
+                g[1] += s
+                g[2] += sent
 
-    def wrap(self, name: str, original: Callable, funcol_size: Callable[[Any], int] | None = None) -> Callable:
+    def wrap(self, name: str, original: Callable, funcol_size: Callable[[Any], int] | None = None,
+             funcol_group_name: Callable[[Any], str | None] | None = None) -> Callable:
         """The counted stand-in of torch.distributed's `name` (or, with funcol_size, the functional collective's)."""
         if funcol_size is None:
             op, arg, is_list = _WRAPPED[name]
-            gathered, size = False, self._size
+            gathered, size, group_name = False, self._size, self._group_name
         else:
             op, arg, is_list, gathered = _FUNCOL[name]
-            size = funcol_size
+            size, group_name = funcol_size, funcol_group_name or self._group_name
         sig = inspect.signature(original)
         collective = collectives.get(op)
 
@@ -165,6 +188,8 @@ class CommCounter:
             bound = sig.bind_partial(*args, **kwargs)
             bucket = self._current  # None outside a step: numbered in the position, not counted
             n = size(bound.arguments.get("group")) if bucket is not None else 1
+            label = self._labels.get(group_name(bound.arguments.get("group"))) if self._labels and \
+                bucket is not None else None
             s = _nbytes(bound.arguments.get(arg), is_list) * (n if gathered else 1) if bucket is not None else 0
             local.depth = 1
             seq = self.position.enter(op)
@@ -184,13 +209,13 @@ class CommCounter:
                         self.position.leave(seq)
                     except Exception as e:  # noqa: BLE001 - recorded; the waiter raises it itself
                         self.position.leave(seq, e)
-                    self._add(bucket, op, s, sent, t0, time.perf_counter())
+                    self._add(bucket, op, s, sent, t0, time.perf_counter(), label)
                 work.get_future().add_done_callback(done)
             else:
                 # On GPUs an async call has left the host once it returns: the device side is the flight
                 # recorder's (bench.worker.flight), not a host clock's.
                 self.position.leave(seq)
-                self._add(bucket, op, s, sent, t0, time.perf_counter())
+                self._add(bucket, op, s, sent, t0, time.perf_counter(), label)
             return work
         return counted
 
@@ -213,8 +238,12 @@ def install(device_type: str) -> CommCounter:
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
 
+    def group_name(group) -> str | None:
+        return (group if group is not None else c10d._get_default_group()).group_name
+
     counter = CommCounter(timed=device_type != "cuda", world_size=lambda g: dist.get_world_size(g),
-                          backend="nccl" if device_type == "cuda" else "gloo", position=POSITION)
+                          backend="nccl" if device_type == "cuda" else "gloo", position=POSITION,
+                          group_name=group_name)
     for name in _WRAPPED:
         original = getattr(c10d, name, None) or getattr(dist, name, None)
         if original is None:
@@ -225,12 +254,13 @@ def install(device_type: str) -> CommCounter:
                 setattr(module, name, counted)
     from torch.distributed import _functional_collectives as funcol
 
-    def funcol_size(group) -> int:
+    def funcol_group(group):
         g = funcol._resolve_group(group)  # a ProcessGroup, or a group's name (DeviceMesh, (mesh, dim), ...)
-        return (c10d._resolve_process_group(g) if isinstance(g, str) else g).size()
+        return c10d._resolve_process_group(g) if isinstance(g, str) else g
 
     for name in _FUNCOL:
         original = getattr(funcol, name, None)
         if original is not None:  # DTensor calls funcol.<name> through the module: patched here, seen there
-            setattr(funcol, name, counter.wrap(name, original, funcol_size))
+            setattr(funcol, name, counter.wrap(name, original, lambda g: funcol_group(g).size(),
+                                               lambda g: funcol_group(g).group_name))
     return counter

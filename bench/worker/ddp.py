@@ -45,6 +45,12 @@ class TorchEngine:
         self.clip = float(ds_config.get("gradient_clipping", 0.0))
         self.micro_steps = 0
 
+    def clip_grad_norm_(self, parameters, max_norm: float) -> None:
+        """torch's clipping; FSDP2 with tensor parallelism holds DTensors of two meshes and clips its own way."""
+        import torch
+
+        torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+
     def _at_boundary(self) -> bool:
         return (self.micro_steps + 1) % self.accum == 0
 
@@ -53,7 +59,7 @@ class TorchEngine:
 
         if self._at_boundary():
             if self.clip > 0:
-                torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip)
+                self.clip_grad_norm_(self.module.parameters(), self.clip)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         self.micro_steps += 1

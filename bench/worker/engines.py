@@ -39,16 +39,38 @@ def build_engine(cfg: RunConfig, model, ds_config: dict[str, Any], device):
     if cfg.engine == "fsdp2":
         from bench.worker.fsdp2 import FSDP2Engine
         return FSDP2Engine(model, ds_config, device, reshard_after_forward=cfg.reshard_after_forward,
-                           precision=cfg.precision)
+                           precision=cfg.precision, tensor_parallel=cfg.tensor_parallel)
     if cfg.pipeline_stages > 1:
         from bench.worker import pipeline
         return pipeline.build_engine(cfg, model, ds_config)
     import deepspeed
 
+    if cfg.tensor_parallel > 1:
+        return _autotp_engine(cfg, model, ds_config)
     stage = ds_config.get("zero_optimization", {}).get("stage", cfg.zero_stage)  # what DeepSpeed will run
     sharded = shard_zero3(model, ds_config, device) if stage == 3 else None
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
     engine.sharded_from = sharded
+    return engine
+
+
+def _autotp_engine(cfg: RunConfig, model, ds_config: dict[str, Any]):
+    """DeepSpeed's engine with its own tensor parallelism (AutoTP, ds_config["tensor_parallel"]) and ZeRO over
+    the data-parallel ranks; bench checks the blocks first and fixes the attention after (tensor_parallel)."""
+    import deepspeed
+    import torch.distributed as dist
+
+    from bench.worker import tensor_parallel as tp
+
+    tp.check(model, cfg.tensor_parallel)
+    whole = tp.split_params(model)
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+    tp.after_autotp(engine.module)
+    from deepspeed.utils import groups
+
+    engine.tensor_parallel_group = groups.get_tensor_model_parallel_group().group_name
+    engine.tensor_parallel_layout = tp.describe(engine.module, cfg.tensor_parallel, dist.get_rank(), whole,
+                                                "DeepSpeed AutoTP (tensor_parallel.autotp_size, partition_config)")
     return engine
 
 

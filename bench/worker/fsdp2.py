@@ -20,6 +20,12 @@ of DeepSpeed: the loss divided by the accumulation steps in backward,
 gradients reduced only at the accumulation boundary
 (set_requires_gradient_sync(False) before it), clipped to norm 1.0 and
 stepped by torch's AdamW with ds_config's hyper-parameters.
+
+With --tensor-parallel T, torchtitan's 2D way: a (dp, tp) mesh, each block
+split over "tp" first (bench.worker.tensor_parallel, DTensor), then every
+unit sharded over "dp", so a block's parameters are 2D DTensors (FSDP2's
+dim-0 shard of this rank's TP shard) and the rest 1D over "dp". With D = 1
+FSDP2 shards over one rank and holds everything: the TP shards alone.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ def blocks_of(model) -> list:
 
 class FSDP2Engine(TorchEngine):
     def __init__(self, model, ds_config: dict[str, Any], device, *, reshard_after_forward: bool,
-                 precision: str) -> None:
+                 precision: str, tensor_parallel: int = 1) -> None:
         import torch
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -49,6 +55,19 @@ class FSDP2Engine(TorchEngine):
         kw: dict[str, Any] = {"reshard_after_forward": reshard_after_forward}
         if precision == "bf16":
             kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        params = None
+        if tensor_parallel > 1:
+            from bench.worker import tensor_parallel as tp
+
+            world_mesh = tp.mesh(device, tensor_parallel)
+            whole = tp.split_params(model)
+            tp.parallelize(model, world_mesh["tp"])
+            # Before FSDP2 shards it further: what this rank's TP shard is.
+            self.tensor_parallel_layout = tp.describe(model, tensor_parallel, world_mesh.get_rank(), whole,
+                                                      "torch DTensor (parallelize_module) on the tp dimension of a "
+                                                      "(dp, tp) mesh, FSDP2 over dp")
+            self.tensor_parallel_group = world_mesh["tp"].get_group().group_name
+            kw["mesh"] = world_mesh["dp"]
         for block in blocks_of(model):
             fully_shard(block, **kw)
         fully_shard(model, **kw)
@@ -56,7 +75,10 @@ class FSDP2Engine(TorchEngine):
         self.sharded_from = {"how": "fully_shard per block, then the root, over the CPU-built model: each unit's "
                                     "parameters moved to the device as it is sharded",
                              "partitions_on": str(device), "backend": torch.distributed.get_backend()}
-        self._init_optimizer(model.parameters(), ds_config)
+        if tensor_parallel > 1:
+            params = tp.param_groups(model.parameters())
+            self.clip_grad_norm_ = tp.clip_grad_norm_  # type: ignore[method-assign]
+        self._init_optimizer(params or model.parameters(), ds_config)
 
     @property
     def module(self):

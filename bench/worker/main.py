@@ -32,7 +32,7 @@ def run(run_dir: str) -> dict:
     per-GPU runs) the rank trains alone in a world of one and writes alone/rank<R>.json, a summary of its own."""
     import torch
 
-    from bench.core import datasets, models, synthetic
+    from bench.core import datasets, models, parallel, synthetic
     from bench.worker import data as wdata
     from bench.worker import comm_counter, dist, flight, loop, memory, model_states, wire
     from bench.worker.engines import build_engine, create_model, settings
@@ -62,9 +62,9 @@ def run(run_dir: str) -> dict:
         test_ds = datasets.load(cfg.dataset, cfg.data_dir, "test", download=False) if cfg.eval else None
     spec = models.resolve_model(cfg.model, cfg.img_size, train_ds.num_classes)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[cfg.precision]
-    # Pipeline stages of one data-parallel replica read the same batches (topology: rank = stage x dp + dp rank).
-    dp_world = world // cfg.pipeline_stages
-    common = dict(rank=rank % dp_world, world=dp_world, micro_batch=cfg.micro_batch, img_size=spec.img_size, device=device,
+    # The ranks of one data-parallel replica (pipeline stages, a tensor-parallel group) read the same batches.
+    dp_rank, dp_world = parallel.data_rank(rank, world, cfg.tensor_parallel, cfg.pipeline_stages)
+    common = dict(rank=dp_rank, world=dp_world, micro_batch=cfg.micro_batch, img_size=spec.img_size, device=device,
                   seed=cfg.seed, channels_last=cfg.channels_last, dtype=dtype)
     train_batches = wdata.make_batches(cfg.data_path, train_ds, train=True, fraction=cfg.dataset_fraction, **common)
     steps_per_epoch = max(train_batches.steps_per_epoch // cfg.grad_accum, 1)
@@ -78,6 +78,8 @@ def run(run_dir: str) -> dict:
     if "scheduler" in ds_config and ds_config["scheduler"]["type"] == "WarmupCosineLR":
         ds_config["scheduler"]["params"]["total_num_steps"] = max(total_steps, cfg.warmup_steps + 1)
     engine = build_engine(cfg, model, ds_config, device)
+    if getattr(engine, "tensor_parallel_group", None):  # its activation all-reduces, told apart (comm_counter)
+        counter.label_group(engine.tensor_parallel_group, "tensor_parallel")
     if rank == 0:
         write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds_config)
 
@@ -127,7 +129,9 @@ def run(run_dir: str) -> dict:
     elif cfg.eval and test_ds is not None:
         test_batches = wdata.make_batches("device", test_ds, train=False, **common)
         correct, seen = loop.evaluate(engine.module, test_batches, device)
-        t = torch.tensor([correct, seen], dtype=torch.float64, device=device)
+        # A tensor-parallel group evaluates its replica's shard together: counted once, by its rank 0.
+        counts = [correct, seen] if rank % cfg.tensor_parallel == 0 else [0, 0]
+        t = torch.tensor(counts, dtype=torch.float64, device=device)
         torch.distributed.all_reduce(t)
         test = {"correct": int(t[0]), "seen": int(t[1]), "accuracy": float(t[0] / max(t[1], 1))}
 
@@ -135,7 +139,8 @@ def run(run_dir: str) -> dict:
     rec.update(total_steps=total_steps, model_states=model_states.peak(states), comm_steps=counter.per_step(),
                comm_timing=counter.timing_reason, comm_backend=counter.backend,
                wire=host_wire.result() if host_wire is not None else None, engine_settings=settings(engine),
-               pipeline=getattr(engine, "pipeline_layout", None))
+               pipeline=getattr(engine, "pipeline_layout", None),
+               tensor_parallel=getattr(engine, "tensor_parallel_layout", None))
     if independent:
         rec["rank"] = me
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{me if independent else rank}.json"), rec)
@@ -143,7 +148,7 @@ def run(run_dir: str) -> dict:
     def summary(ranks: list) -> dict:
         return {"world_size": world, "ranks": ranks, "test": test, "total_steps": total_steps,
                 "steps_per_epoch": steps_per_epoch, "num_classes": train_ds.num_classes,
-                "train_samples": train_batches.num_samples * world,
+                "train_samples": train_batches.num_samples * dp_world,
                 "model": {"timm_name": spec.timm_name, "img_size": spec.img_size, "params": n_params,
                           "largest_layer_params": largest, "sharded_from": getattr(engine, "sharded_from", None)},
                 "deepspeed_estimate": deepspeed_estimate(cfg, plan, n_params, largest),
@@ -210,6 +215,8 @@ def deepspeed_estimate(cfg, plan: dict, params: int, largest_layer: int) -> dict
     if cfg.engine != "deepspeed" or cfg.zero_stage < 2:
         return {"bytes_per_rank": None, "reason": "DeepSpeed ships model-state estimators for its ZeRO-2 and ZeRO-3 "
                                                   "only"}
+    if cfg.tensor_parallel > 1:
+        return {"bytes_per_rank": None, "reason": "DeepSpeed's ZeRO estimators know no tensor parallelism"}
     counts = [len(s) for s in plan["resources"].values()]
     gpus_per_node, nodes = max(counts), len(counts)
     if cfg.zero_stage == 2:
