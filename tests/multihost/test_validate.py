@@ -109,17 +109,19 @@ def test_one_slow_gpu_is_named_drained_and_regressed_alone(cluster, tmp_path, he
     gpu = f"{slow}:1"
     with cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=5000,
                       after="start barrier") as moved:
-        # 40%: with one run a side the threshold alone judges, and a healthy GPU here moves by up to ~25% run to
-        # run (six ranks time-slicing two cores); the slowed one falls by ~80%.
+        # 60%: with one run a side the threshold alone judges, and six ranks time-slicing two cores move together
+        # with whatever else the machine runs between the two validate runs (a healthy GPU fell by over 40% in
+        # one CI run, its peers with it: its throughput row, against them, PASSed); the slowed one falls by ~85%.
         v = run_validate(cluster, tmp_path, "--checks", "throughput,stragglers", "--baseline",
-                         str(healthy_validate.out), "--threshold", "40%")
+                         str(healthy_validate.out), "--threshold", "60%")
     assert moved, "the quota caught no rank"
     assert v.proc.returncode == 1, v.proc.stderr[-3000:]
     rec = v.rec
     results.validate(rec)
     r = row(rec, "throughput", gpu)
     assert r["status"] == "FAIL", r
-    assert [(e["host"], e["gpu"], e["check"]) for e in rec["drain"]] == [(slow, 1, "throughput"), (slow, 1, "baseline")]
+    assert [(e["host"], e["gpu"], e["check"]) for e in rec["drain"]] == [(slow, 1, "throughput"), (slow, 1, "baseline")], \
+        [(c["node"], c["value"], c["reason"]) for c in rec["checks"] if c["check"] in ("baseline", "throughput")]
     assert rec["exclude"] == gpu
     top = rec["measured"]["stragglers"][0]
     assert (top["kind"], top["host"], top["slot"]) == ("gpu", slow, 1), rec["measured"]["stragglers"]
@@ -267,11 +269,11 @@ def test_host_without_sshd_is_named_at_once(cluster, tmp_path):
 
 
 def test_a_gpu_slow_in_one_repeat_only_warns_and_says_how_often(cluster, tmp_path):
-    """--repeats 2 with one rank at 5% of a core in the first round only: WARN, not FAIL, '1 of 2'. One slot a
-    host (the rule is per GPU; three ranks a round keep it short)."""
+    """--repeats 2 with one rank at 15% of a core in the first round only (its peers have ~90% each: it falls by
+    ~80%): WARN, not FAIL, '1 of 2'. One slot a host (the rule is per GPU; three ranks a round keep it short)."""
     slow = cluster.hosts[1]
     out = tmp_path / "results"
-    quota = cpu_quota_on(cluster, slow, local_rank=0, module="bench.worker", quota_us=5000, after="start barrier")
+    quota = cpu_quota_on(cluster, slow, local_rank=0, module="bench.worker", quota_us=15000, after="start barrier")
     moved = quota.__enter__()
     lifted = False
     proc = subprocess.Popen(

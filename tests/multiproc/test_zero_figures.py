@@ -104,6 +104,25 @@ def test_measured_volume_against_the_analytic_one_for_every_stage_and_ddp(runs):
         assert r["figures"]["comm_share_reason"] is None
 
 
+# What the engine's ZeRO optimizer object itself holds at each stage's defaults (bench.worker.engines.settings),
+# not what ds_config.json asked for (test_run.py::test_zero_stages has overlap_comm and offload).
+DEFAULT_ENGINE = {
+    1: {"optimizer": "DeepSpeedZeroOptimizer", "overlap_comm": False, "cpu_offload": False,
+        "partition_gradients": False},
+    2: {"optimizer": "DeepSpeedZeroOptimizer", "overlap_comm": False, "cpu_offload": False,
+        "partition_gradients": True},
+    3: {"optimizer": "DeepSpeedZeroOptimizer_Stage3", "offload_optimizer": False, "offload_param": False},
+}
+
+
+@pytest.mark.parametrize("stage", sorted(DEFAULT_ENGINE))
+def test_each_stage_runs_the_optimizer_it_names(runs, stage):
+    _, recs = runs
+    got = recs[stage]["figures"]["engine_settings"]
+    assert got["zero_stage"] == stage
+    assert {k: got.get(k) for k in DEFAULT_ENGINE[stage]} == DEFAULT_ENGINE[stage], got
+
+
 def test_model_states_per_rank_halve_stage_by_stage(runs):
     _, recs = runs
     s = {k: r["figures"]["model_states"]["measured"] for k, r in recs.items()}
