@@ -2,7 +2,9 @@
 
 intra-node: one all-reduce launch over every good node, each node's GPUs
 in a group of their own, every node at once (one round), at the size of
-the training's gradients. A node's busbw is judged, in this order, against
+the training's gradients; where a node did not PASS, one second launch of
+every node again, each keeping its faster look. A node's busbw is judged,
+in this order, against
   1. the published figure for its interconnect (NVSwitch/NVLink/PCIe
      generation and GPU count: bench/data, Table.link_for), else
   2. the median of the nodes with the same interconnect and GPU count, else
@@ -108,26 +110,47 @@ def intra_node(v: Validation) -> None:
     size = message_size(v)
     ranks = runs.ranks_of(multi)
     groups, names = [ranks[h] for h in multi], list(multi)
-    rec = runs.comm(v, multi, groups, names, [list(range(len(groups)))], [size], "intra-node")
-    if "rows" not in rec:
+
+    def measure(stage: str) -> dict[str, dict[str, Any]] | None:
+        rec = runs.comm(v, multi, groups, names, [list(range(len(groups)))], [size], stage)
+        if "rows" in rec:
+            return {r["group"]: r for r in rec["rows"]}
         err = rec.get("error") or {}
         for h in multi:
             v.add_node("intra-node", h, "FAIL", reason=f"the all-reduce run failed at {err.get('where')}: "
                        f"{err.get('reason')}", t0=t0)
-        return
-    rows: dict[str, dict[str, Any]] = {r["group"]: r for r in rec["rows"]}
-    v.figures["intra_rows"] = rec["rows"]
+        return None
 
     def kind(h: str) -> tuple:
         return ((v.interconnect(h).get("intra") or {}).get("kind"), len(multi[h]), v.gpu_name(h, multi[h][0]))
 
+    def verdicts(rows: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str, str]]:
+        return {h: judge_link(v, rows[h]["busbw"], rows[h]["wrong"], len(multi[h]), link_ref(v, "intra", h),
+                              [rows[o]["busbw"] for o in multi if kind(o) == kind(h)]) for h in multi}
+
+    rows = measure("intra-node")
+    if rows is None:
+        return
+    v.figures["intra_rows"] = list(rows.values())
+    judged, looks = verdicts(rows), 1
+    if any(j[0] != "PASS" for j in judged.values()):
+        # As for GPUs and pairs: one measurement is not yet a slow link (nodes that share a switch, a noisy
+        # neighbour, a clock ramping up). Every node again, at once as before, each keeping its faster look;
+        # a wrong value in either look stays a FAIL.
+        again = measure("intra-node-again")
+        if again is None:
+            return
+        looks = 2
+        v.figures["intra_rows_again"] = list(again.values())
+        rows = {h: {**max(rows[h], again[h], key=lambda r: r["busbw"]), "wrong": rows[h]["wrong"] + again[h]["wrong"]}
+                for h in multi}
+        judged = verdicts(rows)
     for h in multi:
         r = rows[h]
         v.figures["intra_busbw"][h] = r["busbw"]
-        peers = [rows[o]["busbw"] for o in multi if kind(o) == kind(h)]
-        status, reference, reason = judge_link(v, r["busbw"], r["wrong"], len(multi[h]), link_ref(v, "intra", h),
-                                               peers)
+        status, reference, reason = judged[h]
         what = (v.interconnect(h).get("intra") or {}).get("kind") or "unknown"
-        v.add_node("intra-node", h, status, f"{rate(r['busbw'])} busbw, {len(multi[h])} GPUs ({what})", reference,
+        v.add_node("intra-node", h, status, f"{rate(r['busbw'])} busbw, {len(multi[h])} GPUs ({what})"
+                   + (" (faster of 2 looks)" if looks == 2 else ""), reference,
                    f"all-reduce of {size} B over the node's GPUs, every node at once; {reason}; #wrong {r['wrong']}",
                    t0=t0, figure=r["busbw"])

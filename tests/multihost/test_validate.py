@@ -72,10 +72,10 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
     # Time to verdict: every stage timed; one launch each (all nodes at once), none for the pure ones.
     assert [s["stage"] for s in rec["stages"]] == list(STAGES)
     launches = {s["stage"]: s["launches"] for s in rec["stages"]}
-    assert {k: launches[k] for k in ("numerics", "intra-node", "training")} == dict.fromkeys(
-        ("numerics", "intra-node", "training"), 1)
-    # A second round of GPUs where one looked like a straggler, a second look at pairs where one did not PASS.
-    assert launches["throughput"] in (1, 2) and launches["inter-node"] in (1, 2)
+    assert {k: launches[k] for k in ("numerics", "training")} == dict.fromkeys(("numerics", "training"), 1)
+    # A second round of GPUs where one looked like a straggler, a second look at links where one did not PASS
+    # (three nodes' all-reduces time-slicing two cores: one came in at half its peers' busbw in a CI run).
+    assert launches["throughput"] in (1, 2) and launches["inter-node"] in (1, 2) and launches["intra-node"] in (1, 2)
     assert launches["stragglers"] == launches["scaling"] == 0
     assert all(s["duration_s"] > 0 for s in rec["stages"])
     # Numerics: all six ranks bit for bit alike; the curve they agreed on saved for other nodes (the prolog).

@@ -228,3 +228,52 @@ def test_the_users_curve_decides_and_the_shipped_one_warns_where_every_peer_agre
     assert [v.status for v in numerics.judge([_rank("a:0", GOOD)], SPEC, [ref], trusted=False)] == ["WARN"]
     matching = [_rank("a:0", ref["losses"]), _rank("a:1", ref["losses"])]
     assert {v.judged_by for v in numerics.judge(matching, SPEC, [ref], trusted=False)} == {"reference"}
+
+
+# --------------------------------------------------------------------------- intra-node: one second look
+def _intra(monkeypatch, looks: list[dict[str, tuple[float, int]]]):
+    """intra_node over three 2-GPU CPU nodes, the comm launches answering `looks` in turn (busbw B/s, #wrong per
+    node): what a real `bench comm` launch returns, given by hand so the rule can be read off (the launch itself
+    runs in tests/multihost/test_validate.py)."""
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import links, runs
+    from bench.validate.config import ValidateConfig
+    from bench.validate.state import Validation
+
+    hosts = ["n1", "n2", "n3"]
+    v = Validation(ValidateConfig(), HostSelection(), {h: [0, 1] for h in hosts}, references.load(), "/nonexistent")
+    asked = []
+
+    def comm(v_, resources, groups, names, rounds, sizes, tag):
+        asked.append(tag)
+        answer = looks[len(asked) - 1]
+        return {"rows": [{"group": h, "busbw": answer[h][0], "wrong": answer[h][1]} for h in names]}
+
+    monkeypatch.setattr(runs, "comm", comm)
+    links.intra_node(v)
+    return {c.node: c for c in v.checks if c.check == "intra-node"}, asked, v
+
+
+def test_a_node_slow_in_one_look_is_looked_at_again_and_keeps_its_faster(monkeypatch):
+    rows, asked, v = _intra(monkeypatch, [{"n1": (100e6, 0), "n2": (40e6, 0), "n3": (110e6, 0)},
+                                          {"n1": (90e6, 0), "n2": (95e6, 0), "n3": (105e6, 0)}])
+    assert asked == ["intra-node", "intra-node-again"]
+    assert {n: c.status for n, c in rows.items()} == dict.fromkeys(("n1", "n2", "n3"), "PASS")
+    assert v.figures["intra_busbw"] == {"n1": 100e6, "n2": 95e6, "n3": 110e6}
+    assert all("faster of 2 looks" in c.value for c in rows.values())
+
+
+def test_a_node_slow_in_both_looks_is_judged_slow_and_a_wrong_value_in_either_fails(monkeypatch):
+    rows, asked, _ = _intra(monkeypatch, [{"n1": (100e6, 0), "n2": (30e6, 0), "n3": (110e6, 1)},
+                                          {"n1": (100e6, 0), "n2": (35e6, 0), "n3": (110e6, 0)}])
+    assert len(asked) == 2
+    assert rows["n2"].status in ("WARN", "FAIL") and rows["n2"].figure == 35e6, rows["n2"]
+    assert rows["n3"].status == "FAIL" and "1 wrong value" in rows["n3"].reason, rows["n3"]
+    assert rows["n1"].status == "PASS"
+
+
+def test_nodes_that_all_pass_are_measured_once(monkeypatch):
+    rows, asked, _ = _intra(monkeypatch, [{"n1": (100e6, 0), "n2": (95e6, 0), "n3": (110e6, 0)}])
+    assert asked == ["intra-node"] and {c.status for c in rows.values()} == {"PASS"}
+    assert not any("looks" in c.value for c in rows.values())
