@@ -31,7 +31,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,8 @@ class Run:
              *extra, "--out", str(out), "--json"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.out = out
+        self.cluster = cluster
+        self.earlier: tuple = ()
         self.world = len(cluster.hosts)
         self.run_dir = ""
         self.stdout = self.stderr = ""
@@ -195,38 +199,6 @@ def test_rank_killed_mid_run(cluster, tmp_path):
     _common_checks(run, earlier, earlier_bytes)
 
 
-def test_link_cut_mid_run(cluster, tmp_path):
-    out = tmp_path / "out"
-    earlier, earlier_bytes = _seed_earlier(out)
-    run = Run(cluster, out)
-    pids = run.wait_training()
-    cut = _host_of_rank(cluster, 1)
-    cluster.link_down(cut)
-    try:
-        TIMINGS["link cut"] = run.finish(BOUND_S)
-        assert run.proc.returncode == 1, run.stderr[-3000:]
-        rec = run.record()
-        err = rec["error"]
-        assert rec["status"] == "failed", err
-        # The cut host is named: by its address (unreachable) or its rank's hostname.
-        assert err["host"] in (cut, cluster.hostnames[1]), err
-        assert cut in err.get("unreachable", {}), err
-        # Every rank's collective timed out in the same all_reduce (their reports say which): the cut host's
-        # rank stands out only by its host, named first.
-        at = {e["rank"]: e for e in err["ranks_at"]}
-        assert {(e["at"], e["source"]) for e in at.values()} == {("waiting", "report")}, at
-        assert len({(e["collective"]["op"], e["collective"]["seq"]) for e in at.values()}) == 1, at
-        assert err["reason"].startswith(f"hung at step {at[1]['step']}: rank 1 on {cluster.hostnames[1]}: its host "
-                                        "stopped answering"), err["reason"]
-        # Unreachable, its rank cannot be stopped by bench: it ends by its collective timeout.
-        t0 = time.monotonic()
-        assert _wait_nothing_left(cluster, run.run_dir, pids, TIMEOUT_S + 60) == []
-        TIMINGS["link cut: isolated rank gone after bench"] = time.monotonic() - t0
-    finally:
-        cluster.link_up(cut)
-    _common_checks(run, earlier, earlier_bytes)
-
-
 def test_sigint_stops_remote_ranks(cluster, tmp_path):
     out = tmp_path / "out"
     earlier, earlier_bytes = _seed_earlier(out)
@@ -288,31 +260,117 @@ def _count_per_host(cluster, run_dir: str) -> dict[str, int]:
     return {h: len(_ours_in_namespace(cluster, h, run_dir)) for h in cluster.hosts}
 
 
+@dataclass
+class Waited:
+    """One of the runs `waits` starts: its Run, the PIDs its ranks recorded, and what the wait found."""
+
+    run: Run
+    pids: dict[int, tuple[str, int]]
+    before: dict[str, int] = field(default_factory=dict)
+    everywhere: int = 0
+    left: list[str] = field(default_factory=list)
+    took_s: float = 0.0
+    failure: str | None = None
+
+
+@pytest.fixture(scope="module")
+def waits(cluster, cluster_factory, tmp_path_factory) -> dict[str, Waited]:
+    """The faults whose test is mostly waiting, started together so that the waits overlap (the suite's budget):
+    bench SIGKILLed under pdsh and under Open MPI (the ranks wait out the heartbeat, 20 s), and a host's link cut
+    mid-run (collective timeout and watchdog, then the isolated rank's own timeout), on 3 hosts of its own (a cut
+    link must not break the other runs)."""
+    tmp = tmp_path_factory.mktemp("waits")
+    other = cluster_factory(3)
+    started: dict[str, Run] = {}
+    try:
+        cut_earlier = _seed_earlier(tmp / "cut")
+        started["cut"] = Run(other, tmp / "cut")
+        for launcher in ("pdsh", "openmpi"):
+            started[launcher] = Run(cluster, tmp / launcher, launcher=launcher)
+        got = {name: Waited(run, run.wait_training()) for name, run in started.items()}
+        for launcher in ("pdsh", "openmpi"):
+            w = got[launcher]
+            w.before = _count_per_host(cluster, w.run.run_dir)
+            w.everywhere = len(_anywhere(w.run.run_dir))  # the hosts' and the launching host's
+        cut = other.hosts[1]
+        other.link_down(cut)
+        try:
+            for launcher in ("pdsh", "openmpi"):
+                got[launcher].run.proc.kill()
+                got[launcher].run.proc.communicate()
+            t0 = time.monotonic()
+            finisher = threading.Thread(target=_finish_cut, args=(got["cut"],), daemon=True)
+            finisher.start()
+            # On the hosts, and on the launching host (DeepSpeed's runner, pdsh, mpirun: they name the run dir),
+            # and no Open MPI daemon (orted names no run dir; the cut run is pdsh's and runs none).
+            pending = {"pdsh", "openmpi"}
+            while pending:
+                for launcher in sorted(pending):
+                    w = got[launcher]
+                    w.left = _left_behind(cluster, w.run.run_dir, w.pids) + _anywhere(w.run.run_dir) + \
+                        (_daemons() if launcher == "openmpi" else [])
+                    w.took_s = time.monotonic() - t0
+                    if not w.left or w.took_s > 60:
+                        pending.discard(launcher)
+                time.sleep(1.0)
+            finisher.join(BOUND_S + TIMEOUT_S + 120)
+        finally:
+            other.link_up(cut)
+        got["cut"].run.earlier = cut_earlier
+        return got
+    finally:
+        for run in started.values():
+            run.kill()
+
+
+def _finish_cut(w: Waited) -> None:
+    """The cut run to its end (bench within BOUND_S), then its isolated rank gone (its own collective timeout)."""
+    try:
+        w.took_s = w.run.finish(BOUND_S)
+    except BaseException as e:  # pytest.fail in a thread: keep it for the test
+        w.failure = str(e)
+        return
+    t0 = time.monotonic()
+    w.left = _wait_nothing_left(w.run.cluster, w.run.run_dir, w.pids, TIMEOUT_S + 60)
+    TIMINGS["link cut: isolated rank gone after bench"] = time.monotonic() - t0
+
+
+def test_link_cut_mid_run(waits):
+    w = waits["cut"]
+    run = w.run
+    assert w.failure is None, w.failure
+    TIMINGS["link cut"] = w.took_s
+    cluster, cut = run.cluster, run.cluster.hosts[1]
+    assert run.proc.returncode == 1, run.stderr[-3000:]
+    rec = run.record()
+    err = rec["error"]
+    assert rec["status"] == "failed", err
+    # The cut host is named: by its address (unreachable) or its rank's hostname.
+    assert err["host"] in (cut, cluster.hostnames[1]), err
+    assert cut in err.get("unreachable", {}), err
+    # Every rank's collective timed out in the same all_reduce (their reports say which): the cut host's
+    # rank stands out only by its host, named first.
+    at = {e["rank"]: e for e in err["ranks_at"]}
+    assert {(e["at"], e["source"]) for e in at.values()} == {("waiting", "report")}, at
+    assert len({(e["collective"]["op"], e["collective"]["seq"]) for e in at.values()}) == 1, at
+    assert err["reason"].startswith(f"hung at step {at[1]['step']}: rank 1 on {cluster.hostnames[1]}: its host "
+                                    "stopped answering"), err["reason"]
+    # Unreachable, its rank cannot be stopped by bench: it ended by its collective timeout.
+    assert w.left == [], w.left
+    _common_checks(run, *run.earlier)
+
+
 @pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
-def test_sigkill_of_bench_leaves_nothing_on_any_host(cluster, tmp_path, launcher):
+def test_sigkill_of_bench_leaves_nothing_on_any_host(waits, launcher):
     """bench SIGKILLed: its watchdog and cleanup die with it; every rank stops itself (bench.core.heartbeat)."""
     from bench.core import heartbeat
 
-    run = Run(cluster, tmp_path / "out", launcher=launcher)
-    pids = run.wait_training()
-    before = _count_per_host(cluster, run.run_dir)
-    everywhere = len(_anywhere(run.run_dir))  # the hosts' and the launching host's
-    run.proc.kill()
-    run.proc.communicate()
-    t0 = time.monotonic()
-    # On the hosts, and on the launching host (DeepSpeed's runner, pdsh, mpirun: they name the run dir), and
-    # no Open MPI daemon (orted names no run dir; the suite runs no other job at the same time).
-    while True:
-        left = _left_behind(cluster, run.run_dir, pids) + _anywhere(run.run_dir) + _daemons()
-        if not left or time.monotonic() - t0 > 60:
-            break
-        time.sleep(1.0)
-    took = time.monotonic() - t0
-    TIMINGS[f"bench SIGKILLed ({launcher}): {everywhere} processes (per host {before}) -> 0"] = took
-    assert left == [], left
-    assert all(n >= 1 for n in before.values()), before  # every host ran this run's processes at the kill
-    assert took >= heartbeat.ORPHAN_AFTER_S - heartbeat.BEAT_S - 1  # they stopped for the heartbeat
-    logs = "".join(Path(p).read_text() for p in glob.glob(os.path.join(run.run_dir, "logs", "rank*.log")))
+    w = waits[launcher]
+    TIMINGS[f"bench SIGKILLed ({launcher}): {w.everywhere} processes (per host {w.before}) -> 0"] = w.took_s
+    assert w.left == [], w.left
+    assert all(n >= 1 for n in w.before.values()), w.before  # every host ran this run's processes at the kill
+    assert w.took_s >= heartbeat.ORPHAN_AFTER_S - heartbeat.BEAT_S - 1  # they stopped for the heartbeat
+    logs = "".join(Path(p).read_text() for p in glob.glob(os.path.join(w.run.run_dir, "logs", "rank*.log")))
     assert "is orphaned: no heartbeat from bench" in logs
 
 
