@@ -29,6 +29,15 @@ def pct(x: float) -> str:
     return f"{x:+.0%}"
 
 
+def straggler_line(ses: list[float]) -> tuple[float, float]:
+    """(the cost at which a GPU is called a straggler, the noise part of it): the larger of STRAGGLER_WARN and 3
+    standard errors of the median GPU's mean step (the median GPU's, not the straggler's own, which a throttled
+    GPU's uneven steps make large): a cost within what a typical GPU's mean moves run to run is noise."""
+    ses = sorted(ses)
+    noise = 3 * ses[len(ses) // 2] if ses else 0.0
+    return max(STRAGGLER_WARN, noise), noise
+
+
 def relative_se(steps: list[float]) -> float:
     """The standard error of a GPU's mean step, relative to it: how far its mean may move run to run."""
     if len(steps) < 2:
@@ -105,9 +114,11 @@ def throughput(v: Validation) -> None:
     rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}") for r in range(repeats)]
     first = rounds[0][0]
     if repeats == 1 and v.confirm_stragglers and len(first) >= 2 and \
-            metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= STRAGGLER_WARN:
+            metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= \
+            straggler_line([s["se"] for s in first.values()])[0]:
         # One slow GPU in one measurement is not yet a straggler: GPUs that share cores, power or cooling can
-        # be unlucky once. Measure every GPU again and keep each one's faster round: slow in both is slow.
+        # be unlucky once. Measure every GPU again and keep each one's faster round: slow in both is slow. (A
+        # cost under the line the stragglers check draws would not name one: no second launch for it.)
         rounds.append(_round(v, res, "throughput-repeat"))
     v.figures["gpu_rounds"] = len(rounds)
     keys = [(h, s) for h, slots in res.items() for s in slots]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from bench.analysis import metrics
 from bench.analysis.stragglers import find
 from bench.analysis.volume import comm_bytes_per_element
-from bench.validate.gpus import STRAGGLER_WARN
+from bench.validate.gpus import STRAGGLER_WARN, straggler_line
 from bench.validate.links import rate
 from bench.validate.state import CLUSTER, Validation
 
@@ -55,11 +55,7 @@ def stragglers(v: Validation) -> None:
         v.add("stragglers", CLUSTER, "SKIP", reason="fewer than two GPUs or nodes measured" + rank_note)
         return
     top = found[0]
-    # A cost within what a typical GPU's mean moves run to run (3 standard errors: the median GPU's, not the
-    # straggler's own, which a throttled GPU's uneven steps make large) is noise, not a straggler.
-    ses = sorted((v.figures.get("gpu_step_se") or {}).values())
-    noise = 3 * ses[len(ses) // 2] if ses else 0.0
-    line = max(STRAGGLER_WARN, noise)
+    line, noise = straggler_line(list((v.figures.get("gpu_step_se") or {}).values()))
     named = top.cost >= line
     where = f"{top.host}:{top.slot}" if top.slot is not None else top.host
     reason = top.reason + (" (every GPU measured twice, its faster round kept)"

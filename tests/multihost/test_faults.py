@@ -63,16 +63,19 @@ class Run:
 
     def __init__(self, cluster, out: Path, launcher: str = "pdsh", timeout: float = TIMEOUT_S,
                  extra: tuple[str, ...] = (), env: dict[str, str] | None = None):
-        env = dict(cluster.env, PYTHONUNBUFFERED="1", VITBENCH_FAKE_TOKEN=SECRET, **(env or {}))
+        """cluster None: this machine's 2 local ranks (no hostfile, DeepSpeed's local launch)."""
+        env = dict(os.environ if cluster is None else cluster.env, PYTHONUNBUFFERED="1",
+                   VITBENCH_FAKE_TOKEN=SECRET, **(env or {}))
+        where = ["--gpus", "2"] if cluster is None else ["--hostfile", str(cluster.hostfile), "--launcher", launcher]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench", "--hostfile", str(cluster.hostfile), "--launcher", launcher,
+            [sys.executable, "-m", "bench", *where,
              "--dataset", "synthetic", *FAST, "--steps", "100000", "--no-eval", "--timeout", str(timeout),
              *extra, "--out", str(out), "--json"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.out = out
         self.cluster = cluster
         self.earlier: tuple = ()
-        self.world = len(cluster.hosts)
+        self.world = 2 if cluster is None else len(cluster.hosts)
         self.run_dir = ""
         self.stdout = self.stderr = ""
 
@@ -287,15 +290,16 @@ def waits(cluster, cluster_factory, tmp_path_factory) -> dict[str, Waited]:
         started["cut"] = Run(other, tmp / "cut")
         for launcher in ("pdsh", "openmpi"):
             started[launcher] = Run(cluster, tmp / launcher, launcher=launcher)
+        started["local"] = Run(None, tmp / "local")   # this machine, 2 ranks: DeepSpeed's local launch
         got = {name: Waited(run, run.wait_training()) for name, run in started.items()}
-        for launcher in ("pdsh", "openmpi"):
+        for launcher in KILLED:
             w = got[launcher]
-            w.before = _count_per_host(cluster, w.run.run_dir)
+            w.before = _count_per_host(cluster, w.run.run_dir) if launcher != "local" else {"localhost": len(w.pids)}
             w.everywhere = len(_anywhere(w.run.run_dir))  # the hosts' and the launching host's
         cut = other.hosts[1]
         other.link_down(cut)
         try:
-            for launcher in ("pdsh", "openmpi"):
+            for launcher in KILLED:
                 got[launcher].run.proc.kill()
                 got[launcher].run.proc.communicate()
             t0 = time.monotonic()
@@ -303,12 +307,12 @@ def waits(cluster, cluster_factory, tmp_path_factory) -> dict[str, Waited]:
             finisher.start()
             # On the hosts, and on the launching host (DeepSpeed's runner, pdsh, mpirun: they name the run dir),
             # and no Open MPI daemon (orted names no run dir; the cut run is pdsh's and runs none).
-            pending = {"pdsh", "openmpi"}
+            pending = set(KILLED)
             while pending:
                 for launcher in sorted(pending):
                     w = got[launcher]
-                    w.left = _left_behind(cluster, w.run.run_dir, w.pids) + _anywhere(w.run.run_dir) + \
-                        (_daemons() if launcher == "openmpi" else [])
+                    w.left = (_left_behind(cluster, w.run.run_dir, w.pids) if launcher != "local" else []) + \
+                        _anywhere(w.run.run_dir) + (_daemons() if launcher == "openmpi" else [])
                     w.took_s = time.monotonic() - t0
                     if not w.left or w.took_s > 60:
                         pending.discard(launcher)
@@ -360,7 +364,10 @@ def test_link_cut_mid_run(waits):
     _common_checks(run, *run.earlier)
 
 
-@pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
+KILLED = ("pdsh", "openmpi", "local")
+
+
+@pytest.mark.parametrize("launcher", KILLED)
 def test_sigkill_of_bench_leaves_nothing_on_any_host(waits, launcher):
     """bench SIGKILLed: its watchdog and cleanup die with it; every rank stops itself (bench.core.heartbeat)."""
     from bench.core import heartbeat
@@ -369,6 +376,8 @@ def test_sigkill_of_bench_leaves_nothing_on_any_host(waits, launcher):
     TIMINGS[f"bench SIGKILLed ({launcher}): {w.everywhere} processes (per host {w.before}) -> 0"] = w.took_s
     assert w.left == [], w.left
     assert all(n >= 1 for n in w.before.values()), w.before  # every host ran this run's processes at the kill
+    if launcher == "local":  # the DeepSpeed runner, its launch.py and both ranks outlive bench at first
+        assert w.everywhere >= 3, w.everywhere
     assert w.took_s >= heartbeat.ORPHAN_AFTER_S - heartbeat.BEAT_S - 1  # they stopped for the heartbeat
     logs = "".join(Path(p).read_text() for p in glob.glob(os.path.join(w.run.run_dir, "logs", "rank*.log")))
     assert "is orphaned: no heartbeat from bench" in logs

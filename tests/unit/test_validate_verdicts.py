@@ -277,3 +277,48 @@ def test_nodes_that_all_pass_are_measured_once(monkeypatch):
     rows, asked, _ = _intra(monkeypatch, [{"n1": (100e6, 0), "n2": (95e6, 0), "n3": (110e6, 0)}])
     assert asked == ["intra-node"] and {c.status for c in rows.values()} == {"PASS"}
     assert not any("looks" in c.value for c in rows.values())
+
+
+# --------------------------------------------------------------------------- throughput: when a second round runs
+def _throughput(monkeypatch, rounds: list[dict[str, list[float]]]):
+    """gpus.throughput over three 2-GPU CPU nodes, each per-GPU launch answering the next of `rounds` ({"host:slot":
+    its steady step times}), as a real launch's 'alone' records do (the launch runs in tests/multihost)."""
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import gpus, runs
+    from bench.validate.config import ValidateConfig
+    from bench.validate.state import Validation
+
+    v = Validation(ValidateConfig(), HostSelection(), {h: [0, 1] for h in ("n1", "n2", "n3")}, references.load(),
+                   "/nonexistent")
+    asked = []
+
+    def alone(v_, resources, tag, steps=None):
+        asked.append(tag)
+        got = rounds[len(asked) - 1]
+        return {"alone": [{"host": k.split(":")[0], "slot": int(k.split(":")[1]), "status": "ok", "step_s": xs,
+                           "params": 1000} for k, xs in got.items()]}
+
+    monkeypatch.setattr(runs, "alone", alone)
+    gpus.throughput(v)
+    return asked, v
+
+
+def _steps(mean: float, jitter: float, n: int = 20) -> list[float]:
+    return [mean * (1 + jitter * (1 if i % 2 else -1)) for i in range(n)]
+
+
+def test_a_gpu_that_costs_more_than_the_noise_line_is_measured_again(monkeypatch):
+    slow = {f"n{i}:{s}": _steps(0.1, 0.01) for i in (1, 2, 3) for s in (0, 1)}
+    slow["n2:1"] = _steps(0.3, 0.01)   # a third of its peers' speed, steps as steady as theirs
+    asked, v = _throughput(monkeypatch, [slow, slow])
+    assert asked == ["throughput", "throughput-repeat"] and v.figures["gpu_rounds"] == 2
+
+
+def test_a_cost_within_the_noise_of_the_median_gpu_is_not_worth_a_second_launch(monkeypatch):
+    # Every GPU's steps jitter by +-60% (a shared core): the slowest costs ~12%, under 3 standard errors of the
+    # median GPU's mean (~40%), which the stragglers check would not call a straggler either.
+    noisy = {f"n{i}:{s}": _steps(0.1, 0.6) for i in (1, 2, 3) for s in (0, 1)}
+    noisy["n2:1"] = _steps(0.115, 0.6)
+    asked, v = _throughput(monkeypatch, [noisy])
+    assert asked == ["throughput"] and v.figures["gpu_rounds"] == 1
