@@ -13,10 +13,12 @@ each taken between blocks a few seconds apart.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -138,3 +140,12 @@ class Timer:
         self.sync()
         self.seconds = time.perf_counter() - self._t
         self.cpu_seconds = time.process_time() - self._c
+
+
+def bench_run(name: str, argv: list[str]) -> dict:
+    """One whole `bench run ARGV --json` of arm `name`: its record; a failed run stops the benchmark, naming it."""
+    p = subprocess.run([sys.executable, "-m", "bench", "run", *argv, "--json"], capture_output=True, text=True,
+                       cwd=REPO)
+    if p.returncode != 0:
+        raise SystemExit(f"{name}: bench run failed ({p.returncode}): {p.stdout[-1500:]} {p.stderr[-1500:]}")
+    return json.loads(p.stdout)

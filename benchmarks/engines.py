@@ -15,9 +15,7 @@ arm's bytes sent per step and model states per rank from the same records.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -57,14 +55,10 @@ def main() -> int:
 
     def arm(name: str):
         def run() -> float:
-            argv = [sys.executable, "-m", "bench", "run", "--gpus", "2", "--dataset", "synthetic",
-                    "--synthetic-size", "2048", "--model", args.model, "--micro-batch", str(args.micro_batch),
-                    "--steps", str(args.steps), "--timing-warmup", str(args.timing_warmup), "--no-eval",
-                    "--out", out, "--json", *ARMS[name]]
-            p = subprocess.run(argv, capture_output=True, text=True, cwd=_common.REPO)
-            if p.returncode != 0:
-                raise SystemExit(f"{name}: bench run failed ({p.returncode}): {p.stderr[-2000:]}")
-            last[name] = json.loads(p.stdout)
+            last[name] = _common.bench_run(name, [
+                "--gpus", "2", "--dataset", "synthetic", "--synthetic-size", "2048", "--model", args.model,
+                "--micro-batch", str(args.micro_batch), "--steps", str(args.steps), "--timing-warmup",
+                str(args.timing_warmup), "--no-eval", "--out", out, *ARMS[name]])
             return last[name]["figures"]["images_per_s"]
         return run
 

@@ -24,9 +24,7 @@ cores make wall-clock figures move with other work.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -76,13 +74,10 @@ def main() -> int:
 
     def arm(name: str):
         def run() -> float:
-            argv = [sys.executable, "-m", "bench", "run", "--gpus", str(args.ranks), "--dataset", "synthetic",
-                    "--synthetic-size", "4096", "--model", args.model, "--steps", str(args.steps),
-                    "--timing-warmup", str(args.timing_warmup), "--no-eval", "--out", out, "--json", *table[name]]
-            p = subprocess.run(argv, capture_output=True, text=True, cwd=_common.REPO)
-            if p.returncode != 0:
-                raise SystemExit(f"{name}: bench run failed ({p.returncode}): {p.stdout[-1500:]} {p.stderr[-1500:]}")
-            last[name] = json.loads(p.stdout)
+            last[name] = _common.bench_run(name, [
+                "--gpus", str(args.ranks), "--dataset", "synthetic", "--synthetic-size", "4096", "--model", args.model,
+                "--steps", str(args.steps), "--timing-warmup", str(args.timing_warmup), "--no-eval", "--out", out,
+                *table[name]])
             return last[name]["figures"]["images_per_s"]
         return run
 

@@ -75,6 +75,17 @@ def one_json(stdout: str) -> dict:
     return json.loads(stdout)
 
 
+def ok_record(proc: subprocess.CompletedProcess) -> dict:
+    """A finished `bench ... --json` run: exit 0, one record on stdout, valid against the schema, status ok."""
+    from bench.core import results
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = one_json(proc.stdout)
+    results.validate(rec)
+    assert rec["status"] == "ok"
+    return rec
+
+
 def assert_bad_input(proc: subprocess.CompletedProcess, *needles: str) -> None:
     """Exit 2, one stderr line naming the option/file, no traceback, nothing on stdout."""
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])

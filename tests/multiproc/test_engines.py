@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from bench.core import collectives, results
-from tests.conftest import FAST, assert_bad_input, bench, one_json
+from bench.core import collectives
+from tests.conftest import FAST, assert_bad_input, bench, ok_record
 
 pytestmark = pytest.mark.slow
 
@@ -23,12 +23,7 @@ SHORT = ("--dataset", "synthetic", *FAST, "--steps", "4", "--timing-warmup", "1"
 
 
 def _run(out: str, *args: str, env=None, cwd=None) -> dict:
-    proc = bench(*SHORT, "--out", out, *args, env=env, cwd=cwd)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rec = one_json(proc.stdout)
-    results.validate(rec)
-    assert rec["status"] == "ok"
-    return rec
+    return ok_record(bench(*SHORT, "--out", out, *args, env=env, cwd=cwd))
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ import os
 
 import pytest
 
-from bench.core import results
-from tests.conftest import REPO, bench, one_json
+from tests.conftest import REPO, bench, ok_record
 
 pytestmark = pytest.mark.slow
 
@@ -28,12 +27,7 @@ SHORT = ("--dataset", "synthetic", "--model", MODEL, "--synthetic-size", "512", 
 
 
 def _run(out: str, *args: str) -> dict:
-    proc = bench(*SHORT, "--out", out, *(args if "--eval" in args else (*args, "--no-eval")))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rec = one_json(proc.stdout)
-    results.validate(rec)
-    assert rec["status"] == "ok"
-    return rec
+    return ok_record(bench(*SHORT, "--out", out, *(args if "--eval" in args else (*args, "--no-eval"))))
 
 
 @pytest.fixture(scope="module")
