@@ -20,35 +20,41 @@ from bench.core.precision import PRECISIONS
 CHECKS = ("throughput", "numerics", "intra-node", "inter-node", "training", "stragglers", "scaling")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Level:
-    model: str
-    micro_batch: int
-    steps: int
+    """How much one level checks: the workloads, their sizes and the time each launch may take."""
+
+    model: str               # the per-GPU runs' and the data-parallel run's model preset
+    micro_batch: int         # their micro batch per GPU
+    steps: int               # steps of a per-GPU run (the first timing_warmup untimed)
     timing_warmup: int
-    synthetic_size: int
-    dp_steps: int
-    fallback_size: int   # bytes, when no per-GPU run said how large the gradient is
-    iters: int           # timed iterations per size: the median of these is a row's time
+    synthetic_size: int      # images in the synthetic data set
+    dp_steps: int            # steps of the data-parallel run
+    fallback_size: int       # bytes of an all-reduce, when no per-GPU run said how large the gradient is
+    iters: int               # timed iterations per size: the median of these is a row's time
     comm_warmup: int
-    timeout: float
-    pairs: str           # inter-node pairs: "ring" (each node with its two neighbours) or "all" (round-robin)
+    timeout: float           # seconds one launch may take
+    pairs: str               # inter-node pairs: "ring" (each node with its two neighbours) or "all" (round-robin)
     numerics_model: str
     numerics_steps: int
-    matmul_n_gpu: int    # the timed matmul on a GPU (a CPU core gets 1024): large enough to reach the peak
+    matmul_n_gpu: int        # the timed matmul on a GPU (a CPU core gets 1024): large enough to reach the peak
     checks: tuple[str, ...] = CHECKS
 
 
 LEVELS = {
     # The smallest preset on synthetic data; messages of its gradient's size (1.8 MB).
-    "quick": Level("vit-micro-p4-32", 16, 24, 4, 1024, 30, 1 << 20, 20, 5, 240.0, "ring", "vit-micro-p4-32", 8,
-                   8192),
+    "quick": Level(model="vit-micro-p4-32", micro_batch=16, steps=24, timing_warmup=4, synthetic_size=1024,
+                   dp_steps=30, fallback_size=1 << 20, iters=20, comm_warmup=5, timeout=240.0, pairs="ring",
+                   numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192),
     # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
-    "full": Level("vit-b16-224", 64, 50, 10, 10000, 60, 64 << 20, 20, 5, 900.0, "all", "vit-tiny-p4-32", 20,
-                  8192),
+    "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
+                  dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
+                  numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
-    "prolog": Level("vit-micro-p4-32", 16, 0, 0, 256, 0, 1 << 20, 10, 3, 120.0, "ring", "vit-micro-p4-32", 8,
-                    8192, checks=("numerics", "intra-node")),
+    "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
+                    dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",
+                    numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
+                    checks=("numerics", "intra-node")),
 }
 
 
