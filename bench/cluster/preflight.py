@@ -57,6 +57,7 @@ class HostCheck:
     versions: dict[str, str | None] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     elapsed: float = 0.0
+    unanswered: bool = False  # not reached, or no answer: nothing is known of the host (not that it is wrong)
 
     @property
     def ok(self) -> bool:
@@ -91,12 +92,14 @@ def _judge(r: HostResult, python: str, here: dict, run_root: str | None = None) 
     missing_here = r.error is not None and r.error.startswith(f"{python}:")
     if r.error is not None and not missing_here:
         check.problems.append(f"unreachable ({r.error})")
+        check.unanswered = True
         return check
     if missing_here or r.rc == NOT_FOUND:
         check.problems.append(f"python missing ({python} not found there)")
         return check
     if r.rc != 0:
         check.problems.append(f"probe failed (rc {r.rc}: {_last_line(r.stderr)})")
+        check.unanswered = True
         return check
     try:
         there = json.loads(r.stdout.strip().splitlines()[-1])
@@ -104,6 +107,7 @@ def _judge(r: HostResult, python: str, here: dict, run_root: str | None = None) 
         check.versions = dict(there["versions"])
     except (ValueError, KeyError, IndexError, TypeError):
         check.problems.append(f"probe printed no JSON ({_last_line(r.stdout or r.stderr)})")
+        check.unanswered = True
         return check
     if run_root is not None:
         shared = shared_dir.problem(there.get("run_dir"), run_root)
@@ -139,8 +143,8 @@ def preflight(
     ``env`` is the local environment for ssh (see bench.cluster.remote.run_on_hosts).
     ``run_root``: the results root (--out), which every host must see as the
     same writable directory (bench.cluster.shared_dir).
-    ``via``: "ssh" (one ssh per host) or "srun" (one srun step over the nodes,
-    inside a Slurm allocation).
+    ``via``: "ssh" (one ssh per host), "srun" (one srun step over the nodes,
+    inside a Slurm allocation) or "mpirun" (one MPI rank per host).
     A host that does not answer is named after at most ``timeout`` seconds.
     Raises ValueError for a host name that must not reach ssh.
     """
@@ -155,6 +159,9 @@ def preflight(
         if via == "srun":
             from bench.cluster.probe_launch import srun_per_node
             return srun_per_node(list(dict.fromkeys(hosts)), [*argv, "-c", PROBE_CODE, *args], timeout, env)
+        if via == "mpirun":
+            from bench.cluster.probe_launch import mpirun_per_node
+            return mpirun_per_node(list(dict.fromkeys(hosts)), [*argv, "-c", PROBE_CODE, *args], timeout, env)
         return run_on_hosts(hosts, [*argv, "-c", PROBE_CODE, *args], timeout=timeout, env=env)
 
     if run_root is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -39,7 +40,7 @@ def _why(rc: int | None, err: str) -> str:
 
 
 def probe_via_mpi(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
-                  container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
+                  container_exec: str | None = None, health=None) -> tuple[list[dict], dict[str, str]]:
     """One rank per host (hostfile order); bench.cluster.probe_mpi gathers the inventories at rank 0."""
     env = dict(os.environ if environ is None else environ)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -49,7 +50,8 @@ def probe_via_mpi(resources: dict[str, list[int]], timeout: float, environ: dict
         hf.write("".join(f"{h} slots=1\n" for h in hosts))
         hf.flush()
         argv = ["mpirun", "-n", str(len(hosts)), "--hostfile", hf.name, *mpirun_args(env),
-                *remote_python(container_exec, env), "-m", "bench.cluster.probe_mpi"]
+                *remote_python(container_exec, env), "-m", "bench.cluster.probe_mpi",
+                *(health.argv() if health is not None else [])]
         rc, out, err = _run(argv, timeout, env)
     if rc != 0:
         return [], {h: f"mpirun: {_why(rc, err)}" for h in hosts}
@@ -80,7 +82,8 @@ def probe_srun_argv(resources: dict[str, list[int]]) -> tuple[list[str], str | N
 
 
 def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
-                   container_exec: str | None = None, with_torch: bool = False) -> tuple[list[dict], dict[str, str]]:
+                   container_exec: str | None = None, with_torch: bool = False,
+                   health=None) -> tuple[list[dict], dict[str, str]]:
     """One srun task per slot of the allocation, each printing its own inventory; merged per node."""
     from bench.cluster.task_gpus import merge_tasks
 
@@ -94,7 +97,7 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dic
     # JSON line is put back together from its labelled pieces.
     srun, layout = probe_srun_argv(resources)
     argv = [*srun, *remote_python(container_exec, env), "-m", "bench", "probe", "--local", "--json",
-            *(["--with-torch"] if with_torch else [])]
+            *(["--with-torch"] if with_torch else []), *(health.argv() if health is not None else [])]
     with tempfile.NamedTemporaryFile("w", prefix="bench-probe-", suffix=".tasks") as hf:
         if layout is not None:
             hf.write(layout)
@@ -150,6 +153,39 @@ def srun_per_node(hosts: list[str], argv: list[str], timeout: float,
         else:
             answers[host] = HostResult(host, rc, "", err, elapsed, error=f"srun: {_why(rc, err)}" if rc != 0
                                        else f"srun task on {host} printed no answer")
+    return answers
+
+
+def mpirun_per_node(hosts: list[str], argv: list[str], timeout: float,
+                    environ: dict[str, str] | None = None) -> dict[str, HostResult]:
+    """srun_per_node through mpirun: one rank per host (slots=1 each, in order), each printing one JSON line.
+
+    Inside a Slurm allocation mpirun starts its daemons through Slurm (no ssh); elsewhere through its rsh
+    agent, ssh. --tag-output prefixes every line with the rank it came from ("[1,2]<stdout>:").
+    """
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    t0 = time.monotonic()
+    with tempfile.NamedTemporaryFile("w", prefix="bench-preflight-", suffix=".hosts") as hf:
+        hf.write("".join(f"{h} slots=1\n" for h in hosts))
+        hf.flush()
+        rc, out, err = _run(["mpirun", "-n", str(len(hosts)), "--hostfile", hf.name, "--tag-output",
+                             *mpirun_args(env), *argv], timeout, env)
+    elapsed = time.monotonic() - t0
+    by_rank: dict[int, str] = {}
+    for line in out.splitlines():
+        m = re.match(r"^\[\d+,(\d+)\]<stdout>:\s?(.*)$", line)
+        if m:
+            by_rank[int(m[1])] = by_rank.get(int(m[1]), "") + m[2]
+    answers = {}
+    for rank, host in enumerate(hosts):
+        text = by_rank.get(rank)
+        if text:
+            answers[host] = HostResult(host, 0, text, "", elapsed)
+        else:
+            answers[host] = HostResult(host, rc, "", err, elapsed, error=f"mpirun: {_why(rc, err)}" if rc != 0
+                                       else f"mpirun rank on {host} printed no answer")
     return answers
 
 

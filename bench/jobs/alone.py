@@ -20,13 +20,9 @@ import os
 from typing import Any, Callable
 
 from bench.core import provenance, results
+from bench.core.placement import rank_slots
 from bench.core.config import RunConfig
 from bench.launch.execute import Outcome
-
-
-def slot_of_rank(resources: dict[str, list[int]]) -> list[tuple[str, int]]:
-    """(host, slot) of each global rank, in the launchers' order."""
-    return [(h, s) for h, slots in resources.items() for s in slots]
 
 
 def read_json(path: str) -> dict[str, Any] | None:
@@ -44,7 +40,7 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
     per_rank, seen = [], []
     reports = {r.get("rank"): r for r in outcome.rank_files}
     named = (outcome.error or {}).get("rank")
-    for rank, (host, slot) in enumerate(slot_of_rank(plan["resources"])):
+    for rank, (host, slot) in enumerate(rank_slots(plan["resources"])):
         entry: dict[str, Any] = {"rank": rank, "host": host, "slot": slot}
         summary = read_json(os.path.join(run_dir, "alone", f"rank{rank}.json"))
         if summary is not None and (summary.get("ranks") or [{}])[0].get("status") == "ok":
@@ -61,7 +57,10 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
             else:
                 reason = ("no report: stopped when its run ended (a rank beside it on this node failed, or the run "
                           "was stopped)" if outcome.status != "ok" else "no report")
-            entry.update(status="oom" if own.get("status") == "oom" else "failed", reason=reason)
+            # Whether it was measured before it failed: it trained a step (or ran out of memory: the GPU had
+            # less than its model needs). Else nothing is known of its GPU: it never started (validate: ERROR).
+            entry.update(status="oom" if own.get("status") == "oom" else "failed", reason=reason,
+                         measured=own.get("status") == "oom" or bool(((own.get("at") or {}).get("step") or 0) > 0))
         per_rank.append(entry)
     bad = [r for r in per_rank if r["status"] != "ok"]
     body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "config": cfg.to_dict(), "plan": plan,

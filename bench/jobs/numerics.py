@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.core import provenance, results, storage
-from bench.jobs.alone import read_json, slot_of_rank
+from bench.core.placement import rank_slots
+from bench.jobs.alone import read_json
 from bench.launch.execute import execute
 from bench.launch.plan import build, plan_json, write_files
 
@@ -61,7 +62,7 @@ def run(resources: dict[str, list[int]], launcher: str, device: str, spec: Numer
     outcome = execute(lp, run_dir, timeout=timeout, expect_summary=False)
     named = (outcome.error or {}).get("rank")
     ranks = []
-    for rank, (host, slot) in enumerate(slot_of_rank(resources)):
+    for rank, (host, slot) in enumerate(rank_slots(resources)):
         got = read_json(os.path.join(run_dir, "ranks", f"rank{rank}.json")) or {}
         entry: dict[str, Any] = {"rank": rank, "host": host, "slot": slot}
         if got.get("status") == "ok":
@@ -70,7 +71,7 @@ def run(resources: dict[str, list[int]], launcher: str, device: str, spec: Numer
         else:
             reason = ((outcome.error or {}).get("reason") if rank == named else None) or got.get("error") or \
                 ("no report: stopped when its run ended" if outcome.status != "ok" else "no report")
-            entry.update(status="failed", reason=reason)
+            entry.update(status="failed", reason=reason, measured=((got.get("at") or {}).get("step") or 0) > 0)
         ranks.append(entry)
     status = "ok" if all(r["status"] == "ok" for r in ranks) else \
         "interrupted" if outcome.status == "interrupted" else "failed"

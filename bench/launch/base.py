@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from bench.cluster.container import ContainerExec
 from bench.cluster.hostfile import include_spec
+from bench.core.placement import BY_LOCAL_RANK
 
 RUNNER = ["-u", "-m", "deepspeed.launcher.runner"]
 
@@ -38,6 +39,8 @@ class LaunchPlan:
     master_port: int = 29500
     module: str = "bench.worker"
     container: list[str] | None = None  # what enters the image on each node (bench.cluster.container)
+    files: dict[str, str] = field(default_factory=dict)  # path -> text, written with the hostfile
+    gpu_by: str = BY_LOCAL_RANK       # how a rank finds its GPU (bench.core.placement)
 
     def shell(self) -> str:
         """The exact command, copy-pasteable (for --dry-run and logs)."""
@@ -102,6 +105,12 @@ class Launcher:
     """False where the runner's own SIGTERM handler does harm (DeepSpeed's pdsh runner: pkill -f)."""
     lists_every_slot: ClassVar[bool] = False
     """The hostfile bench writes lists each host's full slot count; --include picks the slots (pdsh)."""
+    local_for_this_node: ClassVar[bool] = False
+    """A launch on this machine alone starts local ranks instead (pdsh: nothing to reach over ssh). srun and
+    mpirun still place the ranks of such a launch: they bind the allocation's GPUs."""
+    gpu_by: ClassVar[str] = BY_LOCAL_RANK
+    """How a rank finds its GPU (bench.core.placement): by local rank where DeepSpeed's runner shows each node
+    only its selected GPUs, by slot where the rank sees every GPU of its node (mpirun, srun)."""
 
     def implicit_hosts(self) -> dict[str, int] | None:
         """The hosts this launcher runs on without a hostfile ({host: slots}), or None: it needs one."""
@@ -112,6 +121,10 @@ class Launcher:
 
     def command(self, job: Job) -> list[str]:
         raise NotImplementedError
+
+    def files(self, job: Job) -> dict[str, str]:
+        """Files the launch reads besides the hostfile and .deepspeed_env: {absolute path: text}."""
+        return {}
 
     def environment(self, job: Job) -> dict[str, str]:
         """Variables the runner process needs besides the launching shell's (set only if unset there)."""
@@ -152,13 +165,3 @@ class MultiNode(Launcher):
 
     def environment(self, job: Job) -> dict[str, str]:
         return {"DS_ENV_FILE": os.path.join(job.run_dir, ".deepspeed_env")}
-
-
-def require_leading_slots(name: str, resources: dict[str, list[int]]) -> None:
-    """mpirun and srun place ranks by count: only the first N slots of a host can be chosen."""
-    from bench.core.errors import BadInput
-
-    for host, slots in resources.items():
-        if slots != list(range(len(slots))):
-            raise BadInput(f"--launcher {name}: cannot select slots {slots} on {host}; "
-                           "exclude whole hosts or keep the first N slots (use pdsh for slot selection)")

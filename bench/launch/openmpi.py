@@ -16,15 +16,17 @@ import shlex
 from bench.cluster.mpirun import mpirun_args
 from bench.cluster.remote import is_local
 from bench.core.errors import BadInput
-from bench.launch.base import Job, MultiNode, require_leading_slots
+from bench.core.placement import BY_SLOT
+from bench.launch.base import Job, MultiNode
 
 
 class OpenMPI(MultiNode):
     name = "openmpi"
     probe_via = "openmpi"
+    preflight_via = "mpirun"
+    gpu_by = BY_SLOT  # mpirun shows a rank every GPU of its node: it takes its slot (any slots, any counts)
 
     def check(self, job: Job) -> None:
-        require_leading_slots(self.name, job.resources)
         if job.container is not None and job.container.in_container:
             here = [h for h in job.resources if is_local(h)]
             if here:

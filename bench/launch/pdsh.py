@@ -26,6 +26,7 @@ class Pdsh(MultiNode):
     name = "pdsh"
     stop_with_sigterm = False
     lists_every_slot = True
+    local_for_this_node = True
 
     def runner_options(self, job: Job) -> list[str]:
         argv = ["--include", job.include, "--no_ssh_check"]

@@ -72,7 +72,8 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     return LaunchPlan(argv=kind.command(job), env=env, env_file=kind.env_file(job),
                       hostfile=job.hostfile if kind.remote else None, launcher=kind.name,
                       master_addr=job.master_addr, master_port=job.master_port,
-                      module=module, container=ce.prefix(os.path.dirname(run_dir)) if ce is not None else None)
+                      module=module, container=ce.prefix(os.path.dirname(run_dir)) if ce is not None else None,
+                      files=kind.files(job), gpu_by=kind.gpu_by)
 
 
 # How long past the ranks' collective timeout the watchdog waits: ranks blocked on a hung peer then report
@@ -101,7 +102,7 @@ def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, time
     return {"world_size": sum(len(s) for s in resources.values()), "nodes": len(resources),
             "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
             "master_port": lp.master_port, "collective_timeout_s": coll, "watchdog_s": watchdog,
-            "startup_s": max(watchdog, STARTUP_FLOOR_S), "command": lp.argv,
+            "startup_s": max(watchdog, STARTUP_FLOOR_S), "command": lp.argv, "gpu_by": lp.gpu_by,
             "container": lp.container, "orphan_after_s": heartbeat.ORPHAN_AFTER_S}
 
 
@@ -120,3 +121,6 @@ def write_files(plan: LaunchPlan, resources: dict[str, list[int]], slots_of: dic
     if plan.env_file:
         with open(plan.env["DS_ENV_FILE"], "w") as f:
             f.write("".join(f"{k}={v}\n" for k, v in plan.env_file.items()))
+    for path, text in plan.files.items():
+        with open(path, "w") as f:
+            f.write(text)

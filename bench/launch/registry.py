@@ -16,7 +16,9 @@ from bench.launch.slurm import Slurm
 
 LAUNCHERS: dict[str, type[Launcher]] = {cls.name: cls for cls in (Local, Pdsh, OpenMPI, Slurm)}
 # With several hosts and no --launcher: pdsh needs only ssh to the hosts.
-MULTI_HOST_DEFAULT = "pdsh"
+MULTI_HOST_DEFAULT = Pdsh.name
+# Ranks on this machine alone.
+LOCAL = Local.name
 
 
 def get(name: str) -> Launcher:

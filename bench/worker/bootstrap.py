@@ -34,6 +34,7 @@ from typing import Callable, NoReturn
 
 from bench.core import heartbeat
 from bench.core.errors import StorageFailed
+from bench.core.placement import gpu_index
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
 from bench.worker.position import POSITION
@@ -48,9 +49,13 @@ THREADS: dict = {}
 
 
 def env_rank() -> int:
+    return env_rank_of(os.environ)
+
+
+def env_rank_of(environ) -> int:
     for name in _RANK_ENV:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
+        if environ.get(name, "").isdigit():
+            return int(environ[name])
     return 0
 
 
@@ -65,26 +70,21 @@ def env_local_rank_of(environ) -> int:
     return 0
 
 
-def device_index(local_rank: int, visible: int) -> int:
-    """The GPU a rank takes among those it sees: srun --gpus-per-task=1 shows each task one GPU, cuda:0,
-    while its LOCAL_RANK (SLURM_LOCALID) counts the node's tasks."""
-    return local_rank % max(visible, 1)
-
-
-def bind_device(visible: int, environ=None) -> tuple[int, int]:
+def bind_device(visible: int, plan: dict | None = None, environ=None) -> tuple[int, int]:
     """(the launcher's local rank, the GPU index this rank takes), LOCAL_RANK rewritten to that index.
 
-    Under srun --gpus-per-task=1 each task sees one GPU, cuda:0, while SLURM_LOCALID counts the node's
-    tasks. DeepSpeed reads LOCAL_RANK as a device index in three places (0.19.8): init_process_group's
-    device_id (deepspeed/comm/torch.py, which torch's distributed_c10d refuses as "out of range"), the
-    engine's set_device(self.local_rank) (runtime/engine.py) and PipelineModule's .to(local_rank)
-    (runtime/pipe/module.py). So LOCAL_RANK must already be the index when DeepSpeed starts; the
-    launcher's value stays in the record. OMPI_COMM_WORLD_LOCAL_RANK follows it: the engine asserts the two
-    agree.
+    The index is bench.core.placement.gpu_index: the local rank where DeepSpeed's runner showed the node only
+    its selected GPUs, the rank's slot where it sees every GPU of the node (mpirun, srun). Under srun
+    --gpus-per-task=1 each task sees one GPU, cuda:0, while SLURM_LOCALID counts the node's tasks. DeepSpeed
+    reads LOCAL_RANK as a device index in three places (0.19.8): init_process_group's device_id
+    (deepspeed/comm/torch.py, which torch's distributed_c10d refuses as "out of range"), the engine's
+    set_device(self.local_rank) (runtime/engine.py) and PipelineModule's .to(local_rank)
+    (runtime/pipe/module.py). So LOCAL_RANK must already be the index when DeepSpeed starts; the launcher's
+    value stays in the record. OMPI_COMM_WORLD_LOCAL_RANK follows it: the engine asserts the two agree.
     """
     environ = os.environ if environ is None else environ
     local = env_local_rank_of(environ)
-    index = device_index(local, visible)
+    index = gpu_index(plan or {}, env_rank_of(environ), local, visible)
     environ["LOCAL_RANK"] = str(index)
     if "OMPI_COMM_WORLD_LOCAL_RANK" in environ:
         environ["OMPI_COMM_WORLD_LOCAL_RANK"] = str(index)

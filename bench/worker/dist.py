@@ -57,7 +57,7 @@ def init(plan: dict, *, via_deepspeed: bool):
     if plan["device"] == "cuda":
         # Before anything of DeepSpeed runs: it takes LOCAL_RANK for the device index (bootstrap.bind_device),
         # and every engine (DeepSpeed, its pipeline, DDP, FSDP2) then uses this one device.
-        local_rank, index = bind_device(torch.cuda.device_count())
+        local_rank, index = bind_device(torch.cuda.device_count(), plan)
         torch.cuda.set_device(index)
         device = torch.device("cuda", index)
     else:

@@ -35,6 +35,7 @@ import time
 
 from bench.core.results import write_json_atomic
 from bench.worker.bootstrap import env_local_rank, rank_main
+from bench.worker.position import POSITION
 
 
 def _determinism(torch) -> None:
@@ -175,8 +176,8 @@ def run(run_dir: str, rank: int) -> dict:
         plan = json.load(f)
     local = env_local_rank()
     if plan["device"] == "cuda":
-        from bench.worker.bootstrap import device_index
-        device = torch.device("cuda", device_index(local, torch.cuda.device_count()))
+        from bench.core.placement import gpu_index
+        device = torch.device("cuda", gpu_index(plan, rank, local, torch.cuda.device_count()))
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
@@ -185,6 +186,7 @@ def run(run_dir: str, rank: int) -> dict:
     total = spec["steps"] + 2
 
     def on_step(step: int) -> None:  # every rank reports: the watchdog sees progress while any rank makes it
+        POSITION.begin_step()  # a failure from here on was measured (bench.jobs: "measured")
         write_json_atomic(progress, {"step": step + 1, "total": total, "loss": 0.0, "time": time.time()})
 
     losses, digest = train_curve(torch, spec, device, on_step)

@@ -182,17 +182,17 @@ def test_slurm_starts_each_task_inside_the_image(tmp_path):
     run_dir = str(tmp_path / "run1")
     lp = _explicit("slurm", run_dir)
     assert lp.argv == [
-        "srun", "-n", "4", "--nodelist", "10.0.0.1,10.0.0.2", "--nodes", "2", "--ntasks-per-node", "2",
-        "--kill-on-bad-exit=1", "--export=ALL",
+        "srun", "-n", "4", "--nodes", "2", "--distribution=arbitrary", "--kill-on-bad-exit=1", "--export=ALL",
         "apptainer", "exec", "-B", str(tmp_path), "--nv", SIF, "python", "-u", "-m", "bench.worker",
         "--run-dir", run_dir,
     ]  # fmt: skip
     assert lp.env["GLOO_SOCKET_IFNAME"] == "ib0"  # in srun's own environment: no .deepspeed_env
 
 
-def test_slurm_in_the_image_wants_equal_ranks_per_host(tmp_path):
-    with pytest.raises(BadInput, match="--launcher slurm: srun places the same number of ranks"):
-        _explicit("slurm", str(tmp_path / "r"), hosts={"n1": [0, 1], "n2": [0]})
+def test_slurm_in_the_image_places_uneven_ranks_by_its_task_list(tmp_path):
+    lp = _explicit("slurm", str(tmp_path / "r"), hosts={"n1": [0, 1], "n2": [0]})
+    assert lp.argv[:5] == ["srun", "-n", "3", "--nodes", "2"] and "--distribution=arbitrary" in lp.argv
+    assert lp.files == {str(tmp_path / "r" / "slurm-tasks"): "n1\nn1\nn2\n"}
 
 
 def test_detected_image_inside_the_container(tmp_path):

@@ -64,9 +64,13 @@ def test_openmpi_command_is_exactly():
 
 
 def test_slurm_command_is_exactly():
-    assert Slurm().command(_job({"n1": [0, 1], "n2": [0, 1]})) == [
-        "srun", "-n", "4", "--nodelist", "n1,n2", "--nodes", "2", "--ntasks-per-node", "2", "--kill-on-bad-exit=1",
-        "--export=ALL", PY, "-u", "-m", "bench.worker", "--run-dir", RUN]
+    job = _job({"n1": [0, 2], "n2": [1]})
+    assert Slurm().command(job) == [
+        "srun", "-n", "3", "--nodes", "2", "--distribution=arbitrary", "--kill-on-bad-exit=1", "--export=ALL",
+        PY, "-u", "-m", "bench.worker", "--run-dir", RUN]
+    # Each task's node, in rank order: any count a node, any slots (bench validate leaves a GPU out by slot).
+    assert Slurm().files(job) == {f"{RUN}/slurm-tasks": "n1\nn1\nn2\n"}
+    assert Slurm().environment(job) == {"SLURM_HOSTFILE": f"{RUN}/slurm-tasks"}
 
 
 def test_registry_names_the_configs_launchers_and_nothing_else_compares_a_name():
@@ -132,9 +136,15 @@ def test_local_gpus_are_the_chosen_ones_and_the_shells_choice_is_not_copied_to_o
     assert "CUDA_VISIBLE_DEVICES" not in mpi.env_file and mpi.env_file["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
 
-def test_slurm_refuses_picked_slots(tmp_path):
-    with pytest.raises(BadInput, match="--launcher slurm: cannot select slots"):
-        launch.build({"n1": [1]}, "slurm", str(tmp_path), "cpu", environ=ENV)
+def test_slurm_and_mpirun_take_picked_slots_and_write_where_each_rank_goes(tmp_path):
+    for name in ("slurm", "openmpi"):
+        lp = launch.build({"n1": [1], "n2": [0, 1]}, name, str(tmp_path), "cpu", environ=ENV)
+        assert lp.gpu_by == "slot"
+        launch.write_files(lp, {"n1": [1], "n2": [0, 1]}, None)
+        plan = launch.plan_json(lp, {"n1": [1], "n2": [0, 1]}, "cuda", 60)
+        assert plan["gpu_by"] == "slot"
+    assert (tmp_path / "slurm-tasks").read_text() == "n1\nn2\nn2\n"
+    assert launch.build({"n1": [1]}, "pdsh", str(tmp_path), "cpu", environ=ENV).gpu_by == "local_rank"
 
 
 @pytest.mark.parametrize("spec,counts", [("1(x3)", [1, 1, 1]), ("4", [4]), ("2(x3),1", [2, 2, 2, 1]),
@@ -153,11 +163,20 @@ def test_slurm_hosts_outside_an_allocation():
         slurm.slurm_hosts({"PATH": "/usr/bin:/bin"})
 
 
-def test_device_index_is_the_local_rank_among_the_gpus_a_rank_sees():
-    from bench.worker.bootstrap import device_index
+def test_a_rank_takes_its_local_rank_where_deepspeed_chose_the_gpus_and_its_slot_where_it_sees_them_all():
+    from bench.core.placement import BY_LOCAL_RANK, BY_SLOT, gpu_index
 
-    # srun --gpus-per-task=1: every task sees one GPU (cuda:0) while SLURM_LOCALID counts 0..3.
-    assert [device_index(r, 1) for r in range(4)] == [0, 0, 0, 0]
+    res = {"n1": [0, 2, 3], "n2": [1]}
+    by_local = {"gpu_by": BY_LOCAL_RANK, "resources": res}
     # DeepSpeed's launcher on a node: every rank sees the node's chosen GPUs and takes its own.
-    assert [device_index(r, 4) for r in range(4)] == [0, 1, 2, 3]
-    assert device_index(0, 0) == 0
+    assert [gpu_index(by_local, r, r, 4) for r in range(4)] == [0, 1, 2, 3]
+    # srun --gpus-per-task=1: every task sees one GPU (cuda:0) while SLURM_LOCALID counts 0..3.
+    assert [gpu_index(by_local, r, r, 1) for r in range(4)] == [0, 0, 0, 0]
+    assert gpu_index(by_local, 0, 0, 0) == 0
+    # mpirun or srun showing every GPU of the node: rank r takes its planned slot (slot 1 of n1 left out).
+    by_slot = {"gpu_by": BY_SLOT, "resources": res}
+    assert [gpu_index(by_slot, r, local, 4) for r, local in ((0, 0), (1, 1), (2, 2), (3, 0))] == [0, 2, 3, 1]
+    # Leading slots under per-task binding still work; a left-out slot Slurm did not show is refused.
+    assert gpu_index({"gpu_by": BY_SLOT, "resources": {"n1": [0, 1]}}, 1, 1, 1) == 0
+    with pytest.raises(ValueError, match="slot 2 of n1 is not among the 1 GPU"):
+        gpu_index(by_slot, 1, 1, 1)
