@@ -37,7 +37,7 @@ from bench.core.gpus import normalise
 __all__ = ["LinkReference", "MatmulReference", "Reference", "Relative", "STATUSES", "Table", "judge",
            "judge_relative", "load", "parse"]  # fmt: skip
 
-STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
+STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
 
 
 @dataclass(frozen=True, slots=True)

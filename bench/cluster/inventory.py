@@ -18,10 +18,25 @@ from dataclasses import dataclass
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import slurm_hosts
 from bench.core.errors import BadInput
-from bench.core.options import opt
+from bench.core.options import csv_parser, opt
 from bench.core.precision import PRECISIONS
 
 DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class HealthAsk:
+    """What the probe's process also reads of its node's health (bench.cluster.health), and how."""
+
+    since: float | None = None       # kernel-log events from this Unix time on (None: since boot)
+    dcgm_level: int | None = None    # dcgmi diag -r N where dcgmi answers
+    folders: tuple[str, ...] = ()    # folders whose free space counts (bench's --out, /tmp)
+
+    def argv(self) -> list[str]:
+        """The same request as `bench probe --local` options."""
+        return ["--health", *(["--health-since", repr(self.since)] if self.since is not None else []),
+                *(["--dcgm", str(self.dcgm_level)] if self.dcgm_level else []),
+                *(["--health-folders", ",".join(self.folders)] if self.folders else [])]
 
 
 def _why(result) -> str:
@@ -32,13 +47,13 @@ def _why(result) -> str:
 
 
 def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: bool,
-                container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
+                container_exec: str | None = None, health: HealthAsk | None = None) -> tuple[list[dict], dict[str, str]]:
     """Inventories of the hosts that answered (host = the hostfile's name), and why the others did not."""
     from bench.cluster.container import remote_python
     from bench.cluster.remote import run_on_hosts
 
     argv = [*remote_python(container_exec), "-m", "bench", "probe", "--local", "--json"] + (
-        ["--with-torch"] if with_torch else [])
+        ["--with-torch"] if with_torch else []) + (health.argv() if health else [])
     try:
         results = run_on_hosts(list(resources), argv, timeout=timeout)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
@@ -61,19 +76,22 @@ def probe_hosts(resources: dict[str, list[int]], timeout: float, with_torch: boo
 
 
 def probe_any(launcher: str, resources: dict[str, list[int]], timeout: float,
-              with_torch: bool = False, container_exec: str | None = None) -> tuple[list[dict], dict[str, str]]:
-    """Inventories over ssh, MPI or srun (or of this machine: local), the way the job itself will reach the nodes."""
+              with_torch: bool = False, container_exec: str | None = None,
+              health: HealthAsk | None = None) -> tuple[list[dict], dict[str, str]]:
+    """Inventories over ssh, MPI or srun (or of this machine: local), the way the job itself will reach the nodes;
+    with health, each inventory's "health" is its node's report, read by the same process."""
     if launcher == "local":
         from bench.cluster.probe import local_inventory
-        inv = local_inventory(with_torch=True if with_torch else None)
+        inv = local_inventory(with_torch=True if with_torch else None, health=health)
         return [{**inv, "host": host, "slots": slots} for host, slots in resources.items()], {}
     if launcher == "openmpi":
         from bench.cluster.probe_launch import probe_via_mpi
-        return probe_via_mpi(resources, timeout, container_exec=container_exec)
+        return probe_via_mpi(resources, timeout, container_exec=container_exec, health=health)
     if launcher == "slurm":
         from bench.cluster.probe_launch import probe_via_srun
-        return probe_via_srun(resources, timeout, container_exec=container_exec, with_torch=with_torch)
-    return probe_hosts(resources, timeout, with_torch, container_exec)
+        return probe_via_srun(resources, timeout, container_exec=container_exec, with_torch=with_torch,
+                              health=health)
+    return probe_hosts(resources, timeout, with_torch, container_exec, health)
 
 
 def selected(inv: dict) -> dict:
@@ -102,6 +120,18 @@ class ProbeConfig:
                                           metavar="GIB")
     timeout: float = opt(f"seconds each host may take (default {DEFAULT_TIMEOUT_S:g}: importing torch on a cold "
                          "node is slow)", default=DEFAULT_TIMEOUT_S, metavar="S")
+    health: bool = opt("also read each node's own health: GPU counters (NVML, else nvidia-smi -q), the kernel "
+                       "log's Xid events, NVLink and InfiniBand ports, free space (bench validate's health check)",
+                       default=False)
+    health_since: float | None = opt("with --health: kernel-log events from this Unix time on (default: since boot)",
+                                     default=None, metavar="SECONDS")
+    dcgm: int | None = opt("with --health: also run DCGM's diagnostic at this level where dcgmi answers",
+                           default=None, choices=(1, 2, 3))
+    health_folders: tuple[str, ...] = opt("with --health: folders whose free space to check", default=("/tmp",),
+                                          parse=csv_parser(str, dedupe=True), metavar="LIST")
+
+    def health_ask(self) -> HealthAsk | None:
+        return HealthAsk(self.health_since, self.dcgm, self.health_folders) if self.health else None
 
     def __post_init__(self) -> None:
         if self.micro_batch is not None and self.micro_batch < 1:

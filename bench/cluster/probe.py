@@ -274,8 +274,10 @@ def _torch_task() -> bool:
     return want is None or want == os.environ.get("SLURM_LOCALID")
 
 
-def local_inventory(with_torch: bool | None = None) -> dict:
-    """This node's inventory. torch is imported when with_torch, or (None) when a GPU was found."""
+def local_inventory(with_torch: bool | None = None, health=None) -> dict:
+    """This node's inventory. torch is imported when with_torch, or (None) when a GPU was found. health (a
+    bench.cluster.inventory.HealthAsk): also the node's health report, read once per node (the task that
+    asks torch, under srun's task per slot)."""
     facts = system_facts()
     smi = local_gpus()
     info = torch_info() if with_torch or (with_torch is None and smi["gpus"] and _torch_task()) else None
@@ -284,4 +286,8 @@ def local_inventory(with_torch: bool | None = None) -> dict:
     inv["interconnect"] = collect_interconnect(inv["gpus"], os.environ)
     # The GPUs this process was bound to (srun's per-task binding): bench.cluster.task_gpus merges tasks by it.
     inv["task"] = task_of(os.environ)
+    if health is not None and _torch_task():
+        from bench.cluster.health import collect_live
+
+        inv["health"] = collect_live(since=health.since, folders=health.folders, dcgm_level=health.dcgm_level)
     return inv

@@ -42,9 +42,11 @@ def main(args: argparse.Namespace) -> int:
     cfg, hosts = from_args(ProbeConfig, args), from_args(HostSelection, args)
     resources = probe_resources(cfg, hosts)
     if resources is None:
-        nodes, unreachable = [local_inventory(with_torch=True if cfg.with_torch else None)], {}
+        nodes, unreachable = [local_inventory(with_torch=True if cfg.with_torch else None,
+                                              health=cfg.health_ask())], {}
     else:
-        nodes, unreachable = probe_any(cfg.launcher, resources, cfg.timeout, cfg.with_torch)
+        nodes, unreachable = probe_any(cfg.launcher, resources, cfg.timeout, cfg.with_torch,
+                                       health=cfg.health_ask())
     v = verdict([selected(n) for n in nodes], cfg.precision, cfg.micro_batch, cfg.mem_per_sample_gb)
     for host, why in unreachable.items():
         # A verdict over the hosts that answered must not read OK for the cluster.

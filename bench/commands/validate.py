@@ -2,13 +2,19 @@
 
     bench validate --hostfile hostfiles/vector                        # quick: minutes
     bench validate --hostfile hostfiles/vector --level full --junit validate.xml --drain-file drain.txt
-    bench validate --level prolog --drain                             # this node, seconds: Slurm health check
+    salloc -N 4 --gpus-per-node 8 bench validate                    # inside Slurm: srun steps, no ssh
+    bench validate --level prolog                                     # this node, seconds: a Slurm Prolog
+    bench validate --level health --drain --resume                    # counters only: HealthCheckProgram
+    bench validate --health-from saved/node7                          # a node's saved reports, offline
 
-The checks and their order are bench.validate.stages'. Exit 0: no FAIL
-(WARNs allowed, shown); 1: a FAIL (at --level prolog: drain this node);
-2: bad input. --json prints one document (the "validate" record); the
-table shows a summary per check and every row that is not PASS (--all:
-every row); --level prolog prints one line.
+The checks and their order are bench.validate.stages'. Exit 0: every node
+judged and none to drain (WARNs allowed, shown); 1: a node to drain (or a
+cluster check FAILed); 3: nothing to drain, but a node could not be checked
+(unknown: a scheduler must not trust it); 2: bad input. --json prints one
+document (the "validate" record, with "nodes": each node's verdict and
+action); the table shows a summary per check, every row that is not PASS
+(--all: every row) and each node's verdict; --level prolog and health print
+one line.
 """
 
 from __future__ import annotations
@@ -19,9 +25,9 @@ import sys
 
 from bench.cluster.hostfile import HostSelection
 from bench.commands.common import add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
-from bench.core.errors import EXIT_FAILED
+from bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN
 from bench.core.options import add_options, from_args
-from bench.validate.config import ValidateConfig
+from bench.validate.config import THIS_NODE, ValidateConfig
 from bench.validate.stages import validate
 
 HELP = ("acceptance-test a cluster: every GPU alone, bit-exact numerics, links inside and between nodes, a DP "
@@ -47,13 +53,13 @@ def main(args) -> int:
         write(cfg.junit, rec["checks"], duration_s=rec["duration_s"])
     if args.json:
         print(json.dumps(rec))
-    elif cfg.level == "prolog" and not cfg.all:
+    elif cfg.level in THIS_NODE and not cfg.all and not rec["hosts"][1:]:
         from bench.render.validate import one_line
         print(one_line(rec))
     else:
         from bench.render.validate import render
         render(rec, every_row=cfg.all)
-    return EXIT_FAILED if rec["result"] == "FAIL" else 0
+    return rec["exit_status"]
 
 
 def _soak(cfg: ValidateConfig, args) -> int:
@@ -75,4 +81,4 @@ def _soak(cfg: ValidateConfig, args) -> int:
         print(json.dumps(rec))
     else:
         render(rec)
-    return EXIT_FAILED if rec["result"] == "FAIL" else 0
+    return EXIT_FAILED if rec["result"] == "FAIL" else EXIT_UNKNOWN if rec["result"] == "ERROR" else EXIT_OK

@@ -52,4 +52,5 @@ class StorageFailed(RunFailed):
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_UNKNOWN = 3  # bench validate: nothing to drain, but a node could not be checked (a scheduler must not trust it)
 EXIT_INTERRUPTED = 130

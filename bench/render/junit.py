@@ -3,8 +3,9 @@
     xml_text = to_junit(checks, name="bench validate", duration_s=93.2)
 
 One <testcase> per check per node (classname ``bench.validate.<check>``,
-name ``<check> [<node>]``): FAIL is a <failure>, SKIP a <skipped>, WARN
-passes with its reason in <system-out> (JUnit has no warning state).
+name ``<check> [<node>]``): FAIL is a <failure>, ERROR an <error> (could
+not be measured), SKIP a <skipped>, WARN passes with its reason in
+<system-out> (JUnit has no warning state).
 Written with xml.etree, so reasons need no escaping by hand.
 """
 
@@ -16,19 +17,22 @@ from typing import Any
 
 
 def to_junit(checks: Sequence[dict[str, Any]], name: str = "bench validate", duration_s: float = 0.0) -> str:
-    """checks: dicts with check, node, status (PASS/WARN/FAIL/SKIP), value, reference, reason."""
+    """checks: dicts with check, node, status (PASS/WARN/FAIL/ERROR/SKIP), value, reference, reason."""
     failures = sum(1 for c in checks if c["status"] == "FAIL")
+    errors = sum(1 for c in checks if c["status"] == "ERROR")
     skipped = sum(1 for c in checks if c["status"] == "SKIP")
-    suites = ET.Element("testsuites", name=name, tests=str(len(checks)), failures=str(failures), errors="0",
+    suites = ET.Element("testsuites", name=name, tests=str(len(checks)), failures=str(failures), errors=str(errors),
                         skipped=str(skipped), time=f"{duration_s:.3f}")
     suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(checks)), failures=str(failures),
-                          errors="0", skipped=str(skipped), time=f"{duration_s:.3f}")
+                          errors=str(errors), skipped=str(skipped), time=f"{duration_s:.3f}")
     for c in checks:
         case = ET.SubElement(suite, "testcase", classname=f"bench.validate.{c['check']}",
                              name=f"{c['check']} [{c['node']}]", time=f"{c.get('duration_s') or 0.0:.3f}")
         detail = f"value: {c.get('value') or '-'}; reference: {c.get('reference') or '-'}; {c.get('reason') or ''}"
         if c["status"] == "FAIL":
             ET.SubElement(case, "failure", message=c.get("reason") or "FAIL", type="FAIL").text = detail
+        elif c["status"] == "ERROR":
+            ET.SubElement(case, "error", message=c.get("reason") or "ERROR", type="ERROR").text = detail
         elif c["status"] == "SKIP":
             ET.SubElement(case, "skipped", message=c.get("reason") or "skipped")
         elif c["status"] == "WARN":

@@ -21,6 +21,8 @@ temporary beside it and renamed, so the collector never reads half of one.
     vitbench_node_intra_busbw_bytes_per_second  validate: host (the all-reduce over its own GPUs)
     vitbench_node_busbw_bytes_per_second        validate: host (its best link to other nodes)
     vitbench_validate_drain                     validate: host, gpu, check (1 per thing to drain)
+    vitbench_node_verdict                       validate: host, verdict (0 healthy, 1 degraded, 2 unknown, 3 drain)
+    vitbench_health_finding                     validate: host, code, severity, action, gpu (1 per finding)
     vitbench_cluster_images_per_second          validate: the data-parallel run over the good nodes
     vitbench_record_timestamp_seconds           when the record was made (to alert on a stale file)
 """
@@ -44,9 +46,15 @@ HELP = {
     "vitbench_node_intra_busbw_bytes_per_second": "all-reduce bus bandwidth over one node's own GPUs",
     "vitbench_node_busbw_bytes_per_second": "a node's best all-reduce bus bandwidth to other nodes (pairs)",
     "vitbench_validate_drain": "1 for each node or GPU and check the verdict drains",
+    "vitbench_node_verdict": "each node's verdict: 0 healthy, 1 degraded, 2 unknown (not checked), 3 drain",
+    "vitbench_health_finding": "1 for each finding of a node's health check (code, severity, action)",
     "vitbench_cluster_images_per_second": "throughput of the validate data-parallel run",
     "vitbench_record_timestamp_seconds": "Unix time of the record",
 }
+
+
+# Worse is higher, so one alert rule (>= 2) catches every node a scheduler must not trust.
+VERDICT_VALUE = {"healthy": 0, "degraded": 1, "unknown": 2, "drain": 3}
 
 
 def _escape(value: Any) -> str:
@@ -106,6 +114,13 @@ def samples(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any], float]]:
             add("vitbench_node_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
         for e in rec.get("drain") or []:
             add("vitbench_validate_drain", 1, host=e.get("host"), gpu=e.get("gpu"), check=e.get("check"))
+        for host, n in (rec.get("nodes") or {}).items():
+            add("vitbench_node_verdict", VERDICT_VALUE.get(n.get("verdict"), 2), host=host, verdict=n.get("verdict"),
+                level=rec.get("level"))
+        for host, report in (m.get("health") or {}).items():
+            for f in report.get("findings") or []:
+                add("vitbench_health_finding", 1, host=host, code=f.get("code"), severity=f.get("severity"),
+                    action=f.get("action"), gpu=f.get("gpu_index"))
         dp = m.get("dp") or {}
         add("vitbench_cluster_images_per_second", dp.get("images_per_s"), world_size=dp.get("world_size"),
             level=rec.get("level"))

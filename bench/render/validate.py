@@ -1,4 +1,5 @@
-"""bench validate's table: a summary per check and every row that is not PASS (--all: every row), then what to drain.
+"""bench validate's table: a summary per check, every row that is not PASS (--all: every row), each node's verdict
+and action, then what to drain.
 
 At 100 nodes x 8 GPUs a row per check and GPU is thousands of rows: the
 default view is one line per check (its counts, its worst row's value and
@@ -13,8 +14,10 @@ import os
 import sys
 from typing import Any
 
-_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
-_ORDER = {"FAIL": 3, "WARN": 2, "SKIP": 1, "PASS": 0}
+_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "ERROR": "magenta", "SKIP": "dim",
+          "healthy": "green", "degraded": "yellow", "drain": "bold red", "unknown": "magenta"}
+_ORDER = {"FAIL": 4, "ERROR": 3, "WARN": 2, "SKIP": 1, "PASS": 0}
+STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
 
 
 def summary(rec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -27,7 +30,7 @@ def summary(rec: dict[str, Any]) -> list[dict[str, Any]]:
         judged = [r for r in rows if r["status"] != "SKIP"] or rows
         worst = max(judged, key=lambda r: (_ORDER[r["status"]], -(r.get("figure") if r.get("figure") is not None
                                                                    else float("inf"))))
-        counts = {s: sum(r["status"] == s for r in rows) for s in ("PASS", "WARN", "FAIL", "SKIP")}
+        counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
         status = max((r["status"] for r in rows), key=_ORDER.__getitem__) if rows else "SKIP"
         if status == "SKIP" and counts["PASS"]:
             status = "PASS"
@@ -42,15 +45,15 @@ def render(rec: dict[str, Any], every_row: bool = False) -> None:
 
     out = Console()
     c = rec["counts"]
-    title = (f"bench validate {rec['run_id']} ({rec['level']}, {len(rec['hosts'])} host(s), {rec['device']}): "
-             f"{rec['result']} — {c['FAIL']} FAIL, {c['WARN']} WARN, {c['PASS']} PASS, {c['SKIP']} SKIP")
+    title = (f"bench validate {rec['run_id']} ({rec['level']}, {len(rec['hosts'])} host(s), {rec['device']}, "
+             f"{rec.get('launcher')}): {rec['result']} — " + ", ".join(f"{c.get(k, 0)} {k}" for k in STATUSES))
     t = Table(title=Text(title), title_justify="left")
-    for col in ("check", "rows", "PASS", "WARN", "FAIL", "SKIP", "worst", "value", "judged by"):
+    for col in ("check", "rows", *STATUSES, "worst", "value", "judged by"):
         t.add_column(col, overflow="fold")
     for s in summary(rec):
         w = s["worst"]
         t.add_row(Text(s["check"], style=_STYLE[s["status"]]), str(s["rows"]),
-                  *(str(s["counts"][k]) for k in ("PASS", "WARN", "FAIL", "SKIP")), Text(w["node"]),
+                  *(str(s["counts"][k]) for k in STATUSES), Text(w["node"]),
                   Text(w["value"]), Text(w["reference"]))
     out.print(t)
     shown = rec["checks"] if every_row else [ch for ch in rec["checks"] if ch["status"] != "PASS"]
@@ -63,6 +66,17 @@ def render(rec: dict[str, Any], every_row: bool = False) -> None:
             rows.add_row(Text(ch["check"]), Text(ch["node"]), Text(ch["status"], style=_STYLE[ch["status"]]),
                          Text(ch["value"]), Text(ch["reference"]), Text(ch["reason"]))
         out.print(rows)
+    nodes = rec.get("nodes") or {}
+    if nodes:
+        n = Table(title=Text(f"nodes: exit {rec.get('exit_status')} (0 every node judged, none to drain; 1 drain; "
+                             "3 a node unknown)"), title_justify="left")
+        for col in ("node", "verdict", "action", "not checked"):
+            n.add_column(col, overflow="fold")
+        for host, x in nodes.items():
+            missing = "; ".join(f"{m['check']}{'' if m['gpu'] is None else ' GPU ' + str(m['gpu'])}: {m['reason']}"
+                                for m in x["not_checked"][:3])
+            n.add_row(Text(host), Text(x["verdict"], style=_STYLE[x["verdict"]]), Text(x["action"]), Text(missing))
+        out.print(n)
     for line, style in footer(rec):
         out.print(Text(line, style=style))
     print(f"results: {os.path.join(rec['run_dir'], 'results.jsonl')}", file=sys.stderr)
@@ -80,20 +94,29 @@ def footer(rec: dict[str, Any]) -> list[tuple[str, str]]:
         what = ", ".join(f"{e['host']}{'' if e['gpu'] is None else ':' + str(e['gpu'])} ({e['check']})"
                          for e in rec["drain"])
         lines.append((f"drain: {what}; to run without them: --exclude {rec['exclude']}", "bold red"))
+    unknown = rec.get("unknown") or []
+    if unknown:
+        lines.append((f"unknown (not checked, do not trust): {', '.join(unknown)}; to run without them and what "
+                      f"drains: --exclude {rec['exclude']}", "magenta"))
     for d in rec.get("drained") or []:
         lines.append((f"scontrol: {d['node']} {'drained' if d['drained'] else 'NOT drained'}: {d['scontrol']}",
                       "bold red" if not d["drained"] else ""))
+    for d in rec.get("resumed") or []:
+        lines.append((f"scontrol: {d['node']} {'resumed' if d['resumed'] else 'not resumed'}: {d['why']}", ""))
     return lines
 
 
 def one_line(rec: dict[str, Any]) -> str:
-    """--level prolog: one line, the verdict and the first reason (what a health check logs)."""
+    """--level prolog or health on one node: one line, the verdict and the first reason (what a health check logs)."""
+    level = rec["level"]
     ran = [ch for ch in rec["checks"] if ch["status"] != "SKIP"]
-    if rec["result"] != "FAIL":
-        gpus = len({ch["node"] for ch in ran if ch.get("gpu") is not None})
-        checks = ", ".join(dict.fromkeys(ch["check"] for ch in ran))
-        warn = [ch for ch in ran if ch["status"] == "WARN"]
-        return (f"bench validate prolog: {rec['result']}: {', '.join(rec['hosts'])}, {gpus} GPU(s)/rank(s): {checks}"
-                + (f"; WARN {warn[0]['check']} {warn[0]['node']}: {warn[0]['reason']}" if warn else ""))
-    first = next(ch for ch in rec["checks"] if ch["status"] == "FAIL")
-    return f"bench validate prolog: FAIL: {first['check']} {first['node']}: {first['reason']}"
+    if rec["result"] in ("FAIL", "ERROR"):
+        first = next(ch for ch in rec["checks"] if ch["status"] == rec["result"])
+        node = next(iter((rec.get("nodes") or {}).values()), {})
+        action = f" (action: {node['action']})" if node.get("action") else ""
+        return f"bench validate {level}: {rec['result']}: {first['check']} {first['node']}: {first['reason']}{action}"
+    gpus = len({ch["node"] for ch in ran if ch.get("gpu") is not None})
+    checks = ", ".join(dict.fromkeys(ch["check"] for ch in ran))
+    warn = [ch for ch in ran if ch["status"] == "WARN"]
+    return (f"bench validate {level}: {rec['result']}: {', '.join(rec['hosts'])}, {gpus} GPU(s)/rank(s): {checks}"
+            + (f"; WARN {warn[0]['check']} {warn[0]['node']}: {warn[0]['reason']}" if warn else ""))

@@ -5,19 +5,26 @@
 
 Levels: quick (the micro ViT, a few steps: minutes), full (the study's
 ViT-B/16 and batch, every node pair), prolog (this node only, in seconds:
-a Slurm HealthCheckProgram or job prolog).
+a Slurm job prolog), health (the nodes' own counters and kernel log only,
+no GPU time: a HealthCheckProgram or epilog, safe beside running jobs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.analysis.compare import parse_threshold
 from bench.core.errors import BadInput
 from bench.core.options import csv_parser, opt
 from bench.core.precision import PRECISIONS
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
-CHECKS = ("throughput", "numerics", "intra-node", "inter-node", "training", "stragglers", "scaling")
+CHECKS = ("health", "throughput", "numerics", "intra-node", "inter-node", "training", "stragglers", "scaling")
+# How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
+LAUNCHERS = ("slurm", "openmpi", "pdsh")
+# --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level.
+DCGM = ("auto", "off", "1", "2", "3")
+DCGM_AUTO = {"prolog": 1, "health": None, "quick": 2, "full": 3}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,8 +61,14 @@ LEVELS = {
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",
                     numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
-                    checks=("numerics", "intra-node")),
+                    checks=("health", "numerics", "intra-node")),
+    # The health check alone: counters, kernel log, ports; no rank starts, no GPU time (beside running jobs).
+    "health": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
+                    dp_steps=0, fallback_size=1 << 20, iters=0, comm_warmup=0, timeout=60.0, pairs="ring",
+                    numerics_model="vit-micro-p4-32", numerics_steps=0, matmul_n_gpu=0, checks=("health",)),
 }
+# Levels that check this node alone when no --hostfile (or --launcher inside an allocation) names others.
+THIS_NODE = ("prolog", "health")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -63,8 +76,22 @@ class ValidateConfig:
     """What bench validate checks and how (the hosts are a HostSelection)."""
 
     level: str = opt("quick: tiny runs (vit-micro-p4-32, synthetic, few steps, ring pairs); full: ViT-B/16, more "
-                     "steps, every node pair; prolog: this node only, in seconds (Slurm HealthCheckProgram/prolog)",
+                     "steps, every node pair; prolog: this node only, in seconds (Slurm prolog); health: the nodes' "
+                     "own counters and kernel log only, no GPU time (HealthCheckProgram, epilog)",
                      default="quick", choices=tuple(LEVELS))
+    launcher: str | None = opt("how the nodes are reached: slurm (srun job steps; the default inside a Slurm "
+                               "allocation without --hostfile: the allocation is the cluster), openmpi (mpirun), "
+                               "pdsh (ssh; the default with --hostfile)", default=None, choices=LAUNCHERS)
+    health_from: str | None = opt("judge one node from its saved reports in DIR (nvidia-smi.txt, nvidia-smi-q.txt, "
+                                  "nvidia-smi-nvlink.txt, dmesg.txt, ibstat.txt, infiniband/, dcgmi-diag.txt or "
+                                  ".json): the health check's verdict and exit status, nothing launched",
+                                  default=None, metavar="DIR")
+    since_job: bool = opt("health: report only the kernel-log events raised since this Slurm job started (an "
+                          "epilog; default: since boot)", default=False)
+    since: str | None = opt("health: report only the kernel-log events since TIME (ISO 8601 or Unix seconds; e.g. "
+                            "after a GPU reset)", default=None, metavar="TIME")
+    dcgm: str = opt("run DCGM's diagnostic where dcgmi answers: auto (level 1 at prolog, 2 at quick, 3 at full, "
+                    "none at health), off, or a level 1-3", default="auto", choices=DCGM)
     checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); preflight and inventory "
                                          "always run, the others are SKIPped with this reason",
                                          default=None, parse=csv_parser(str, dedupe=True), metavar="LIST")
@@ -88,8 +115,11 @@ class ValidateConfig:
                                "throughput and each node's bandwidth that fell by more than --threshold and the "
                                "spread is a FAIL (bench compare's rule)", default=None, metavar="DIR")
     threshold: str = opt("with --baseline: the fall that is a regression", default="5%", metavar="SHARE")
-    drain: bool = opt("Slurm: drain every node the verdict names (scontrol update State=DRAIN with the reason); "
-                      "never resumes a node", default=False)
+    drain: bool = opt("Slurm: drain every node the verdict drains (scontrol update State=DRAIN, the reason "
+                      "prefixed 'bench validate:'); not from a Prolog, whose exit status drains", default=False)
+    resume: bool = opt("Slurm: return to service every node that is healthy now and that bench drained (its "
+                       "reason starts 'bench validate:'); a node drained for another reason stays drained",
+                       default=False)
     drain_file: str | None = opt("write the hosts to drain, one a line (an empty file when none)", default=None,
                                  metavar="FILE")
     all: bool = opt("show every row of the table (default: a summary per check and every row that is not PASS)",
@@ -102,12 +132,21 @@ class ValidateConfig:
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise BadInput(f"--level: must be one of {', '.join(LEVELS)}, got {self.level!r}")
+        if self.launcher is not None and self.launcher not in LAUNCHERS:
+            raise BadInput(f"--launcher: must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
+        if self.dcgm not in DCGM:
+            raise BadInput(f"--dcgm: must be one of {', '.join(DCGM)}, got {self.dcgm!r}")
+        parse_threshold(self.threshold)  # refused now, not after the checks ran
+        if self.since_job and self.since is not None:
+            raise BadInput("--since-job: give --since-job or --since TIME, not both")
+        if self.health_from is not None and (self.soak is not None or self.drain or self.resume):
+            raise BadInput("--health-from: judges saved reports; --soak, --drain and --resume need live nodes")
         if not 1 <= self.repeats <= 20:
             raise BadInput(f"--repeats: must be 1..20, got {self.repeats}")
         if self.precision not in PRECISIONS:
             raise BadInput(f"--precision: must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.soak is not None and self.level == "prolog":
-            raise BadInput("--soak: a burn-in runs across the cluster's hosts, not at --level prolog")
+        if self.soak is not None and self.level in THIS_NODE:
+            raise BadInput(f"--soak: a burn-in trains on the cluster's GPUs, not at --level {self.level}")
         if self.soak_keep_going and self.soak is None:
             raise BadInput("--soak-keep-going: needs --soak DURATION")
         unknown = [c for c in self.checks or () if c not in CHECKS]
@@ -117,3 +156,9 @@ class ValidateConfig:
     def wanted(self, check: str) -> bool:
         """Whether this run runs `check` (its level's checks, narrowed by --checks)."""
         return check in LEVELS[self.level].checks and (self.checks is None or check in self.checks)
+
+    def dcgm_level(self) -> int | None:
+        """The DCGM diagnostic level to run where dcgmi answers; None: none."""
+        if self.dcgm == "off":
+            return None
+        return DCGM_AUTO[self.level] if self.dcgm == "auto" else int(self.dcgm)

@@ -7,13 +7,19 @@
 Only rows that name a node or a GPU drain (a pair's row does not: its
 nodes' rows carry the verdict after bisection; a cluster row does not).
 A failed GPU is excluded alone (host:slot), but the scheduler drains its
-node: Slurm drains nodes, not GPUs. bench never resumes a node.
+node: Slurm drains nodes, not GPUs. Every reason bench writes starts with
+"bench validate:"; --resume returns to service only such nodes, and only
+when they are healthy now (NHC's rule): a node drained by a person or
+another tool stays drained. From a Slurm Prolog bench calls no scontrol:
+the Prolog's exit status drains the node, and scontrol would wait on
+slurmctld inside the Prolog's time.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from bench.cluster.slurm import REASON_PREFIX, in_prolog, resume
 from bench.cluster.slurm import drain as slurm_drain
 from bench.core import results
 from bench.validate.state import Check
@@ -31,9 +37,10 @@ def drain_list(checks: list[Check]) -> list[dict[str, Any]]:
     return out
 
 
-def exclude_spec(entries: list[dict[str, Any]]) -> str:
-    """Whole hosts where a node row failed, host:slot,slot where only GPUs did (DeepSpeed's --exclude)."""
-    whole = [e["host"] for e in entries if e["gpu"] is None]
+def exclude_spec(entries: list[dict[str, Any]], unknown: list[str] = ()) -> str:
+    """Whole hosts where a node row failed or the node is unknown, host:slot,slot where only GPUs failed
+    (DeepSpeed's --exclude): what a run leaves out to use only what validate found good."""
+    whole = [e["host"] for e in entries if e["gpu"] is None] + list(unknown)
     gpus: dict[str, list[int]] = {}
     for e in entries:
         if e["gpu"] is not None and e["host"] not in whole:
@@ -53,7 +60,7 @@ def reason_of(entries: list[dict[str, Any]], host: str) -> str:
     first = next(e for e in entries if e["host"] == host)
     gpu = f" (GPU {first['gpu']})" if first["gpu"] is not None else ""
     more = len({(e["check"], e["gpu"]) for e in entries if e["host"] == host}) - 1
-    return (f"bench validate: {first['check']}{gpu}: {first['reason']}" +
+    return (f"{REASON_PREFIX} {first['check']}{gpu}: {first['reason']}" +
             (f" (+{more} more failed check(s))" if more > 0 else ""))
 
 
@@ -63,6 +70,10 @@ def write_drain_file(path: str, entries: list[dict[str, Any]]) -> None:
 
 def drain_slurm(entries: list[dict[str, Any]], node_name: dict[str, str]) -> list[dict[str, Any]]:
     """scontrol update State=DRAIN for each host to drain, under its Slurm node name; what each answered."""
+    if in_prolog():
+        return [{"host": h, "node": node_name.get(h, h), "drained": False, "reason": reason_of(entries, h),
+                 "scontrol": "not called from a Prolog/Epilog: its exit status drains the node"}
+                for h in hosts_of(entries)]
     done = []
     for host in hosts_of(entries):
         node = node_name.get(host, host)
@@ -70,3 +81,10 @@ def drain_slurm(entries: list[dict[str, Any]], node_name: dict[str, str]) -> lis
         done.append({"host": host, "node": node, "drained": ok, "scontrol": said,
                      "reason": reason_of(entries, host)})
     return done
+
+
+def resume_slurm(nodes: dict[str, dict[str, Any]], node_name: dict[str, str]) -> list[dict[str, Any]]:
+    """Every node healthy now that bench drained earlier, returned to service (bench.cluster.slurm.resume)."""
+    if in_prolog():
+        return []
+    return [{"host": h, **resume(node_name.get(h, h))} for h, n in nodes.items() if n["verdict"] == "healthy"]

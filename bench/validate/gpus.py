@@ -18,11 +18,11 @@ import time
 from bench.analysis import metrics
 from bench.analysis.references import judge, judge_relative
 from bench.validate import runs
-from bench.validate.state import Validation
+from bench.validate.state import RANK, Validation
 
 # The share of the cluster's throughput one GPU may cost before it is named a straggler (metrics.straggler_cost).
 STRAGGLER_WARN = 0.10
-_ORDER = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
+_ORDER = RANK
 
 
 def pct(x: float) -> str:
@@ -48,7 +48,7 @@ def relative_se(steps: list[float]) -> float:
 
 
 def _round(v: Validation, res: dict[str, list[int]], tag: str) -> tuple[dict, dict]:
-    """One launch: ({(host, slot): figures}, {(host, slot): why it has none})."""
+    """One launch: ({(host, slot): figures}, {(host, slot): (why it has none, whether it was measured)})."""
     rec = runs.alone(v, res, tag)
     ok, failed = {}, {}
     for r in rec.get("alone") or []:
@@ -58,11 +58,11 @@ def _round(v: Validation, res: dict[str, list[int]], tag: str) -> tuple[dict, di
             ok[key] = {"images_per_s": metrics.images_per_s(v.level.micro_batch, metrics.percentile(steps, 50)),
                        "samples": steps, "se": relative_se(steps), "params": r.get("params")}
         else:
-            failed[key] = r.get("reason") or r["status"]
+            failed[key] = (r.get("reason") or r["status"], bool(r.get("measured")))
     if not rec.get("alone"):
         err = rec.get("error") or {}
         why = f"the per-GPU run failed at {err.get('where')}: {err.get('reason')}"
-        failed = {(h, s): why for h, slots in res.items() for s in slots}
+        failed = {(h, s): (why, False) for h, slots in res.items() for s in slots}
     return ok, failed
 
 
@@ -140,9 +140,12 @@ def throughput(v: Validation) -> None:
     for k in keys:
         host, slot = k
         if k not in ips:
-            why = next((r[1][k] for r in reversed(rounds) if k in r[1]), "no figure")
-            v.add_gpu("throughput", host, slot, "FAIL", reason=f"its run failed: {why}", t0=t0)
-            statuses[k] = "FAIL"
+            why, measured = next((r[1][k] for r in reversed(rounds) if k in r[1]), ("no figure", False))
+            # Failed while it trained: the GPU's (FAIL). Never started: nothing is known of the GPU (ERROR).
+            status = "FAIL" if measured else "ERROR"
+            v.add_gpu("throughput", host, slot, status, reason=f"its run failed: {why}" if measured else
+                      f"could not be measured: {why}", t0=t0)
+            statuses[k] = status
             continue
         status, reference, reason = judge_gpu(v, k, ips[k], ips)
         value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and repeats == 1 else "")
@@ -162,10 +165,10 @@ def throughput(v: Validation) -> None:
         worst = max((statuses[(host, s)] for s in slots), key=_ORDER.__getitem__)
         v.figures["node_images_per_s"][host] = sum(mine.values()) if mine else None
         if not mine:
-            v.add("throughput", host, "FAIL", reason="no GPU of this node measured", t0=t0)
+            v.add("throughput", host, worst, reason="no GPU of this node measured (its GPUs' rows say why)", t0=t0)
             continue
         slow = min(mine, key=mine.get)
-        bad = [f"{host}:{s} {statuses[(host, s)]}" for s in slots if statuses[(host, s)] in ("FAIL", "WARN")]
+        bad = [f"{host}:{s} {statuses[(host, s)]}" for s in slots if statuses[(host, s)] in ("FAIL", "ERROR", "WARN")]
         v.add("throughput", host, worst, f"{len(slots)} GPU(s): {sum(mine.values()):.1f} img/s together, slowest "
               f"{host}:{slow} {mine[slow]:.1f} img/s", "its GPUs' rows",
               ("; ".join(bad) if bad else "every GPU of the node as its own row says") + " (summary row)", t0=t0,

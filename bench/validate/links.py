@@ -117,8 +117,8 @@ def intra_node(v: Validation) -> None:
             return {r["group"]: r for r in rec["rows"]}
         err = rec.get("error") or {}
         for h in multi:
-            v.add_node("intra-node", h, "FAIL", reason=f"the all-reduce run failed at {err.get('where')}: "
-                       f"{err.get('reason')}", t0=t0)
+            v.add_node("intra-node", h, "ERROR", reason=f"could not be measured: the all-reduce run failed at "
+                       f"{err.get('where')}: {err.get('reason')}", t0=t0)
         return None
 
     def kind(h: str) -> tuple:

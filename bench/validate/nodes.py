@@ -1,9 +1,13 @@
-"""validate's first checks, per node: preflight (ssh, versions, the shared folder) and inventory (GPUs, links).
+"""validate's first checks, per node: preflight (reached, versions, the shared folder) and inventory (GPUs, links).
 
-preflight is bench.cluster.preflight; inventory is bench probe on every
-node at once (bench.cluster.inventory) and the heterogeneity verdict
-(bench.cluster.hetero), which also decides the device of every later job.
-A node that FAILs either is left out of the rest.
+preflight is bench.cluster.preflight, through the launcher's own way to the
+nodes (ssh, one srun step, one mpirun); inventory is bench probe on every
+node at once, the same way (bench.cluster.inventory), whose process also
+reads the node's health where the health check is asked for, and the
+heterogeneity verdict (bench.cluster.hetero), which also decides the device
+of every later job. A node not reached, or whose probe did not answer, is
+an ERROR (it could not be checked); one that answered with other software
+or an inventory the verdict refuses is a FAIL. Either is left out of the rest.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from bench.cluster.inventory import probe_any, selected
 from bench.cluster.preflight import preflight as check_hosts
 from bench.core.errors import BadInput
 from bench.core.precision import cpu_refusal
+from bench.launch.registry import get
+from bench.validate.health import health_request
 from bench.validate.state import CLUSTER, Validation
 
 
@@ -23,8 +29,11 @@ def preflight(v: Validation) -> None:
     if v.this_node_only:
         v.add_node("preflight", next(iter(v.resources)), "SKIP", reason="this node only: nothing to reach")
         return
+    via = get(v.launcher).preflight_via or "ssh"
     try:
-        answers = check_hosts(list(v.resources), timeout=15.0, run_root=v.cfg.out)
+        # srun queues a step behind the allocation's others, mpirun starts its daemons: more than one ssh each.
+        answers = check_hosts(list(v.resources), timeout=15.0 if via == "ssh" else 60.0, run_root=v.cfg.out,
+                              via=via)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
         raise BadInput(f"--hostfile: {e}") from None
     for c in answers:
@@ -32,10 +41,14 @@ def preflight(v: Validation) -> None:
             v.hostname_of[c.host] = c.hostname or c.host
             vers = c.versions
             v.add_node("preflight", c.host, "PASS", f"{c.hostname}: python {c.python}, deepspeed "
-                       f"{vers.get('deepspeed')}, torch {vers.get('torch')}", "same as this machine", t0=t0)
-        else:
-            v.add_node("preflight", c.host, "FAIL", reason="; ".join(c.problems), reference="same as this machine",
+                       f"{vers.get('deepspeed')}, torch {vers.get('torch')}", f"same as this machine ({via})",
                        t0=t0)
+        else:
+            # Not reached, or no answer: nothing about the node is known (ERROR). Reached, with other software
+            # or storage than this machine: checked, and wrong (FAIL).
+            status = "ERROR" if c.unanswered else "FAIL"
+            v.add_node("preflight", c.host, status, reason="; ".join(c.problems),
+                       reference=f"same as this machine ({via})", t0=t0)
 
 
 def _value(inv: dict) -> str:
@@ -55,9 +68,12 @@ def inventory(v: Validation) -> None:
         v.add("heterogeneity", CLUSTER, "SKIP", reason="no host passed preflight")
         return
     good = {h: v.resources[h] for h in v.good}
-    nodes, unreachable = probe_any("local" if v.this_node_only else "ssh", good, 30.0)
+    kind = get(v.launcher_for(list(good)))
+    via = kind.probe_via
+    nodes, unreachable = probe_any(via, good, 30.0 if kind.preflight_via == "ssh" else 60.0,
+                                   health=health_request(v))
     for host, why in unreachable.items():
-        v.add_node("inventory", host, "FAIL", reason=f"not probed: {why}", t0=t0)
+        v.add_node("inventory", host, "ERROR", reason=f"not probed ({via}): {why}", t0=t0)
     verdict_ = verdict([selected(n) for n in nodes], v.cfg.precision, v.level.micro_batch)
     v.device = "cuda" if verdict_["gpus"] else "cpu"
     v.figures["verdict"] = verdict_

@@ -25,7 +25,7 @@ from bench.core.errors import BadInput
 from bench.jobs.numerics import NumericsSpec
 from bench.validate import runs
 from bench.validate.gpus import judge_both
-from bench.validate.state import Validation
+from bench.validate.state import RANK, Validation
 
 SHIPPED = "data/numerics_reference.json"
 
@@ -85,8 +85,8 @@ def numerics(v: Validation) -> None:
         err = rec.get("error") or {}
         for h, slots in res.items():
             for s in slots:
-                v.add_gpu("numerics", h, s, "FAIL", reason=f"the numerics run failed at {err.get('where')}: "
-                          f"{err.get('reason')}", t0=t0)
+                v.add_gpu("numerics", h, s, "ERROR", reason=f"could not be measured: the numerics run failed at "
+                          f"{err.get('where')}: {err.get('reason')}", t0=t0)
         return
     ok = [{**r, "key": f"{r['host']}:{r['slot']}", "stack": _stack(v, r)} for r in ranks if r["status"] == "ok"]
     verdicts = {x.key: x for x in judge_numerics.judge(ok, spec.key(), curves,
@@ -102,7 +102,10 @@ def numerics(v: Validation) -> None:
     for r in ranks:
         key = f"{r['host']}:{r['slot']}"
         if r["status"] != "ok":
-            v.add_gpu("numerics", r["host"], r["slot"], "FAIL", reason=f"its run failed: {r.get('reason')}", t0=t0)
+            measured = r.get("measured")
+            v.add_gpu("numerics", r["host"], r["slot"], "FAIL" if measured else "ERROR", reason=(
+                f"its run failed: {r.get('reason')}" if measured else f"could not be measured: {r.get('reason')}"),
+                t0=t0)
             continue
         x = verdicts[key]
         losses = r["losses"]
@@ -113,9 +116,8 @@ def numerics(v: Validation) -> None:
     _matmul(v, [r for r in ok], t0)
     for h, slots in res.items():
         mine = [c for c in v.checks if c.check == "numerics" and c.host == h and c.gpu is not None]
-        bad = [f"{c.node} {c.status}" for c in mine if c.status in ("FAIL", "WARN")]
-        status = max((c.status for c in mine), key={"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}.__getitem__,
-                     default="SKIP")
+        bad = [f"{c.node} {c.status}" for c in mine if c.status in ("FAIL", "ERROR", "WARN")]
+        status = max((c.status for c in mine), key=RANK.__getitem__, default="SKIP")
         v.add("numerics", h, status, f"{len(mine)} GPU(s)", "its GPUs' rows",
               ("; ".join(bad) if bad else "every GPU of the node as its own row says") + " (summary row)", t0=t0)
     if v.cfg.save_numerics_reference:

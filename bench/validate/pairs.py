@@ -74,10 +74,10 @@ def inter_node(v: Validation) -> None:
     bw, wrong, rec = _launch(v, hosts, rounds, len(hosts) > 2, "inter-node")
     if "rows" not in rec:
         err = rec.get("error") or {}
+        why = f"could not be measured: the all-reduce run failed at {err.get('where')}: {err.get('reason')}"
         for h in hosts:
-            v.add("inter-node", h, "SKIP", reason="the all-reduce run failed (see the cluster row)", host=h)
-        v.add("inter-node", CLUSTER, "FAIL", reason=f"all-reduce run failed at {err.get('where')}: "
-              f"{err.get('reason')}", t0=t0)
+            v.add("inter-node", h, "ERROR", reason=why, host=h)
+        v.add("inter-node", CLUSTER, "ERROR", reason=why, t0=t0)
         return
     v.figures["busbw_rows"] = rec["rows"]
     pair = {name: metrics.percentile(xs, 50) for name, xs in bw.items() if name != "all"}

@@ -31,6 +31,7 @@ from bench.core.errors import BadInput
 from bench.validate import gpus, links, nodes, numerics, pairs, stages
 from bench.validate.config import ValidateConfig
 from bench.validate.state import Stage, Validation
+from bench.validate.where import where
 
 ROUND = (("throughput", gpus.throughput), ("numerics", numerics.numerics), ("intra-node", links.intra_node),
          ("inter-node", pairs.inter_node))
@@ -71,7 +72,8 @@ def done_rounds(path: str) -> list[dict[str, Any]]:
 def soak(cfg: ValidateConfig, hosts: HostSelection,
          on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     duration = parse_duration(cfg.soak or "")
-    resources = stages.resources_of(cfg, hosts)
+    w = where(cfg, hosts)
+    resources = w.resources
     table = references.load(cfg.reference)
     numerics.load_references(cfg.numerics_reference)
     ident = identity(cfg, resources)
@@ -79,6 +81,9 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
         raise BadInput(f"--checks: none of {', '.join(n for n, _ in ROUND)} asked: a soak repeats those")
     d = folder(cfg, ident)
     os.makedirs(d, exist_ok=True)
+    if w.hostfile_text is not None:  # a Slurm allocation: its hosts, as every round's launches read them
+        results.write_text_atomic(os.path.join(d, "hostfile"), w.hostfile_text)
+        hosts = HostSelection(hostfile=os.path.join(d, "hostfile"))
     storage.check_room(cfg.out, sum(len(s) for s in resources.values()))
     path = os.path.join(d, "results.jsonl")
     rounds = done_rounds(path)
@@ -89,7 +94,8 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
     t_start = time.time()
     while elapsed < duration:
         k = len(rounds) + 1
-        v = Validation(cfg, hosts, resources, table, os.path.join(d, f"round-{k}-{int(time.time())}"))
+        v = Validation(cfg, hosts, resources, table, os.path.join(d, f"round-{k}-{int(time.time())}"),
+                       launcher=w.launcher)
         v.confirm_stragglers = False
         t0 = time.time()
         if base is None:
@@ -126,7 +132,8 @@ def record(cfg: ValidateConfig, d: str, rounds: list[dict[str, Any]], duration: 
            took: float) -> dict[str, Any]:
     rows = trends.summarise(trends.subjects(rounds))
     failed = [r["soak"]["round"] for r in rounds if r["result"] == "FAIL"]
-    result = "FAIL" if failed else "WARN" if any(r["result"] == "WARN" for r in rounds) else "PASS"
+    seen = {r["result"] for r in rounds}
+    result = "FAIL" if failed else next((x for x in ("ERROR", "WARN") if x in seen), "PASS")
     last = rounds[-1] if rounds else {}
     rec = results.make_record(
         "soak", "failed" if failed else "ok", run_id=os.path.basename(d), run_dir=d, duration_s=took,

@@ -2,12 +2,16 @@
 
     bench validate --hostfile hostfiles/vector                        # quick: minutes
     bench validate --hostfile hostfiles/vector --level full --junit validate.xml --drain-file drain.txt
-    bench validate --level prolog --drain                             # this node only, in seconds (Slurm)
+    salloc -N 4 --gpus-per-node 8 bench validate                    # the allocation, through srun steps
+    bench validate --level prolog                                     # this node only, in seconds (Slurm)
+    bench validate --level health --since-job                         # counters and kernel log: an epilog
 
 Stages, in order (this list is the one place that orders them); each adds
-PASS, WARN, FAIL or SKIP rows with a reason, per GPU, node, pair and cluster:
-  preflight    ssh, this machine's Python and package versions (bench.validate.nodes)
-  inventory    each node's GPUs and links (bench probe); heterogeneity: the verdict
+PASS, WARN, FAIL, ERROR or SKIP rows with a reason, per GPU, node, pair and cluster:
+  preflight    the nodes reached (ssh, srun or mpirun), this machine's Python and package versions
+  inventory    each node's GPUs and links (bench probe, whose process also reads the node's health)
+  health       each node's own counters and kernel log: Xid, row remaps, ECC, throttling, PCIe, NVLink,
+               InfiniBand, DCGM (bench.validate.health)
   throughput   every GPU alone, all at once (bench.validate.gpus)
   numerics     the same deterministic job on every GPU, bit for bit; the exact matmul (bench.validate.numerics)
   intra-node   each node's all-reduce over its own GPUs, every node at once (bench.validate.links)
@@ -15,10 +19,12 @@ PASS, WARN, FAIL or SKIP rows with a reason, per GPU, node, pair and cluster:
   training     a short data-parallel run over what is still good (bench.validate.training)
   stragglers   the costliest GPU, rank or link, and the --exclude that drops it (bench.validate.scaling)
   scaling      predicted data-parallel efficiency beside the measured one
-A GPU or node that FAILs is left out of the later stages (SKIP rows say so);
-the rest go on, unless --fail-fast. The record lists what to drain
-(bench.validate.drain) and each stage's duration. Exit 0: no FAIL (WARNs
-allowed); 1: a FAIL; 2: bad input.
+A GPU or node that FAILs (or could not be checked: ERROR) is left out of the
+later stages (SKIP rows say so); the rest go on, unless --fail-fast. The
+record gives each node's verdict and action (bench.validate.verdicts), what to
+drain (bench.validate.drain) and each stage's duration. Exit 0: every node
+judged, none to drain; 1: a node to drain (or a cluster check FAILed); 3:
+nothing to drain, but a node is unknown; 2: bad input.
 """
 
 from __future__ import annotations
@@ -33,39 +39,26 @@ from bench.analysis import references
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import baseline, drain, gpus, links, nodes, numerics, pairs, scaling, training
+from bench.validate import baseline, drain, gpus, health, links, nodes, numerics, pairs, scaling, training, verdicts
 from bench.validate.config import ValidateConfig
-from bench.validate.state import CLUSTER, Stage, Validation
+from bench.validate.state import CLUSTER, STATUSES, Stage, Validation
+from bench.launch.registry import LOCAL
+from bench.validate.where import where
 
 STAGES: tuple[tuple[str, Callable[[Validation], None]], ...] = (
-    ("preflight", nodes.preflight), ("inventory", nodes.inventory), ("throughput", gpus.throughput),
+    ("preflight", nodes.preflight), ("inventory", nodes.inventory), ("health", health.health),
+    ("throughput", gpus.throughput),
     ("numerics", numerics.numerics), ("intra-node", links.intra_node), ("inter-node", pairs.inter_node),
     ("training", training.training), ("stragglers", scaling.stragglers), ("scaling", scaling.scaling))
 ALWAYS = ("preflight", "inventory")
 
 
 def resources_of(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, list[int]]:
-    """The hosts and slots to check: the hostfile's, or at --level prolog this node's own."""
-    if cfg.level == "prolog":
-        if hosts.hostfile:
-            raise BadInput("--level prolog: checks this node only; give no --hostfile (run it on each node)")
-        from bench.core.config import RunConfig
-        from bench.jobs.plan import plan_resources
-
-        return dict(plan_resources(RunConfig(), HostSelection()).resources)
-    if not hosts.hostfile:
-        raise BadInput("--hostfile: bench validate needs the hostfile of the cluster to check (or --level prolog "
-                       "for this node alone)")
-    resources = hosts.resources()
-    assert resources is not None
-    return resources
+    """The hosts and slots to check (bench.validate.where)."""
+    return where(cfg, hosts).resources
 
 
-def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
-    """Run every check in order over the selected hosts; returns the "validate" record (also appended)."""
-    resources = resources_of(cfg, hosts)
-    table = references.load(cfg.reference)
-    numerics.load_references(cfg.numerics_reference)  # bad input before anything runs
+def _writable(cfg: ValidateConfig) -> None:
     for option, path in (("--junit", cfg.junit), ("--drain-file", cfg.drain_file),
                          ("--save-numerics-reference", cfg.save_numerics_reference)):
         if path:
@@ -73,17 +66,63 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
                 open(path, "a").close()
             except OSError as e:
                 raise BadInput(f"{option}: cannot write {path!r} ({e.strerror})") from None
-    base = baseline.load(cfg)
-    storage.check_room(cfg.out, sum(len(s) for s in resources.values()))
-    run_id = results.new_run_id(cfg.out, prefix="validate-")
+
+
+def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-") -> Validation:
+    """Everything that can refuse the input, before any node is reached; the Validation in its new folder."""
+    w = where(cfg, hosts)
+    table = references.load(cfg.reference)
+    numerics.load_references(cfg.numerics_reference)  # bad input before anything runs
+    health.since_of(cfg)
+    _writable(cfg)
+    storage.check_room(cfg.out, sum(len(s) for s in w.resources.values()))
+    run_id = results.new_run_id(cfg.out, prefix=prefix)
     vdir = os.path.abspath(os.path.join(cfg.out, run_id))
-    v = Validation(cfg, hosts, resources, table, vdir)
+    if w.hostfile_text is not None:
+        # The allocation as a hostfile: every later launch (and a person) reads the same hosts from it.
+        path = os.path.join(vdir, "hostfile")
+        results.write_text_atomic(path, w.hostfile_text)
+        hosts = HostSelection(hostfile=path)
+    return Validation(cfg, hosts, w.resources, table, vdir, launcher=w.launcher)
+
+
+def saved(cfg: ValidateConfig) -> dict[str, Any]:
+    """--health-from DIR: one node's saved reports through the same parsers, table, verdict and exit status."""
+    from bench.cluster.health import from_dir
+
+    report = from_dir(cfg.health_from, since=health.since_of(cfg))
+    host = report.get("host") or os.path.basename(os.path.normpath(cfg.health_from))
+    slots = sorted(g["index"] for g in report.get("gpus") or [] if g.get("index") is not None)
+    table = references.load(cfg.reference)
+    _writable(cfg)
+    run_id = results.new_run_id(cfg.out, prefix="validate-")
+    v = Validation(cfg, HostSelection(), {host: slots}, table, os.path.abspath(os.path.join(cfg.out, run_id)),
+                   launcher=LOCAL)
+    v.health_reports[host] = report
+    t0 = time.time()
+    health.health(v)
+    v.stages.append(Stage("health", time.time() - t0, 0, 0))
+    for name, _ in STAGES:
+        if name != "health":
+            skip(v, name, f"--health-from: {cfg.health_from} holds saved reports; nothing else is measured")
+    rec = record(v, run_id, time.time() - t0)
+    results.append(os.path.join(v.vdir, "results.jsonl"), rec)
+    return rec
+
+
+def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
+    """Run every check in order over the selected hosts; returns the "validate" record (also appended)."""
+    if cfg.health_from is not None:
+        return saved(cfg)
+    v = prepare(cfg, hosts)
+    base = baseline.load(cfg)
+    run_id = os.path.basename(v.vdir)
     t0 = time.time()
     stop_why = None
     try:
         for name, stage in STAGES:
             if stop_why is None and cfg.fail_fast and v.failed():
-                stop_why = "--fail-fast: not run after a FAIL"
+                stop_why = "--fail-fast: not run after a FAIL or ERROR"
             why = stop_why or (None if name in ALWAYS or cfg.wanted(name) else
                                f"not asked for (--checks, or not part of --level {cfg.level})")
             if why:
@@ -95,17 +134,17 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
             if name == "preflight" and v.failed() and not cfg.keep_going:
                 # The cluster as given cannot pass; say so in seconds, with the way on.
                 lost = [h for h in v.resources if h not in v.good]
-                stop_why = (f"not run: {', '.join(lost)} failed preflight; fix it, or rerun with --exclude "
+                stop_why = (f"not run: {', '.join(lost)} did not pass preflight; fix it, or rerun with --exclude "
                             f"{'@'.join(lost)} (or --keep-going to check the rest now)")
                 print(f"bench validate: {stop_why}", file=sys.stderr)
     except KeyboardInterrupt:
         # What was judged before the interrupt is kept (no drain, no verdict on the rest), then bench stops.
-        results.append(os.path.join(vdir, "results.jsonl"), record(v, run_id, time.time() - t0, interrupted=True))
+        results.append(os.path.join(v.vdir, "results.jsonl"), record(v, run_id, time.time() - t0, interrupted=True))
         raise
     if base is not None:
         baseline.against(v, *base)
     rec = record(v, run_id, time.time() - t0)
-    results.append(os.path.join(vdir, "results.jsonl"), rec)
+    results.append(os.path.join(v.vdir, "results.jsonl"), rec)
     return rec
 
 
@@ -116,7 +155,7 @@ def skip(v: Validation, name: str, why: str) -> None:
             v.add("inventory", h, "SKIP", reason=why, host=h)
         v.add("heterogeneity", CLUSTER, "SKIP", reason=why)
         return
-    if name in ("preflight", "throughput", "numerics", "intra-node", "inter-node"):
+    if name in ("preflight", "health", "throughput", "numerics", "intra-node", "inter-node"):
         for h in v.resources:
             v.add(name, h, "SKIP", reason=why, host=h)
     if name in ("inter-node", "training", "stragglers", "scaling"):
@@ -126,20 +165,26 @@ def skip(v: Validation, name: str, why: str) -> None:
 def record(v: Validation, run_id: str, duration: float, interrupted: bool = False) -> dict[str, Any]:
     """The validate record; interrupted: the rows so far, and nothing drained or written for the scheduler."""
     statuses = [c.status for c in v.checks]
-    verdict = "FAIL" if "FAIL" in statuses else "WARN" if "WARN" in statuses else "PASS"
     entries = drain.drain_list(v.checks)
-    drained = None
+    nodes = verdicts.node_verdicts(v.checks, v.resources)
+    unknown = [h for h, n in nodes.items() if n["verdict"] == "unknown"]
+    drained = resumed = None
+    names = {h: n.split(".")[0] for h, n in v.hostname_of.items()}
     if v.cfg.drain_file and not interrupted:
         drain.write_drain_file(v.cfg.drain_file, entries)
     if v.cfg.drain and not interrupted:
-        drained = drain.drain_slurm(entries, {h: n.split(".")[0] for h, n in v.hostname_of.items()})
-    status = "interrupted" if interrupted else "failed" if verdict == "FAIL" else "ok"
+        drained = drain.drain_slurm(entries, names)
+    if v.cfg.resume and not interrupted:
+        resumed = drain.resume_slurm(nodes, names)
+    exit_status = verdicts.exit_status(nodes, v.checks)
+    status = "interrupted" if interrupted else "ok" if exit_status == 0 else "failed"
     return results.make_record(
         "validate", status, run_id=run_id, run_dir=v.vdir, duration_s=duration,
-        result=verdict, level=v.cfg.level, hosts=list(v.resources), resources=v.resources, device=v.device,
-        failed_hosts=drain.hosts_of(entries), drain=entries, exclude=drain.exclude_spec(entries),
-        drained=drained, identity=v.identity(),
+        result=verdicts.result(v.checks), exit_status=exit_status, level=v.cfg.level, hosts=list(v.resources),
+        resources=v.resources, device=v.device, launcher=v.launcher, nodes=nodes,
+        failed_hosts=drain.hosts_of(entries), drain=entries, unknown=unknown,
+        exclude=drain.exclude_spec(entries, unknown), drained=drained, resumed=resumed, identity=v.identity(),
         checks_run=[n for n, _ in STAGES if n in ALWAYS or v.cfg.wanted(n)],
-        counts={s: statuses.count(s) for s in ("PASS", "WARN", "FAIL", "SKIP")},
+        counts={s: statuses.count(s) for s in STATUSES},
         checks=[asdict(c) for c in v.checks], stages=[asdict(s) for s in v.stages], measured=v.figures,
         runs=v.runs, reference_table=v.table.path)

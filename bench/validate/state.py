@@ -1,10 +1,14 @@
 """The state of one `bench validate` run: its checks so far, and the hosts and GPUs still in it.
 
 Each check adds Check rows: per GPU (node "host:slot"), per node ("host"),
-per node pair ("a+b") and for the cluster ("cluster"). A FAIL row of a GPU
-leaves that GPU out of the later checks, a FAIL row of a node the whole
-node; rows for what was left out say SKIP and why. The drain list is made
-from the FAIL rows of nodes and GPUs at the end (bench.validate.drain).
+per node pair ("a+b") and for the cluster ("cluster"). A row is PASS, WARN,
+FAIL (measured, and bad: drain it), ERROR (could not be measured: a launch
+that did not start, a stage that timed out, a tool that crashed) or SKIP
+(not selected, or nothing here to check). A FAIL or ERROR row of a GPU
+leaves that GPU out of the later checks, of a node the whole node; rows for
+what was left out say SKIP and why. The drain list is made from the FAIL
+rows of nodes and GPUs at the end (bench.validate.drain); each node's
+verdict from all its rows (bench.validate.verdicts).
 """
 
 from __future__ import annotations
@@ -17,17 +21,22 @@ from typing import Any
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.remote import is_local
 from bench.core.config import RunConfig
-from bench.launch.registry import MULTI_HOST_DEFAULT
+from bench.launch.registry import LOCAL, MULTI_HOST_DEFAULT, get
 from bench.validate.config import LEVELS, ValidateConfig
 
 CLUSTER = "cluster"
+# Worst first: a row's status, and the order in which a summary picks its worst row.
+STATUSES = ("FAIL", "ERROR", "WARN", "PASS", "SKIP")
+RANK = {"FAIL": 4, "ERROR": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
+OUT = ("FAIL", "ERROR")   # a GPU or node with such a row is left out of the later checks
+LEFT_OUT = "left out after"  # how a SKIP row for a GPU or node left out begins
 
 
 @dataclass(slots=True)
 class Check:
     check: str
     node: str              # "host", "host:slot", "a+b" or "cluster"
-    status: str            # PASS, WARN, FAIL, SKIP
+    status: str            # PASS, WARN, FAIL, ERROR, SKIP (STATUSES)
     value: str = ""
     reference: str = ""    # what judged it: a published reference, the peers' median, a floor, or "none"
     reason: str = ""
@@ -35,6 +44,7 @@ class Check:
     host: str | None = None  # the node the row is about (None: a pair, the cluster, or a node's summary row)
     gpu: int | None = None   # the GPU (slot) the row is about
     figure: float | None = None  # the row's figure as a number, higher is better (images/s, bytes/s, FLOP/s)
+    action: str = ""         # what to do about it, where the row knows (a health finding's table line)
 
 
 @dataclass(slots=True)
@@ -49,15 +59,19 @@ class Validation:
     """The state of one validate run: its checks and the hosts and GPUs still taking part."""
 
     def __init__(self, cfg: ValidateConfig, hosts: HostSelection, resources: dict[str, list[int]], table,
-                 vdir: str):
+                 vdir: str, launcher: str = MULTI_HOST_DEFAULT):
         self.cfg, self.hosts, self.resources, self.table, self.vdir = cfg, hosts, resources, table, vdir
+        self.launcher = launcher  # how the nodes are reached: slurm, openmpi, pdsh, or local (this node alone)
         self.level = LEVELS[cfg.level]
         self.checks: list[Check] = []
         self.stages: list[Stage] = []
         self.failed_hosts: set[str] = set()
         self.failed_gpus: set[tuple[str, int]] = set()
+        # Why each host or GPU left the later checks: "a FAIL in throughput", "an ERROR in preflight".
+        self.left_out: dict[str | tuple[str, int], str] = {}
         self.hostname_of: dict[str, str] = {}
         self.inventory: dict[str, dict] = {}
+        self.health_reports: dict[str, dict] = {}  # saved reports (--health-from); live ones come in the inventory
         self.device = "cpu"
         self.figures: dict[str, Any] = {"gpu_images_per_s": {}, "node_images_per_s": {}, "node_busbw": {},
                                         "intra_busbw": {}}
@@ -81,36 +95,46 @@ class Validation:
 
     def add(self, check: str, node: str, status: str, value: str = "", reference: str = "", reason: str = "",
             t0: float | None = None, *, host: str | None = None, gpu: int | None = None,
-            figure: float | None = None) -> None:
+            figure: float | None = None, action: str = "") -> None:
         self.checks.append(Check(check, node, status, value, reference, reason,
-                                 time.time() - t0 if t0 is not None else 0.0, host, gpu, figure))
-        if status == "FAIL" and host is not None:
+                                 time.time() - t0 if t0 is not None else 0.0, host, gpu, figure, action))
+        if status in OUT and host is not None:
+            key: str | tuple[str, int] = host if gpu is None else (host, gpu)
+            self.left_out.setdefault(key, f"{'a FAIL' if status == 'FAIL' else 'an ERROR'} in {check}")
             if gpu is None:
                 self.failed_hosts.add(host)
             else:
                 self.failed_gpus.add((host, gpu))
 
     def add_node(self, check: str, host: str, status: str, value: str = "", reference: str = "",
-                 reason: str = "", t0: float | None = None, figure: float | None = None) -> None:
-        self.add(check, host, status, value, reference, reason, t0, host=host, figure=figure)
+                 reason: str = "", t0: float | None = None, figure: float | None = None, action: str = "") -> None:
+        self.add(check, host, status, value, reference, reason, t0, host=host, figure=figure, action=action)
 
     def add_gpu(self, check: str, host: str, slot: int, status: str, value: str = "", reference: str = "",
-                reason: str = "", t0: float | None = None, figure: float | None = None) -> None:
-        self.add(check, f"{host}:{slot}", status, value, reference, reason, t0, host=host, gpu=slot, figure=figure)
+                reason: str = "", t0: float | None = None, figure: float | None = None, action: str = "") -> None:
+        self.add(check, f"{host}:{slot}", status, value, reference, reason, t0, host=host, gpu=slot, figure=figure,
+                 action=action)
+
+    def why_out(self, host: str, slot: int | None = None) -> str:
+        """The SKIP reason of a host (or GPU) an earlier check left out."""
+        why = self.left_out.get(host if slot is None else (host, slot))
+        if why is None and slot is None:  # every GPU of the node left out, each for its own reason
+            why = "; ".join(dict.fromkeys(self.left_out.get((host, s), "?") for s in self.resources[host]))
+        return f"{LEFT_OUT} {why or 'an earlier check'}"
 
     def skip_left_out(self, check: str, per_gpu: bool = False) -> None:
         """SKIP rows for the hosts (and with per_gpu, the GPUs) earlier checks left out."""
         for host in self.resources:
             if host in self.failed_hosts or not self.good_slots(host):
-                self.add(check, host, "SKIP", reason="left out after a FAIL in an earlier check", host=host)
+                self.add(check, host, "SKIP", reason=self.why_out(host), host=host)
             elif per_gpu:
                 for s in self.resources[host]:
                     if (host, s) in self.failed_gpus:
-                        self.add(check, f"{host}:{s}", "SKIP", reason="left out after a FAIL in an earlier check",
-                                 host=host, gpu=s)
+                        self.add(check, f"{host}:{s}", "SKIP", reason=self.why_out(host, s), host=host, gpu=s)
 
     def failed(self) -> bool:
-        return any(c.status == "FAIL" for c in self.checks)
+        """A FAIL or an ERROR so far (--fail-fast stops there)."""
+        return any(c.status in OUT for c in self.checks)
 
     def identity(self) -> dict[str, Any]:
         """What this run measured with: validate runs are compared (bench compare, --baseline) only where it is
@@ -122,12 +146,17 @@ class Validation:
     # ------------------------------------------------------------------ how its jobs run
     @property
     def this_node_only(self) -> bool:
-        """The one host is this machine (--level prolog): nothing to reach over ssh."""
-        return len(self.resources) == 1 and is_local(next(iter(self.resources)))
+        """This machine alone (--level prolog, health), or a hostfile of it under pdsh: nothing to reach."""
+        return self.launcher_for(list(self.resources)) == LOCAL
 
     def launcher_for(self, hosts: list[str]) -> str:
-        """This machine alone runs locally; any other set through the multi-host launcher."""
-        return "local" if len(hosts) == 1 and is_local(hosts[0]) else MULTI_HOST_DEFAULT
+        """The launcher the nodes are reached by; a set of this machine alone runs local ranks where that
+        launcher says so (pdsh: nothing to reach over ssh; srun and mpirun still place the ranks, binding the
+        allocation's GPUs)."""
+        kind = get(self.launcher)
+        if not kind.remote or (kind.local_for_this_node and len(hosts) == 1 and is_local(hosts[0])):
+            return LOCAL
+        return self.launcher
 
     def run_config(self, hosts: list[str], steps: int) -> RunConfig:
         lv = self.level

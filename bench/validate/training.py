@@ -50,9 +50,12 @@ def training(v: Validation) -> None:
     rec = runs.training(v, res, v.level.dp_steps)
     world = sum(len(s) for s in res.values())
     if rec.get("status") != "ok":
+        # No node is named by a run that stopped: nothing it measured says which node failed (the per-GPU and
+        # link checks judge each one); the nodes it covered are unknown for this check (ERROR).
         err = rec.get("error") or {}
-        v.add("training", CLUSTER, "FAIL", reference=f"world size {world}",
-              reason=f"data-parallel run failed at {err.get('where')}: {err.get('reason')}", t0=t0)
+        v.add("training", CLUSTER, "ERROR", reference=f"world size {world}",
+              reason=f"could not be measured: the data-parallel run failed at {err.get('where')}: "
+                     f"{err.get('reason')}", t0=t0)
         return
     fig, summary = rec["figures"], _summary(rec)
     ranks = summary.get("ranks") or []

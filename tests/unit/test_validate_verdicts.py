@@ -128,7 +128,7 @@ def test_scontrol_gets_an_argument_list_and_a_reason_slurm_can_hold():
 def _rec(checks, **kw) -> dict:
     rows = [dataclasses.asdict(c) for c in checks]
     base = {"checks": rows, "result": "FAIL" if any(r["status"] == "FAIL" for r in rows) else "PASS",
-            "hosts": ["n1"], "measured": {}, "drain": [], "exclude": ""}
+            "hosts": ["n1"], "measured": {}, "drain": [], "exclude": "", "level": "prolog"}
     return {**base, **kw}
 
 
@@ -139,7 +139,7 @@ def test_the_summary_names_each_checks_worst_row_by_status_then_lowest_figure():
             _row("numerics", "n1:1", "PASS", "n1", 1)]
     got = {s["check"]: s for s in summary(_rec(rows))}
     assert got["throughput"]["worst"]["node"] == "n1:1" and got["throughput"]["status"] == "PASS"
-    assert got["throughput"]["counts"] == {"PASS": 2, "WARN": 0, "FAIL": 0, "SKIP": 1}
+    assert got["throughput"]["counts"] == {"PASS": 2, "WARN": 0, "FAIL": 0, "ERROR": 0, "SKIP": 1}
     assert got["numerics"]["worst"]["node"] == "n1:0" and got["numerics"]["status"] == "FAIL"
 
 

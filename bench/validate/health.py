@@ -1,0 +1,121 @@
+"""validate's health check: each node's own counters and kernel log, judged by one table of meanings and actions.
+
+    bench validate --level health                    # this node, seconds, no GPU time (HealthCheckProgram)
+    bench validate --level health --since-job        # an epilog: only the Xids this job's time raised
+    bench validate --health-from saved/node7         # one node's saved reports, offline: same verdict
+
+The reports are read by the probe's own process on every node, in the
+inventory's one launch (bench.cluster.probe with a HealthAsk), or from a
+folder of saved outputs (--health-from); bench.cluster.health parses them
+and looks every finding up in bench/data/health_actions.json (severity,
+action, source). Rows, per node and per GPU it names:
+  FAIL    a finding whose severity drains the node (its action: reset the GPU, reseat, replace, drain...);
+  WARN    a finding to watch;
+  ERROR   a source that should have been readable and was not (permission, a tool that crashed);
+  SKIP    nothing here to read (no GPU on this node, no InfiniBand, dcgmi not installed);
+  PASS    what was read, with no finding.
+A GPU that FAILs here is left out of the later checks (a GPU with a row remap
+pending trains at full speed, but its memory cannot be trusted until reset).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from typing import Any
+
+from bench.cluster.inventory import HealthAsk
+from bench.cluster.slurm import job_start
+from bench.core.errors import BadInput
+from bench.validate.state import Validation
+
+_STATUS = {"fail": "FAIL", "warn": "WARN"}
+
+
+def since_of(cfg) -> float | None:
+    """The time kernel-log events count from: --since-job, --since TIME, else None (since boot)."""
+    if cfg.since_job:
+        return job_start()
+    if cfg.since is None:
+        return None
+    text = cfg.since.strip()
+    try:
+        return float(text) if text.replace(".", "", 1).isdigit() else datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise BadInput(f"--since: {cfg.since!r} is not a time (ISO 8601, e.g. 2026-12-02T10:00, or Unix "
+                       "seconds)") from None
+
+
+def health_request(v: Validation) -> HealthAsk | None:
+    """What the inventory's probe also reads, where the health check is asked for."""
+    if not v.cfg.wanted("health"):
+        return None
+    return HealthAsk(since=since_of(v.cfg), dcgm_level=v.cfg.dcgm_level(),
+                     folders=tuple(dict.fromkeys((os.path.abspath(v.cfg.out), "/tmp"))))
+
+
+def _slot_of(v: Validation, host: str, finding: dict[str, Any]) -> int | None:
+    """The selected slot a finding's GPU is, or None (a node's finding, or a GPU not selected)."""
+    index = finding.get("gpu_index")
+    return index if index is not None and index in v.resources.get(host, []) else None
+
+
+def _said(found: list[dict[str, Any]]) -> tuple[str, str]:
+    """(value, reason) of a row's findings, worst first."""
+    value = "; ".join(f"{f['code']}: {f['what']}" for f in found)
+    reason = "; ".join(f"{f['code']} ({f['severity']}): {f['meaning']}; action: {f['action']}" for f in found)
+    return value, reason
+
+
+def judge(v: Validation, host: str, report: dict[str, Any], t0: float) -> None:
+    """The rows of one node's health report: one per selected GPU it read, one for the node."""
+    ref = "bench/data/health_actions.json"
+    by_slot: dict[int | None, list[dict]] = {}
+    for f in report.get("findings") or []:
+        if f.get("severity") in _STATUS:
+            by_slot.setdefault(_slot_of(v, host, f), []).append(f)
+    for found in by_slot.values():
+        found.sort(key=lambda f: f["severity"] != "fail")
+    read_gpus = {g.get("index") for g in report.get("gpus") or []}
+    for slot in v.resources.get(host, []):
+        found = by_slot.get(slot)
+        if found:
+            value, reason = _said(found)
+            v.add_gpu("health", host, slot, _STATUS[found[0]["severity"]], value, found[0].get("reference") or ref,
+                      reason, t0=t0, action=found[0]["action"])
+        elif slot in read_gpus:
+            v.add_gpu("health", host, slot, "PASS", "no finding", ref, "its counters read, no finding", t0=t0)
+    found = by_slot.get(None) or []
+    unread = [m for m in report.get("not_read") or [] if m.get("expected")]
+    absent = [m for m in report.get("not_read") or [] if not m.get("expected")]
+    notes = ([f"could not read {m['source']}: {m['reason']}" for m in unread]
+             + [f"nothing to read: {m['source']}: {m['reason']}" for m in absent])
+    since = f"since {report['since']}" if report.get("since") else "since boot"
+    if found:
+        value, reason = _said(found)
+        # A GPU the run did not select is still the node's: the next job on it would use it.
+        named = [f"GPU {f['gpu_index']} ({f.get('bus_id') or '?'}) is not selected here" for f in found
+                 if f.get("gpu_index") is not None]
+        status = "FAIL" if found[0]["severity"] == "fail" else "ERROR" if unread else "WARN"
+        v.add_node("health", host, status, value, found[0].get("reference") or ref,
+                   "; ".join([reason, *dict.fromkeys(named), *notes]), t0=t0, action=found[0]["action"])
+        return
+    read = report.get("read") or {}
+    value = "; ".join(f"{k}: {x}" for k, x in read.items()) or "nothing read"
+    if unread:
+        v.add_node("health", host, "ERROR", value, ref, "; ".join(notes), t0=t0)
+    else:
+        v.add_node("health", host, "PASS", value, ref, "; ".join([f"no finding {since}", *notes]), t0=t0)
+
+
+def health(v: Validation) -> None:
+    t0 = time.time()
+    v.skip_left_out("health")
+    for host in v.good:
+        report = v.health_reports.get(host) or (v.inventory.get(host) or {}).get("health")
+        if report is None:
+            v.add_node("health", host, "ERROR", reason="its probe brought no health report", t0=t0)
+            continue
+        v.figures.setdefault("health", {})[host] = report
+        judge(v, host, report, t0)
