@@ -81,7 +81,7 @@ def _gpus(result: dict) -> list[int | None]:
     return [int(x) for x in str(ids).split(",") if x.strip().isdigit()] or [None]
 
 
-def test_results(test: dict, category: str | None = None) -> list[DiagResult]:
+def parse_test(test: dict, category: str | None = None) -> list[DiagResult]:
     """One test object of either layout as records (per GPU, and one for the whole test if it says more)."""
     out = []
     for r in test.get("results") or ():
@@ -105,7 +105,7 @@ def parse_json(text: str) -> tuple[list[DiagResult], str | None]:
         raise ValueError("no 'DCGM Diagnostic' or 'DCGM GPU Diagnostic' object")
     out = [res for cat in root.get("test_categories") or () if isinstance(cat, dict)
            for test in cat.get("tests") or () if isinstance(test, dict)
-           for res in test_results(test, cat.get("category"))]  # fmt: skip
+           for res in parse_test(test, cat.get("category"))]  # fmt: skip
     return out, root.get("runtime_error") or doc.get("runtime_error")
 
 
