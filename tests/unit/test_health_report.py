@@ -202,3 +202,18 @@ def test_without_nvml_nvidia_smi_q_and_nvlink_give_the_gpus_and_their_findings(m
     assert r["gpus"] == [{"index": 0, "bus_id": "00000000:07:00.0", "name": "NVIDIA A10"}]
     assert [(f["code"], f["gpu_index"]) for f in r["findings"]] == [("row-remap-pending", 0)]
     assert set(r["read"]) == {"nvidia-smi -q", "nvidia-smi nvlink"}
+
+
+def test_with_nvml_its_gpus_findings_lost_gpus_and_failed_readings_are_reported(monkeypatch, tmp_path):
+    from bench.cluster.health.gpu_state import GpuHealth
+    sick = GpuHealth(1, "00000000:3B:00.0", "NVIDIA H100 80GB HBM3", remap_pending=True,
+                     nvlinks=[{"link": 0, "active": True, "errors": {}}, {"link": 1, "active": False, "errors": {}}],
+                     unreadable={"ECC volatile": "NVML error 999"})
+    got = NvmlRead(gpus=[GpuHealth(0, "00000000:19:00.0", "NVIDIA H100 80GB HBM3"), sick], lost=[(2, "GPU is lost")],
+                   driver="550.54.15")
+    stub_tools(monkeypatch, nvml=got, smi={}, tools={})
+    r = collect_live(root=str(tmp_path))
+    assert [g["index"] for g in r["gpus"]] == [0, 1] and r["read"]["nvml"] == "2 GPU(s), driver 550.54.15"
+    assert sorted((f["code"], f["gpu_index"], f["bus_id"]) for f in r["findings"]) == [
+        ("gpu-unreachable", 2, None), ("nvlink-down", 1, "0000:3b:00.0"), ("row-remap-pending", 1, "0000:3b:00.0")]
+    assert {"source": "nvml", "reason": "GPU 1 ECC volatile: NVML error 999", "expected": True} in r["not_read"]

@@ -63,7 +63,8 @@ def run(level: int, timeout: float) -> tuple[str | None, str | None, bool]:
     # dcgmi exits non-zero when a test fails: its JSON is the answer all the same.
     if "{" in p.stdout:
         return p.stdout, None, True
-    return None, f"dcgmi diag exited {p.returncode}: {((p.stderr or p.stdout).strip().splitlines() or ['no output'])[0]}", True
+    first = ((p.stderr or p.stdout).strip().splitlines() or ["no output"])[0]
+    return None, f"dcgmi diag exited {p.returncode}: {first}", True
 
 
 def _messages(items) -> list[str]:

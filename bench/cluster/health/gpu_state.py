@@ -96,8 +96,8 @@ def gpu_findings(g: GpuHealth, source: str) -> list[dict]:
     if g.pcie_width and g.pcie_width_max and g.pcie_width < g.pcie_width_max:
         add("pcie-width-degraded", f"PCIe link width x{g.pcie_width} of x{g.pcie_width_max}")
     if g.pcie_gen and g.pcie_gen_max and g.pcie_gen < g.pcie_gen_max and g.busy():
-        add("pcie-gen-degraded", f"PCIe Gen{g.pcie_gen} of Gen{g.pcie_gen_max} while busy (performance state "
-                                 f"{g.pstate or '?'}, clocks event reasons {', '.join(sorted(reasons)) or 'none'})")  # fmt: skip
+        busy = f"performance state {g.pstate or '?'}, clocks event reasons {', '.join(sorted(reasons)) or 'none'}"
+        add("pcie-gen-degraded", f"PCIe Gen{g.pcie_gen} of Gen{g.pcie_gen_max} while busy ({busy})")
     if g.reset_required:
         add("gpu-reset-required", "GPU Reset Status: Reset Required: Yes")
     if g.drain_and_reset:

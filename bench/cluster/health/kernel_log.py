@@ -164,7 +164,7 @@ def findings(text: str, *, since: float | None = None, now: float | None = None,
         if kind == "fallen-off-bus" and bus in xid79:
             continue  # the same fault as the Xid 79 already reported for this GPU
         times = [e.time for e in evs if e.time is not None]
-        code = {"xid": lambda: xid_code(number), "sxid": lambda: _sxid_code([e.text for e in evs])}.get(kind, lambda: kind)()
+        code = xid_code(number) if kind == "xid" else _sxid_code([e.text for e in evs]) if kind == "sxid" else kind
         label = {"xid": f"Xid {number}", "sxid": f"SXid {number}"}.get(kind, kind)
         first, last = (_iso(min(times)), _iso(max(times))) if times else (None, None)
         when = f"{len(evs)}x" + (f", {first}" if first == last else f", {first} to {last}") * bool(times)

@@ -83,8 +83,8 @@ def _gpus_smi(r: Report, got: nvml.NvmlRead, on_pci: int) -> None:
         else:
             r.not_read("gpu", "no GPU on this node (no NVIDIA GPU on the PCI bus, no NVML, no nvidia-smi)", False)
         return
-    if not got.no_driver:
-        r.not_read("nvml", got.reason or "NVML failed", True)
+    if got.reason and not got.no_driver:  # NVML is there and failed; a working NVML that lists no GPU is not a fault
+        r.not_read("nvml", got.reason, True)
     if a.failure:
         found = smi_status.findings(a.stdout + "\n" + a.stderr)
         r.add(found)
@@ -94,8 +94,8 @@ def _gpus_smi(r: Report, got: nvml.NvmlRead, on_pci: int) -> None:
     gpus = parse_q(a.stdout)
     if not gpus:
         if on_pci:
-            r.add(smi_status.findings(a.stdout) or [finding("no-gpu-found", "nvidia-smi -q", "nvidia-smi -q lists no GPU "
-                                                            f"while {on_pci} NVIDIA GPU(s) are on the PCI bus")])  # fmt: skip
+            said = f"nvidia-smi -q lists no GPU while {on_pci} NVIDIA GPU(s) are on the PCI bus"
+            r.add(smi_status.findings(a.stdout) or [finding("no-gpu-found", "nvidia-smi -q", said)])
         else:
             r.not_read("gpu", "no GPU on this node (nvidia-smi -q lists none, none on the PCI bus)", False)
         return
@@ -174,8 +174,8 @@ def collect_live(*, since: float | None = None, folders=(), dcgm_level: int | No
     """This node's health report (report.py's shape)."""
     r = Report(socket.gethostname(), since)
     steps = (("gpu", lambda: _gpus(r, root)), ("kernel-log", lambda: _kernel_log(r, since)),
-             ("infiniband", lambda: _infiniband(r, root, bool(r.gpus))), ("dcgm", lambda: _dcgm(r, dcgm_level, dcgm_timeout)),
-             ("disk", lambda: _disk(r, folders)))  # fmt: skip
+             ("infiniband", lambda: _infiniband(r, root, bool(r.gpus))),
+             ("dcgm", lambda: _dcgm(r, dcgm_level, dcgm_timeout)), ("disk", lambda: _disk(r, folders)))  # fmt: skip
     for source, step in steps:
         try:
             step()

@@ -27,8 +27,10 @@ from bench.cluster.health.gpu_state import GpuHealth
 # NVML's clocks event reasons bits (nvmlClocksEventReason*, the same values as nvmlClocksThrottleReason*).
 REASON_BITS = {0x1: "idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
                0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clock"}  # fmt: skip
-NVLINK_COUNTERS = (("replay", "NVML_NVLINK_ERROR_DL_REPLAY", 0), ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY", 1),
-                   ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2), ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA", 3))  # fmt: skip
+NVLINK_COUNTERS = (("replay", "NVML_NVLINK_ERROR_DL_REPLAY", 0),
+                   ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY", 1),
+                   ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
+                   ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA", 3))  # (name, pynvml constant, its value in nvml.h)
 # NVML return codes by name and their values in nvml.h, for a pynvml that lacks the name.
 _CODES = {"NOT_SUPPORTED": 3, "FUNCTION_NOT_FOUND": 13, "INVALID_ARGUMENT": 2, "LIBRARY_NOT_FOUND": 12,
           "DRIVER_NOT_LOADED": 9, "GPU_IS_LOST": 15, "UNKNOWN": 999}  # fmt: skip

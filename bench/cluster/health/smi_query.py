@@ -96,8 +96,8 @@ def _gpu(index: int, bus: str | None, d: dict) -> GpuHealth:
     g.ecc_detail = "; ".join(f"{scope} {s}" for scope, s in (("volatile", vol), ("aggregate", agg)) if s)
     section = next((p[0] for p in d if p[0] in ("Clocks Event Reasons", "Clocks Throttle Reasons")), None)
     if section:
-        g.reasons = frozenset(_REASONS[p[-1].lower()] for p, v in d.items()
-                              if p[0] == section and len(p) > 1 and p[-1].lower() in _REASONS and v == "Active")  # fmt: skip
+        named = {p[-1].lower(): v for p, v in d.items() if p[0] == section and len(p) > 1}
+        g.reasons = frozenset(_REASONS[k] for k, v in named.items() if k in _REASONS and v == "Active")
     g.pstate = _val(d, "Performance State")
     link = ("PCI", "GPU Link Info")
     g.pcie_gen, g.pcie_gen_max = (_int(_val(d, *link, "PCIe Generation", k)) for k in ("Current", "Max"))
