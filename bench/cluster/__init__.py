@@ -6,5 +6,6 @@ ssh), preflight (same software everywhere), probe, smi, inventory,
 probe_launch, probe_mpi (each node's GPUs, by ssh, mpirun or srun), hetero
 (the heterogeneity verdict), container (the image prefix on other nodes),
 mpirun and slurm (Open MPI's options; an allocation read as a hostfile),
-interconnect and linkkind (what links a node's GPUs and the nodes, as a kind).
+interconnect and linkkind (what links a node's GPUs and the nodes, as a kind),
+health/ (a node's own health counters and kernel log as findings).
 """

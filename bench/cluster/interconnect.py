@@ -26,8 +26,8 @@ import subprocess
 from bench.cluster.linkkind import classify
 from bench.cluster.smi import run_smi
 
-__all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_topo_matrix", "read_sysfs_ib",
-           "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
+__all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_topo_matrix", "read_ib_dir",
+           "read_sysfs_ib", "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
 
 # A probe must stay fast: a healthy driver answers topo/nvlink in 1-3 s, ibstat in well under one.
 TOOL_TIMEOUT_S = 10.0
@@ -134,7 +134,11 @@ def _read(path: str) -> str | None:
 
 def read_sysfs_ib(root: str = "/sys") -> list[dict]:
     """The RDMA ports under ROOT/class/infiniband, in parse_ibstat's shape (sysfs "4: ACTIVE" -> "Active")."""
-    base = os.path.join(root, "class", "infiniband")
+    return read_ib_dir(os.path.join(root, "class", "infiniband"))
+
+
+def read_ib_dir(base: str) -> list[dict]:
+    """read_sysfs_ib of a folder laid out as /sys/class/infiniband (the live one, or a copy of it)."""
     ports = []
     for ca in _ls(base):
         pdir = os.path.join(base, ca, "ports")

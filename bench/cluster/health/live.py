@@ -1,0 +1,200 @@
+"""This node's health, read now: GPUs (NVML, else nvidia-smi), kernel log, InfiniBand, DCGM on request, disk.
+
+    from bench.cluster.health.live import collect_live
+    report = collect_live(since=time.time() - 3600, folders=["results", "/tmp"], dcgm_level=1)
+
+Runs in seconds (DCGM aside: its level sets its length; dcgm_timeout bounds it).
+Every command is an argv list with a timeout; a failure is a "not_read" reason,
+never an exception. Only the kernel log may need more than a user has
+(kernel.dmesg_restrict): `dmesg --time-format iso`, then `journalctl -k`, and a
+refusal of both is not_read with expected=True and their words. A node with no
+NVIDIA GPU on its PCI bus, no NVML and no nvidia-smi is a CPU node: the GPU part
+is not_read with expected=False and the rest still runs. Everything under
+`root` (/sys) can be pointed at a copy for a test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+
+from bench.cluster.health import dcgm, host, infiniband, kernel_log, nvlink, nvml, smi_status
+from bench.cluster.health.findings import finding
+from bench.cluster.health.gpu_state import gpu_findings
+from bench.cluster.health.report import Report
+from bench.cluster.health.smi_query import parse as parse_q
+from bench.cluster.interconnect import parse_ibstat
+from bench.cluster.smi import run_smi
+
+TOOL_TIMEOUT_S = 10.0       # dmesg, journalctl and ibstat answer in well under a second
+DCGM_TIMEOUT_S = 300.0      # dcgmi diag -r 1 takes seconds, -r 2 a few minutes; longer levels need more
+
+
+def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[str | None, str | None]:
+    """(stdout, None) or (None, why in one line); never raises."""
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return None, f"{argv[0]} not installed"
+    try:
+        p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None, f"{' '.join(argv)}: no answer within {timeout:g}s"
+    except OSError as e:
+        return None, f"{' '.join(argv)}: {e.strerror or e}"
+    if p.returncode != 0:
+        first = ((p.stderr or p.stdout).strip().splitlines() or ["no output"])[0]
+        return None, f"{' '.join(argv)} exited {p.returncode}: {first}"
+    return p.stdout, None
+
+
+def _nvidia_on_pci(root: str) -> int:
+    """NVIDIA display/3D controllers on the PCI bus (vendor 0x10de, class 0x03xxxx; NVSwitches are bridges)."""
+    base = os.path.join(root, "bus", "pci", "devices")
+    n = 0
+    for dev in os.listdir(base) if os.path.isdir(base) else ():
+        try:
+            with open(os.path.join(base, dev, "vendor")) as v, open(os.path.join(base, dev, "class")) as c:
+                n += v.read().strip() == "0x10de" and c.read().strip().startswith("0x03")
+        except OSError:
+            continue
+    return n
+
+
+def _gpus_nvml(r: Report, got: nvml.NvmlRead) -> None:
+    r.gpus = [g.as_gpu() for g in got.gpus]
+    for g in got.gpus:
+        r.add(gpu_findings(g, "nvml") + nvlink.link_findings(g.index, g.bus_id, g.nvlinks, "nvml"))
+        for reading, why in g.unreadable.items():
+            r.not_read("nvml", f"GPU {g.index} {reading}: {why}", True)
+    for index, why in got.lost:
+        r.add([finding("gpu-unreachable", "nvml", f"GPU {index}: NVML cannot open it ({why})", gpu_index=index)])
+    if got.reason:
+        r.not_read("nvml", got.reason, True)
+    r.read_ok("nvml", f"{len(got.gpus)} GPU(s), driver {got.driver}")
+
+
+def _gpus_smi(r: Report, got: nvml.NvmlRead, on_pci: int) -> None:
+    a = run_smi(["-q"])
+    if a.missing:
+        if on_pci:
+            r.not_read("gpu", f"{on_pci} NVIDIA GPU(s) on the PCI bus but no NVML ({got.reason}) and no nvidia-smi", True)
+        else:
+            r.not_read("gpu", "no GPU on this node (no NVIDIA GPU on the PCI bus, no NVML, no nvidia-smi)", False)
+        return
+    if got.reason and not got.no_driver:  # NVML is there and failed; a working NVML that lists no GPU is not a fault
+        r.not_read("nvml", got.reason, True)
+    if a.failure:
+        found = smi_status.findings(a.stdout + "\n" + a.stderr)
+        r.add(found)
+        if not found:
+            r.not_read("nvidia-smi -q", a.failure, True)
+        return
+    gpus = parse_q(a.stdout)
+    if not gpus:
+        if on_pci:
+            said = f"nvidia-smi -q lists no GPU while {on_pci} NVIDIA GPU(s) are on the PCI bus"
+            r.add(smi_status.findings(a.stdout) or [finding("no-gpu-found", "nvidia-smi -q", said)])
+        else:
+            r.not_read("gpu", "no GPU on this node (nvidia-smi -q lists none, none on the PCI bus)", False)
+        return
+    r.gpus = [g.as_gpu() for g in gpus]
+    for g in gpus:
+        r.add(gpu_findings(g, "nvidia-smi -q"))
+    r.read_ok("nvidia-smi -q", f"{len(gpus)} GPU(s)")
+    links = run_smi(["nvlink", "-s"])
+    if links.failure is None:
+        r.add(nvlink.status_findings(links.stdout))
+        r.read_ok("nvidia-smi nvlink", f"{len(nvlink.parse_status(links.stdout))} GPU(s)")
+    else:
+        r.not_read("nvidia-smi nvlink", links.failure, True)
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat") as f:
+            return next((float(ln.split()[1]) for ln in f if ln.startswith("btime ")), None)
+    except OSError:
+        return None
+
+
+def _kernel_log(r: Report, since: float | None) -> None:
+    tries = (["dmesg", "--time-format", "iso"], ["journalctl", "-k", "-q", "--no-pager", "-o", "short-iso"], ["dmesg"])
+    why = []
+    for argv in tries:
+        out, err = run_tool(argv)
+        if out is not None:
+            found = kernel_log.findings(out, since=since, boot_time=_boot_time())
+            r.add(found)
+            r.read_ok("kernel-log", f"{' '.join(argv)}: {len(out.splitlines())} line(s), {len(found)} event group(s)")
+            return
+        why.append(err)
+    refused = any("not permitted" in w or "ermission denied" in w for w in why)
+    r.not_read("kernel-log", ("permission denied: " if refused else "") + "; ".join(why), True)
+
+
+def _infiniband(r: Report, root: str, has_gpus: bool) -> None:
+    ports = infiniband.read_dir(os.path.join(root, "class", "infiniband"))
+    if not ports and shutil.which("ibstat"):
+        out, why = run_tool(["ibstat"])
+        if why:
+            r.not_read("infiniband", why, True)
+            return
+        ports = parse_ibstat(out or "")
+    if not ports:
+        r.not_read("infiniband", "no InfiniBand/RoCE hardware (no port under /sys/class/infiniband, no ibstat)", False)
+        return
+    r.add(infiniband.port_findings(ports) + infiniband.counter_findings(ports)
+          + infiniband.gpudirect_findings(ports, has_gpus, root))  # fmt: skip
+    r.read_ok("infiniband", f"{len(ports)} port(s); GPUDirect RDMA module: {infiniband.peermem_loaded(root) or 'none'}")
+
+
+def _dcgm(r: Report, level: int | None, timeout: float) -> None:
+    if level is None:
+        r.not_read("dcgm", "DCGM diagnostic not requested (dcgm_level=None)", False)
+        return
+    text, why, expected = dcgm.run(level, timeout)
+    if text is None:
+        r.not_read("dcgm", why, expected)
+        return
+    try:
+        results, runtime_error = dcgm.parse_json(text)
+    except (ValueError, AttributeError) as e:
+        r.not_read("dcgm", f"dcgmi diag -r {level} -j printed no diagnostic JSON ({e})", True)
+        return
+    if runtime_error:
+        r.not_read("dcgm", f"DCGM's runtime error: {runtime_error}", True)
+    r.add(dcgm.findings(results))
+    r.read_ok("dcgm", f"dcgmi diag -r {level}: {len(results)} test result(s)")
+
+
+def collect_live(*, since: float | None = None, folders=(), dcgm_level: int | None = None,
+                 dcgm_timeout: float = DCGM_TIMEOUT_S, root: str = "/sys") -> dict:  # fmt: skip
+    """This node's health report (report.py's shape)."""
+    r = Report(socket.gethostname(), since)
+    steps = (("gpu", lambda: _gpus(r, root)), ("kernel-log", lambda: _kernel_log(r, since)),
+             ("infiniband", lambda: _infiniband(r, root, bool(r.gpus))),
+             ("dcgm", lambda: _dcgm(r, dcgm_level, dcgm_timeout)), ("disk", lambda: _disk(r, folders)))  # fmt: skip
+    for source, step in steps:
+        try:
+            step()
+        except Exception as e:  # a reader's bug must not cost the other sources; expected=True keeps it an ERROR
+            r.not_read(source, f"the reader failed: {type(e).__name__}: {e}", True)
+    return r.done()
+
+
+def _gpus(r: Report, root: str) -> None:
+    got = nvml.read()
+    if got.gpus is not None and (got.gpus or got.lost):
+        _gpus_nvml(r, got)
+    else:
+        _gpus_smi(r, got, _nvidia_on_pci(root))
+
+
+def _disk(r: Report, folders) -> None:
+    if not folders:
+        return
+    found, read = host.disk_findings(folders)
+    r.add(found)
+    r.read_ok("disk", "; ".join(f"{k}: {v}" for k, v in read.items()))

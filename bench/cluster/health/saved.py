@@ -1,0 +1,159 @@
+"""A node's health from a folder of saved outputs: the same parsers and table as the live check.
+
+    from bench.cluster.health.saved import from_dir
+    report = from_dir("node7-health/", since=None)     # report.py's shape
+    [(f["code"], f["gpu_index"]) for f in report["findings"]]
+
+The folder may hold any of: nvidia-smi.txt, nvidia-smi-q.txt, nvidia-smi-nvlink.txt
+(`nvidia-smi nvlink -s`), dmesg.txt (any kernel-log format kernel_log reads),
+ibstat.txt, infiniband/ (a copy of /sys/class/infiniband, counters included),
+ibqueryerrors.txt, and dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
+`-j` JSON). A file that is absent is "not_read" with expected=False. Bad input
+raises BadInput with one line naming the file: the folder missing, none of these
+files in it, a binary or unreadable file, or a file that is not what its name
+says (nvidia-smi-q.txt without a GPU block, ibstat.txt without a port, ...).
+The host is the folder's name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from bench.cluster.health import dcgm, infiniband, kernel_log, nvlink, smi_status
+from bench.cluster.health.gpu_state import gpu_findings
+from bench.cluster.health.report import Report
+from bench.cluster.health.smi_query import parse as parse_q
+from bench.cluster.interconnect import parse_ibstat
+from bench.cluster.smi import parse_nvidia_smi_table, smi_failure
+from bench.core.errors import BadInput
+
+FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "dmesg.txt", "ibstat.txt", "infiniband",
+         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt")  # fmt: skip
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise BadInput(f"{path}: cannot be read ({e.strerror or e})") from None
+    if b"\0" in data:
+        raise BadInput(f"{path}: a binary file, not the text output its name says")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: not UTF-8 text") from None
+
+
+def _smi_q(r: Report, path: str) -> None:
+    text = _text(path)
+    if smi_failure(text) or smi_status.findings(text, "nvidia-smi -q"):
+        r.add(smi_status.findings(text, "nvidia-smi -q"))
+        r.not_read("nvidia-smi -q", f"{os.path.basename(path)} holds nvidia-smi's failure, not GPU readings", True)
+        return
+    gpus = parse_q(text)
+    if not gpus:
+        raise BadInput(f"{path}: no 'GPU <bus id>' block: not `nvidia-smi -q` output")
+    r.gpus = [g.as_gpu() for g in gpus]
+    for g in gpus:
+        r.add(gpu_findings(g, "nvidia-smi -q"))
+    r.read_ok("nvidia-smi -q", f"{len(gpus)} GPU(s) from {os.path.basename(path)}")
+
+
+def _smi(r: Report, path: str) -> None:
+    text = _text(path)
+    found = smi_status.findings(text)
+    table = parse_nvidia_smi_table(text)
+    if not found and table["error"]:
+        raise BadInput(f"{path}: {table['error']}")
+    r.add(found)
+    if not r.gpus and table["gpus"]:
+        r.gpus = [{"index": g["index"], "bus_id": g["pci_bus_id"], "name": g["name"]} for g in table["gpus"]]
+    r.read_ok("nvidia-smi", f"{len(table['gpus'])} GPU row(s), {len(found)} failure(s) from {os.path.basename(path)}")
+
+
+def _nvlink(r: Report, path: str) -> None:
+    text = _text(path)
+    if not nvlink.parse_status(text):
+        raise BadInput(f"{path}: no 'GPU N:' line: not `nvidia-smi nvlink -s` output")
+    r.add(nvlink.status_findings(text))
+    r.read_ok("nvidia-smi nvlink", f"{len(nvlink.parse_status(text))} GPU(s) from {os.path.basename(path)}")
+
+
+def _kernel(r: Report, path: str, since: float | None) -> None:
+    text = _text(path)
+    found = kernel_log.findings(text, since=since, now=os.path.getmtime(path))
+    r.add(found)
+    r.read_ok("kernel-log", f"{len(text.splitlines())} line(s) of {os.path.basename(path)}, {len(found)} event group(s)")
+
+
+def _ib(r: Report, folder: str) -> None:
+    ports, tree, records = [], [], []
+    if os.path.exists(p := os.path.join(folder, "ibstat.txt")):
+        ports = parse_ibstat(_text(p))
+        if not ports:
+            raise BadInput(f"{p}: no CA with a port: not `ibstat` output")
+    if os.path.exists(d := os.path.join(folder, "infiniband")):
+        tree = infiniband.read_dir(d)
+        if not tree:
+            raise BadInput(f"{d}: no <ca>/ports/<n> folders: not a copy of /sys/class/infiniband")
+    if os.path.exists(q := os.path.join(folder, "ibqueryerrors.txt")):
+        records = infiniband.parse_ibqueryerrors(_text(q))
+        if not records:
+            raise BadInput(f"{q}: no 'GUID ... port ...:' line: not `ibqueryerrors` output")
+    # ibstat and the sysfs copy describe the same ports: states from ibstat where saved, counters from sysfs.
+    r.add(infiniband.port_findings(ports or tree) + infiniband.counter_findings(tree + records))
+    r.read_ok("infiniband", f"{len(ports or tree)} port(s), {len(tree) + len(records)} with counters")
+    r.not_read("gpudirect-rdma", "a saved folder holds no /sys/module to tell whether nvidia_peermem is loaded", False)
+
+
+def _dcgm(r: Report, folder: str) -> None:
+    for name in ("dcgmi-diag.json", "dcgmi-diag.txt"):
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):
+            continue
+        text = _text(path)
+        if "DCGM Diagnostic" in text or "DCGM GPU Diagnostic" in text or name.endswith(".json"):
+            try:
+                results, runtime_error = dcgm.parse_json(text)
+            except (ValueError, AttributeError) as e:
+                raise BadInput(f"{path}: not dcgmi diag JSON ({e})") from None
+            if runtime_error:
+                r.not_read("dcgm", f"DCGM's runtime error: {runtime_error}", True)
+        else:
+            results = dcgm.parse_table(text)
+            if not results:
+                raise BadInput(f"{path}: no test row: not a `dcgmi diag` table")
+        r.add(dcgm.findings(results))
+        r.read_ok("dcgm", f"{len(results)} test result(s) from {name}")
+        return
+
+
+def from_dir(path: str, since: float | None = None) -> dict:
+    """The health report of the saved outputs in `path` (any subset of FILES)."""
+    if not os.path.isdir(path):
+        raise BadInput(f"{path}: no such folder")
+    present = [f for f in FILES if os.path.exists(os.path.join(path, f))]
+    if not present:
+        raise BadInput(f"{path}: none of the files a health folder may hold ({', '.join(FILES)})")
+    r = Report(os.path.basename(os.path.normpath(path)), since)
+    join = lambda name: os.path.join(path, name)  # noqa: E731
+    if "nvidia-smi-q.txt" in present:
+        _smi_q(r, join("nvidia-smi-q.txt"))
+    if "nvidia-smi.txt" in present:
+        _smi(r, join("nvidia-smi.txt"))
+    if "nvidia-smi-nvlink.txt" in present:
+        _nvlink(r, join("nvidia-smi-nvlink.txt"))
+    if "dmesg.txt" in present:
+        _kernel(r, join("dmesg.txt"), since)
+    if {"ibstat.txt", "infiniband", "ibqueryerrors.txt"} & set(present):
+        _ib(r, path)
+    if {"dcgmi-diag.json", "dcgmi-diag.txt"} & set(present):
+        _dcgm(r, path)
+    for source, files in (("gpu", ("nvidia-smi-q.txt", "nvidia-smi.txt")), ("kernel-log", ("dmesg.txt",)),
+                          ("infiniband", ("ibstat.txt", "infiniband", "ibqueryerrors.txt")),
+                          ("dcgm", ("dcgmi-diag.json", "dcgmi-diag.txt"))):  # fmt: skip
+        if not set(files) & set(present):
+            r.not_read(source, f"none of {', '.join(files)} in the folder", False)
+    return r.done()
