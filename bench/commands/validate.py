@@ -53,7 +53,7 @@ def main(args) -> int:
         write(cfg.junit, rec["checks"], duration_s=rec["duration_s"])
     if args.json:
         print(json.dumps(rec))
-    elif cfg.level in THIS_NODE and not cfg.all and not rec["hosts"][1:]:
+    elif rec["level"] in THIS_NODE and not cfg.all and not rec["hosts"][1:]:
         from bench.render.validate import one_line
         print(one_line(rec))
     else:

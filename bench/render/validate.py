@@ -18,6 +18,7 @@ _STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "ERROR": "magen
           "healthy": "green", "degraded": "yellow", "drain": "bold red", "unknown": "magenta"}
 _ORDER = {"FAIL": 4, "ERROR": 3, "WARN": 2, "SKIP": 1, "PASS": 0}
 STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
+NOT_ASKED = "not asked for"  # how the SKIP rows of a check not asked for begin (bench.validate.stages)
 
 
 def summary(rec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -56,7 +57,9 @@ def render(rec: dict[str, Any], every_row: bool = False) -> None:
                   *(str(s["counts"][k]) for k in STATUSES), Text(w["node"]),
                   Text(w["value"]), Text(w["reference"]))
     out.print(t)
-    shown = rec["checks"] if every_row else [ch for ch in rec["checks"] if ch["status"] != "PASS"]
+    # Checks not asked for (not part of the level, or not in --checks) are in the summary's SKIP count only.
+    shown = rec["checks"] if every_row else [ch for ch in rec["checks"] if ch["status"] != "PASS" and not
+                                             (ch["status"] == "SKIP" and ch["reason"].startswith(NOT_ASKED))]
     if shown:
         rows = Table(title=Text("every row" if every_row else "rows that are not PASS (--all: every row)"),
                      title_justify="left")
@@ -111,10 +114,12 @@ def one_line(rec: dict[str, Any]) -> str:
     level = rec["level"]
     ran = [ch for ch in rec["checks"] if ch["status"] != "SKIP"]
     if rec["result"] in ("FAIL", "ERROR"):
-        first = next(ch for ch in rec["checks"] if ch["status"] == rec["result"])
-        node = next(iter((rec.get("nodes") or {}).values()), {})
-        action = f" (action: {node['action']})" if node.get("action") else ""
-        return f"bench validate {level}: {rec['result']}: {first['check']} {first['node']}: {first['reason']}{action}"
+        bad = [ch for ch in rec["checks"] if ch["status"] == rec["result"]]
+        first = bad[0]
+        action = f" (action: {first['action']})" if first.get("action") and "action:" not in first["reason"] else ""
+        more = f" (+{len(bad) - 1} more {rec['result']} row(s): --json or --all)" if bad[1:] else ""
+        return (f"bench validate {level}: {rec['result']}: {first['check']} {first['node']}: {first['reason']}"
+                f"{action}{more}")
     gpus = len({ch["node"] for ch in ran if ch.get("gpu") is not None})
     checks = ", ".join(dict.fromkeys(ch["check"] for ch in ran))
     warn = [ch for ch in ran if ch["status"] == "WARN"]

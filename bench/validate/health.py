@@ -71,6 +71,9 @@ def _said(found: list[dict[str, Any]]) -> tuple[str, str]:
 def judge(v: Validation, host: str, report: dict[str, Any], t0: float) -> None:
     """The rows of one node's health report: one per selected GPU it read, one for the node."""
     ref = "bench/data/health_actions.json"
+
+    def judged_by(f: dict[str, Any]) -> str:  # the finding's sources stay in the record (measured.health)
+        return f"health table: {f['code']}"
     by_slot: dict[int | None, list[dict]] = {}
     for f in report.get("findings") or []:
         if f.get("severity") in _STATUS:
@@ -82,8 +85,8 @@ def judge(v: Validation, host: str, report: dict[str, Any], t0: float) -> None:
         found = by_slot.get(slot)
         if found:
             value, reason = _said(found)
-            v.add_gpu("health", host, slot, _STATUS[found[0]["severity"]], value, found[0].get("reference") or ref,
-                      reason, t0=t0, action=found[0]["action"])
+            v.add_gpu("health", host, slot, _STATUS[found[0]["severity"]], value, judged_by(found[0]), reason, t0=t0,
+                      action=found[0]["action"])
         elif slot in read_gpus:
             v.add_gpu("health", host, slot, "PASS", "no finding", ref, "its counters read, no finding", t0=t0)
     found = by_slot.get(None) or []
@@ -98,7 +101,7 @@ def judge(v: Validation, host: str, report: dict[str, Any], t0: float) -> None:
         named = [f"GPU {f['gpu_index']} ({f.get('bus_id') or '?'}) is not selected here" for f in found
                  if f.get("gpu_index") is not None]
         status = "FAIL" if found[0]["severity"] == "fail" else "ERROR" if unread else "WARN"
-        v.add_node("health", host, status, value, found[0].get("reference") or ref,
+        v.add_node("health", host, status, value, judged_by(found[0]),
                    "; ".join([reason, *dict.fromkeys(named), *notes]), t0=t0, action=found[0]["action"])
         return
     read = report.get("read") or {}

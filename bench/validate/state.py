@@ -85,7 +85,12 @@ class Validation:
     @property
     def good(self) -> list[str]:
         """The hosts still in, in hostfile order (a host whose every GPU failed is out too)."""
-        return [h for h in self.resources if h not in self.failed_hosts and self.good_slots(h)]
+        return [h for h in self.resources if not self.is_out(h)]
+
+    def is_out(self, host: str) -> bool:
+        """Left out: a FAIL or ERROR of the node, or of every GPU it has. A host selected with no slot at all (a
+        node judged from saved reports that name no GPU) is still in."""
+        return host in self.failed_hosts or (bool(self.resources[host]) and not self.good_slots(host))
 
     def good_slots(self, host: str) -> list[int]:
         return [s for s in self.resources[host] if (host, s) not in self.failed_gpus]
@@ -125,7 +130,7 @@ class Validation:
     def skip_left_out(self, check: str, per_gpu: bool = False) -> None:
         """SKIP rows for the hosts (and with per_gpu, the GPUs) earlier checks left out."""
         for host in self.resources:
-            if host in self.failed_hosts or not self.good_slots(host):
+            if self.is_out(host):
                 self.add(check, host, "SKIP", reason=self.why_out(host), host=host)
             elif per_gpu:
                 for s in self.resources[host]:

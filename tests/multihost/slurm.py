@@ -93,9 +93,9 @@ class Slurm:
 
 def _conf(s: Slurm, ctl_addr: str, ctl_port: int, socket_path: Path, gpus: int = 0) -> str:
     d = s.tmp
-    # Two tasks per node (one per GPU) need two CPUs to be placed.
+    # Two tasks per node (one per GPU, or two CPU ranks: salloc --ntasks-per-node=2) need two CPUs to be placed.
     gres = f" Gres=gpu:{gpus}" if gpus else ""
-    cpus = 2 if gpus else 1
+    cpus = 2
     nodes = "".join(f"NodeName={n} NodeAddr={a} CPUs={cpus}{gres} State=UNKNOWN\n" for n, a in zip(s.nodes, s.addrs))
     return f"""\
 {"GresTypes=gpu" if gpus else ""}
