@@ -129,6 +129,21 @@ def allocation_slots(environ: dict[str, str] | None = None) -> dict[str, int]:
     return slots
 
 
+def node_addr(node: str, environ: dict[str, str] | None = None) -> str:
+    """The address Slurm reaches `node` by (its NodeAddr), for a rendezvous on it: where node names do not resolve,
+    or resolve to another network, Slurm's own address for the node is the one its steps can reach. The name
+    itself where scontrol does not say."""
+    import subprocess
+
+    env = dict(os.environ if environ is None else environ)
+    try:
+        out = subprocess.run(["scontrol", "show", "node", node], capture_output=True, text=True, timeout=30, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return node
+    m = re.search(r"\bNodeAddr=(\S+)", out.stdout)
+    return m[1] if out.returncode == 0 and m and m[1] != "(null)" else node
+
+
 def job_start(environ: dict[str, str] | None = None) -> float:
     """When this Slurm job started (Unix seconds): SLURM_JOB_START_TIME where Slurm sets it, else the job's
     StartTime from scontrol (the controller's local time). BadInput outside a job."""

@@ -18,6 +18,7 @@ import os
 import socket
 
 from bench.cluster import container
+from bench.cluster.slurm import in_allocation, node_addr
 from bench.core import heartbeat
 from bench.launch.base import Job, LaunchPlan
 from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
@@ -55,8 +56,12 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
         del rank_env["PATH"]
     for k, v in rank_env.items():
         check_env_value(k, v, "environment")
+    if master_addr is None and kind.remote:
+        # Inside a Slurm allocation the hosts are Slurm's node names: rank 0's node is reached at Slurm's own
+        # address for it (NodeAddr), which resolves where the name may not.
+        master_addr = node_addr(hosts[0], environ) if in_allocation(environ) else hosts[0]
     job = Job(resources=resources, run_dir=run_dir, device=device,
-              master_addr=master_addr or ("127.0.0.1" if not kind.remote else hosts[0]),
+              master_addr=master_addr or "127.0.0.1",
               master_port=master_port or free_port(), module=module, environ=environ, rank_env=rank_env,
               container=ce)
     kind.check(job)

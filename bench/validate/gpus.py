@@ -13,9 +13,11 @@ the slowest; it is a summary (its GPUs' rows carry the verdicts and drain).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
-from bench.analysis import metrics
+from bench.analysis import metrics, peer_lines
+from bench.analysis.peer_lines import Lines
 from bench.analysis.references import judge, judge_relative
 from bench.validate import runs
 from bench.validate.state import RANK, Validation
@@ -67,36 +69,55 @@ def _round(v: Validation, res: dict[str, list[int]], tag: str) -> tuple[dict, di
 
 
 def judge_both(value: float, ref: tuple[float, float | None, float | None, str, str] | None, peers: list[float],
-               tol, fmt) -> tuple[str, str, str] | None:
+               tol, fmt, lines: Lines | None = None) -> tuple[str, str, str] | None:
     """(status, reference text, reason) of a figure against its published reference (value, lower, upper,
-    label, source) when there is one and the median of its peers when there are two or more: the worse
-    verdict of the two (a GPU inside the published tolerance can still be the slow one of its kind); None
-    when neither exists."""
+    label, source) when there is one and its peers when there are two or more: the worse verdict of the two (a
+    GPU inside the published tolerance can still be the slow one of its kind); None when neither exists. The
+    peers judge by `lines` derived from what was measured (bench.analysis.peer_lines) where there are enough of
+    them, else by the table's fixed lines (tol)."""
     verdicts, refs, reasons = [], [], []
     if ref is not None:
         status, dev = judge(value, ref[0], ref[1], ref[2])
         verdicts.append(status)
         refs.append(ref[3])
         reasons.append(f"{pct(dev)} from the published figure (tolerance {ref[1]}..{ref[2]}); {ref[4][:80]}")
-    if len(peers) >= 2:
+    if lines is not None:
+        status, dev = peer_lines.judge(value, lines)
+        verdicts.append(status)
+        refs.append(f"median of {lines.n} {fmt(lines.median)}")
+        reasons.append(f"{pct(dev)} from the median of its model; {lines.describe()}")
+    elif len(peers) >= 2:
         median = metrics.percentile(peers, 50)
         status, dev = judge_relative(value, median, tol)
         verdicts.append(status)
         refs.append(f"median of {len(peers)} {fmt(median)}")
-        reasons.append(f"{pct(dev)} from the median of its model (WARN below {pct(tol.warn_lower)}, FAIL below "
-                       f"{pct(tol.fail_lower)})")
+        reasons.append(f"{pct(dev)} from the median of its model (the table's fixed lines: WARN below "
+                       f"{pct(tol.warn_lower)}, FAIL below {pct(tol.fail_lower)}; {len(peers)} GPUs are too few to "
+                       "derive lines from)")
     if not verdicts:
         return None
     return max(verdicts, key=_ORDER.__getitem__), "; ".join(refs), "; ".join(reasons)
 
 
-def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[tuple[str, int], float]) -> tuple:
+def model_lines(v: Validation, figures: dict[tuple[str, int], float], ses: dict[tuple[str, int], float],
+                rounds: dict[tuple[str, int], list[float]]) -> dict[str, Lines | None]:
+    """Per GPU model, the lines its GPUs are judged by (bench.analysis.peer_lines), from this round's figures."""
+    out: dict[str, Lines | None] = {}
+    for name in {v.gpu_name(*k) for k in figures}:
+        keys = [k for k in figures if v.gpu_name(*k) == name]
+        out[name] = peer_lines.derive([figures[k] for k in keys], [ses[k] for k in keys if k in ses],
+                                      [rounds[k] for k in keys if k in rounds], straggler=STRAGGLER_WARN)
+    return out
+
+
+def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[tuple[str, int], float],
+              lines: dict[str, Lines | None]) -> tuple:
     """(status, reference text, reason) of one GPU's images/s; peers: every GPU's figure in the same round."""
     name = v.gpu_name(*key)
     r = v.table.throughput_for(name, v.cfg.precision, v.level.model, v.level.micro_batch)
     ref = (r.value, r.lower, r.upper, f"{r.value:g} img/s ({r.gpu}, {r.precision})", r.source) if r else None
     got = judge_both(ips, ref, [x for k, x in peers.items() if v.gpu_name(*k) == name], v.table.relative,
-                     lambda m: f"{name} {m:.1f} img/s")
+                     lambda m: f"{name} {m:.1f} img/s", lines.get(name))
     if got is None:
         return ("SKIP", "none", f"no published figure for {name} / {v.level.model} at micro batch "
                 f"{v.level.micro_batch} ({v.cfg.precision}) and no other GPU of this model here: nothing to judge "
@@ -136,6 +157,10 @@ def throughput(v: Validation) -> None:
     if len(rounds) > 1:
         v.figures["gpu_images_per_s_rounds"] = {f"{h}:{s}": [r[0][(h, s)]["images_per_s"] if (h, s) in r[0] else None
                                                             for r in rounds] for h, s in keys}
+    ses = {k: s["se"] for k, s in chosen.items()}
+    by_round = {k: [r[0][k]["images_per_s"] for r in rounds if k in r[0]] for k in keys}
+    lines = model_lines(v, ips, ses, {k: xs for k, xs in by_round.items() if len(xs) == len(rounds)})
+    v.figures["gpu_lines"] = {name: (dataclasses.asdict(x) if x else None) for name, x in lines.items()}
     statuses: dict[tuple[str, int], str] = {}
     for k in keys:
         host, slot = k
@@ -147,11 +172,17 @@ def throughput(v: Validation) -> None:
                       f"could not be measured: {why}", t0=t0)
             statuses[k] = status
             continue
-        status, reference, reason = judge_gpu(v, k, ips[k], ips)
+        status, reference, reason = judge_gpu(v, k, ips[k], ips, lines)
         value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and repeats == 1 else "")
         if repeats > 1:
-            verdicts = [judge_gpu(v, k, r[0][k]["images_per_s"], {q: x["images_per_s"] for q, x in r[0].items()})[0]
-                        if k in r[0] else "FAIL" for r in rounds]
+            verdicts = []
+            for r in rounds:
+                if k not in r[0]:
+                    verdicts.append("FAIL")
+                    continue
+                figs = {q: x["images_per_s"] for q, x in r[0].items()}
+                verdicts.append(judge_gpu(v, k, figs[k], figs,
+                                          model_lines(v, figs, {q: x["se"] for q, x in r[0].items()}, {}))[0])
             judged = [x for x in verdicts if x != "SKIP"]
             failed = sum(x != "PASS" for x in judged)
             if judged:

@@ -20,11 +20,12 @@ from importlib import resources as package_files
 from typing import Any
 
 from bench.analysis import numerics as judge_numerics
+from bench.analysis.peer_lines import derive
 from bench.core import results
 from bench.core.errors import BadInput
 from bench.jobs.numerics import NumericsSpec
 from bench.validate import runs
-from bench.validate.gpus import judge_both
+from bench.validate.gpus import STRAGGLER_WARN, judge_both
 from bench.validate.state import RANK, Validation
 
 SHIPPED = "data/numerics_reference.json"
@@ -137,8 +138,10 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
         value = f"{rate / 1e12:.3g} TFLOP/s ({dtype}, n={m.get('n')})"
         p = v.table.matmul_for(name, dtype)
         ref = (p.flops, p.lower, p.upper, f"{p.flops / 1e12:g} TFLOP/s ({p.gpu}, {p.dtype})", p.source) if p else None
-        got = judge_both(rate, ref, [x for k, x in rates.items() if x and model[k] == name], v.table.relative,
-                         lambda med: f"{name} {med / 1e12:.3g} TFLOP/s")
+        peers = [x for k, x in rates.items() if x and model[k] == name]
+        # The timed matmul is the best of its iterations: no standard error, the peers' spread is its noise.
+        got = judge_both(rate, ref, peers, v.table.relative, lambda med: f"{name} {med / 1e12:.3g} TFLOP/s",
+                         derive(peers, straggler=STRAGGLER_WARN))
         if got is None:
             v.add_gpu("matmul", r["host"], r["slot"], "SKIP", value, "none", f"no published matmul figure for "
                       f"{name} ({dtype}) and no other of its model here: nothing to judge it against", t0=t0,

@@ -94,7 +94,9 @@ def saved(cfg: ValidateConfig) -> dict[str, Any]:
     cfg = dataclasses.replace(cfg, level="health")  # what it judges: the health check, nothing measured
     report = from_dir(cfg.health_from, since=health.since_of(cfg))
     host = report.get("host") or os.path.basename(os.path.normpath(cfg.health_from))
-    slots = sorted(g["index"] for g in report.get("gpus") or [] if g.get("index") is not None)
+    # Its GPUs: those the reports list, and those a finding names (a saved nvlink or dcgmi report alone).
+    slots = sorted({g["index"] for g in report.get("gpus") or [] if g.get("index") is not None} |
+                   {f["gpu_index"] for f in report.get("findings") or [] if f.get("gpu_index") is not None})
     table = references.load(cfg.reference)
     _writable(cfg)
     run_id = results.new_run_id(cfg.out, prefix="validate-")

@@ -1,0 +1,103 @@
+"""The lines a GPU's figure is judged by against its peers, derived from what was measured, not set once for all.
+
+    lines = derive([156.0, 151.0, 160.0, 34.0, 158.0, 149.0], ses=[0.01] * 6)
+    judge(34.0, lines)     # ("FAIL", -0.78): slower than the noise allows and costing the job over the line
+
+Identical datacentre GPUs agree within a few percent, CPU ranks on shared
+cores within tens: one pair of fixed lines cannot serve both. Here, from the
+figures of the GPUs of one model (at least MIN_PEERS of them):
+  noise = max(3 x the robust spread of the peers (1.4826 x their median
+              absolute deviation from the median, relative), 3 x sqrt(2)
+              x the median GPU's relative standard error of its mean step
+              (what one figure moves run to run), 3 x the median GPU's
+              spread over repeated rounds (each round against its own
+              median: a load that moves every GPU together cancels), FLOOR)
+  fail  = max(noise, the straggler line): one GPU slower by a share s holds
+          a data-parallel job to about 1 - s of its speed, so a GPU slower
+          than the straggler line (bench.validate.gpus) costs the job more
+          than bench calls acceptable, and stays in service only if that
+          shortfall is within the noise, where it cannot be told from luck.
+A figure below the median by more than `fail` FAILs, by more than `noise`
+(and less than `fail`) WARNs, else PASSes. Fewer peers: None, and the
+caller judges by the reference table's fixed lines. METRICS.md, "per-GPU
+lines", defines the same.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from bench.analysis.metrics import percentile
+
+MIN_PEERS = 3       # the median and a spread need three figures; two cannot tell which one is off
+FLOOR = 0.02        # below 2% no two runs of the same GPU agree (clocks, boost, the host)
+MAD_TO_SIGMA = 1.4826  # the median absolute deviation of a normal sample times this is its standard deviation
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    median: float
+    noise: float        # a shortfall within this is noise (a share of the median)
+    fail: float         # a shortfall beyond this FAILs
+    n: int              # how many figures the lines come from
+    how: str            # one line: which term set the noise, and the straggler line
+
+    def describe(self) -> str:
+        warn = f"WARN below -{self.noise:.0%}, " if self.fail > self.noise else ""
+        return f"{warn}FAIL below -{self.fail:.0%} ({self.how})"
+
+
+def _median(xs: list[float]) -> float:
+    return percentile(sorted(xs), 50)
+
+
+def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]] = (),
+           straggler: float = 0.10) -> Lines | None:
+    """Lines for the figures of one model's GPUs (higher is better). ses: each GPU's relative standard error of
+    its mean step; rounds: each GPU's figures over repeated rounds, in the same round order for all."""
+    values = [x for x in values if x and math.isfinite(x)]
+    if len(values) < MIN_PEERS:
+        return None
+    med = _median(values)
+    devs = [x / med - 1 for x in values]
+    centre = _median(devs)
+    spread = MAD_TO_SIGMA * _median([abs(d - centre) for d in devs])
+    se = _median(list(ses)) if ses else 0.0
+    rep = _repeat_spread(rounds)
+    terms = {f"3 x the robust spread of {len(values)} peers ({spread:.1%})": 3 * spread,
+             f"3 x sqrt(2) x the median relative standard error of a mean step ({se:.1%})": 3 * math.sqrt(2) * se,
+             f"3 x the median spread over repeated rounds ({rep:.1%})": 3 * rep,
+             f"the floor {FLOOR:.0%}": FLOOR}
+    why, noise = max(terms.items(), key=lambda kv: kv[1])
+    fail = max(noise, straggler)
+    how = (f"noise {noise:.0%}: {why}; " +
+           (f"the straggler line {straggler:.0%} is within it" if noise >= straggler else
+            f"FAIL at the straggler line {straggler:.0%}: slower costs the job more"))
+    return Lines(med, noise, fail, len(values), how)
+
+
+def _repeat_spread(rounds: list[list[float]]) -> float:
+    """The median GPU's standard deviation over rounds of its figure relative to each round's median."""
+    rounds = [r for r in rounds if len(r) >= 2]
+    if not rounds or len({len(r) for r in rounds}) != 1:
+        return 0.0
+    k = len(rounds[0])
+    medians = [_median([r[i] for r in rounds if r[i]]) for i in range(k)]
+    spreads = []
+    for r in rounds:
+        rel = [x / m for x, m in zip(r, medians) if x and m]
+        if len(rel) >= 2:
+            mean = sum(rel) / len(rel)
+            spreads.append(math.sqrt(sum((x - mean) ** 2 for x in rel) / (len(rel) - 1)))
+    return _median(spreads) if spreads else 0.0
+
+
+def judge(value: float, lines: Lines) -> tuple[str, float]:
+    """(status, deviation from the median)."""
+    dev = value / lines.median - 1
+    if dev < -lines.fail:
+        return "FAIL", dev
+    if dev < -lines.noise:
+        return "WARN", dev
+    return "PASS", dev
