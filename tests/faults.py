@@ -147,9 +147,12 @@ def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int | None) -> list
             return None
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read().split(b"\0")
+        # The launcher's local rank as the process started with it: DeepSpeed's launch.py sets LOCAL_RANK,
+        # srun SLURM_LOCALID, mpirun OMPI_COMM_WORLD_LOCAL_RANK (the rank sets LOCAL_RANK itself later).
+        names = (b"LOCAL_RANK=", b"SLURM_LOCALID=", b"OMPI_COMM_WORLD_LOCAL_RANK=")
         if local_rank is None:
-            return argv if any(v.startswith(b"LOCAL_RANK=") for v in env) else None
-        return argv if f"LOCAL_RANK={local_rank}".encode() in env else None
+            return argv if any(v.startswith(names) for v in env) else None
+        return argv if any(v == n + str(local_rank).encode() for v in env for n in names) else None
     except OSError:
         return None
 
@@ -218,3 +221,12 @@ def cpu_quota_on(cluster, host: str, local_rank: int | None, module: str = "benc
         with contextlib.suppress(OSError):
             os.rmdir(cg)
 
+
+
+def exit_at_import(module: str = "bench.worker", status: int = 3) -> str:
+    """A process that imports `module` exits at once with `status`: ranks that cannot start (a broken install on
+    one node), while the node's preflight and inventory, which never import it, still answer."""
+    return _HOOK.format(what=f"{module} exits at import (status {status})", target=module, patch=_indent(f"""
+import os
+os._exit({status})
+"""))

@@ -224,8 +224,18 @@ def _scontrol(argv: list[str], environ: dict[str, str] | None, timeout: float) -
         f"scontrol exited {out.returncode}"
 
 
-def resume(node: str, environ: dict[str, str] | None = None, timeout: float = 30.0) -> dict:
-    """Return `node` to service if bench drained it (its reason starts with REASON_PREFIX); what was done."""
+def drained_for(reason: str) -> str | None:
+    """The check a reason bench wrote names ("bench validate: throughput (GPU 1): ..." -> "throughput")."""
+    if not reason.startswith(REASON_PREFIX):
+        return None
+    m = re.match(r"\s*([\w-]+)", reason[len(REASON_PREFIX):])
+    return m[1] if m else None
+
+
+def resume(node: str, checked: list[str] | None = None, environ: dict[str, str] | None = None,
+           timeout: float = 30.0) -> dict:
+    """Return `node` to service if bench drained it (its reason starts with REASON_PREFIX) for a check in
+    `checked` (None: any); what was done."""
     ok, shown = _scontrol(["scontrol", "show", "node", node], environ, timeout)
     if not ok:
         return {"node": node, "resumed": False, "why": f"could not read its state: {shown}"}
@@ -235,6 +245,10 @@ def resume(node: str, environ: dict[str, str] | None = None, timeout: float = 30
     if not reason.startswith(REASON_PREFIX):
         return {"node": node, "resumed": False, "state": state, "reason": reason,
                 "why": "drained for another reason, not by bench: left drained"}
+    check = drained_for(reason)
+    if checked is not None and check not in checked:
+        return {"node": node, "resumed": False, "state": state, "reason": reason,
+                "why": f"drained for {check}, which this run did not check: left drained (run a level that does)"}
     ok, said = _scontrol(["scontrol", "update", f"NodeName={node}", "State=RESUME"], environ, timeout)
     return {"node": node, "resumed": ok, "state": state, "reason": reason,
             "why": "bench drained it and it is healthy now" if ok else f"scontrol update: {said}"}

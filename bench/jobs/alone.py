@@ -34,6 +34,16 @@ def read_json(path: str) -> dict[str, Any] | None:
     return got if isinstance(got, dict) else None
 
 
+def silent_rank(run_dir: str, rank: int, run_failed: bool) -> str:
+    """Why a rank left no report: it never started (no pid file: it died before bench's rank code ran, e.g. at an
+    import), or it was stopped when its run ended."""
+    if not os.path.exists(os.path.join(run_dir, "ranks", f"pid-{rank}")):
+        return ("never started: its process exited before bench's rank code ran (an import on its node? the "
+                "launcher's log in the run folder says how it ended)")
+    return ("no report: stopped when its run ended (a rank beside it on this node failed, or the run was stopped)"
+            if run_failed else "no report")
+
+
 def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outcome, extra: dict[str, Any],
            ds_config: dict[str, Any], figures_of: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     """An "alone" record whose "alone" lists every rank's result; ok only when every rank's is."""
@@ -55,8 +65,7 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
             elif own.get("status") in ("failed", "oom"):
                 reason = own.get("error") or own["status"]
             else:
-                reason = ("no report: stopped when its run ended (a rank beside it on this node failed, or the run "
-                          "was stopped)" if outcome.status != "ok" else "no report")
+                reason = silent_rank(run_dir, rank, outcome.status != "ok")
             # Whether it was measured before it failed: it trained a step (or ran out of memory: the GPU had
             # less than its model needs). Else nothing is known of its GPU: it never started (validate: ERROR).
             entry.update(status="oom" if own.get("status") == "oom" else "failed", reason=reason,

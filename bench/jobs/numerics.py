@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.core import provenance, results, storage
 from bench.core.placement import rank_slots
-from bench.jobs.alone import read_json
+from bench.jobs.alone import read_json, silent_rank
 from bench.launch.execute import execute
 from bench.launch.plan import build, plan_json, write_files
 
@@ -70,7 +70,7 @@ def run(resources: dict[str, list[int]], launcher: str, device: str, spec: Numer
                                                   "matmul", "device_index")}, status="ok", hostname=got.get("host"))
         else:
             reason = ((outcome.error or {}).get("reason") if rank == named else None) or got.get("error") or \
-                ("no report: stopped when its run ended" if outcome.status != "ok" else "no report")
+                silent_rank(run_dir, rank, outcome.status != "ok")
             entry.update(status="failed", reason=reason, measured=((got.get("at") or {}).get("step") or 0) > 0)
         ranks.append(entry)
     status = "ok" if all(r["status"] == "ok" for r in ranks) else \

@@ -83,8 +83,14 @@ def drain_slurm(entries: list[dict[str, Any]], node_name: dict[str, str]) -> lis
     return done
 
 
-def resume_slurm(nodes: dict[str, dict[str, Any]], node_name: dict[str, str]) -> list[dict[str, Any]]:
-    """Every node healthy now that bench drained earlier, returned to service (bench.cluster.slurm.resume)."""
+def resume_slurm(nodes: dict[str, dict[str, Any]], node_name: dict[str, str], checked: list[str]) -> list[dict[str, Any]]:
+    """Every node healthy now that bench drained earlier, returned to service (bench.cluster.slurm.resume), where
+    this run checked what drained it: a node drained for its throughput is not returned by a health check that
+    did not measure it (its drain reason names the check: REASON_PREFIX + " <check>...")."""
     if in_prolog():
         return []
-    return [{"host": h, **resume(node_name.get(h, h))} for h, n in nodes.items() if n["verdict"] == "healthy"]
+    done = []
+    for h, n in nodes.items():
+        if n["verdict"] == "healthy":
+            done.append({"host": h, **resume(node_name.get(h, h), checked=checked)})
+    return done

@@ -23,7 +23,7 @@ from typing import Any
 from bench.analysis import metrics
 from bench.analysis.references import judge, judge_relative
 from bench.analysis.volume import comm_bytes_per_element
-from bench.validate import runs
+from bench.validate import pairing, runs
 from bench.validate.gpus import pct
 from bench.validate.state import Validation
 
@@ -96,6 +96,24 @@ def link_ref(v: Validation, scope: str, host: str):
     return v.table.link_for(scope, v.inventory.get(host) or {}, gpus_per_node=len(v.good_slots(host)))
 
 
+def with_pairs(v: Validation, res: dict[str, list[int]], multi: dict[str, list[int]], size: int) -> dict[str, Any]:
+    """One launch for both link checks: every node's own all-reduce (one round, all nodes at once), then the
+    inter-node check's rounds of pairs and the whole set, over the same ranks. The ranks' start-up is paid
+    once (the larger part of a link launch on small messages); the pairs' rows wait in v.links_ahead for the
+    inter-node check, which measures again only if a node left the set in between."""
+    hosts = list(res)
+    ranks = runs.ranks_of(res)
+    groups, names, rounds = pairing.pair_groups(hosts, pairing.first_rounds(v.level.pairs, len(hosts)) *
+                                                v.cfg.repeats, len(hosts) > 2, ranks)
+    base = len(groups)
+    groups += [ranks[h] for h in multi]
+    names += list(multi)
+    rec = runs.comm(v, res, groups, names, [list(range(base, len(groups))), *rounds], [size], "links")
+    bw, wrong = pairing.pair_figures([r for r in rec.get("rows") or [] if r["group"] not in multi])
+    v.links_ahead = {"hosts": hosts, "bw": bw, "wrong": wrong, "rec": rec}
+    return rec
+
+
 def intra_node(v: Validation) -> None:
     t0 = time.time()
     v.skip_left_out("intra-node")
@@ -112,9 +130,12 @@ def intra_node(v: Validation) -> None:
     groups, names = [ranks[h] for h in multi], list(multi)
 
     def measure(stage: str) -> dict[str, dict[str, Any]] | None:
-        rec = runs.comm(v, multi, groups, names, [list(range(len(groups)))], [size], stage)
+        if stage == "intra-node" and v.cfg.wanted("inter-node") and len(res) >= 2:
+            rec = with_pairs(v, res, multi, size)
+        else:
+            rec = runs.comm(v, multi, groups, names, [list(range(len(groups)))], [size], stage)
         if "rows" in rec:
-            return {r["group"]: r for r in rec["rows"]}
+            return {r["group"]: r for r in rec["rows"] if r["group"] in multi}
         err = rec.get("error") or {}
         for h in multi:
             v.add_node("intra-node", h, "ERROR", reason=f"could not be measured: the all-reduce run failed at "

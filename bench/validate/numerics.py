@@ -48,6 +48,9 @@ def load_references(path: str | None) -> tuple[list[dict], str]:
                 text, where = f.read(), path
         except OSError as e:
             raise BadInput(f"--numerics-reference: cannot read {path!r} ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise BadInput(f"--numerics-reference: {path} is not text (a binary file?): it must hold the JSON "
+                           "--save-numerics-reference writes") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:

@@ -66,3 +66,41 @@ def retest_pairs(suspects: list[int], good: list[int], per_suspect: int = 2) -> 
 
 def retest_rounds(suspects: list[int], good: list[int], per_suspect: int = 2) -> list[list[tuple[int, int]]]:
     return schedule(retest_pairs(suspects, good, per_suspect))
+
+
+def first_rounds(kind: str, n: int) -> list[list[tuple[int, int]]]:
+    """A level's pairs of n nodes: "ring" (each node with its two neighbours) or "all" (every pair)."""
+    return ring_rounds(n) if kind == "ring" else round_robin(n)
+
+
+def pair_groups(hosts: list[str], rounds: list[list[tuple[int, int]]], with_all: bool,
+                ranks: dict[str, list[int]]) -> tuple[list[list[int]], list[str], list[list[int]]]:
+    """(groups of global ranks, their names "a+b" and "all", rounds of group indices) for rounds of pairs
+    (indices into hosts), then the whole set once (with_all)."""
+    groups: list[list[int]] = []
+    names: list[str] = []
+    round_groups: list[list[int]] = []
+    for rnd in rounds:
+        ids = []
+        for a, b in rnd:
+            name = f"{hosts[a]}+{hosts[b]}"
+            if name not in names:
+                names.append(name)
+                groups.append(ranks[hosts[a]] + ranks[hosts[b]])
+            ids.append(names.index(name))
+        round_groups.append(ids)
+    if with_all:
+        names.append("all")
+        groups.append([r for h in hosts for r in ranks[h]])
+        round_groups.append([len(groups) - 1])
+    return groups, names, round_groups
+
+
+def pair_figures(rows: list[dict]) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """{pair or "all": [busbw per look]}, {pair: #wrong}: the comm rows of the pairs' groups."""
+    bw: dict[str, list[float]] = {}
+    wrong: dict[str, int] = {}
+    for r in rows:
+        bw.setdefault(r["group"], []).append(r["busbw"])
+        wrong[r["group"]] = wrong.get(r["group"], 0) + r["wrong"]
+    return bw, wrong

@@ -31,27 +31,9 @@ from bench.validate.state import CLUSTER, Validation
 def _launch(v: Validation, hosts: list[str], rounds: list[list[tuple[int, int]]], with_all: bool, tag: str):
     """Measure these rounds of pairs (indices into hosts); {pair name: [busbw...]}, {pair: wrong}, the record."""
     res = {h: v.good_slots(h) for h in hosts}
-    ranks = runs.ranks_of(res)
-    groups, names, round_groups = [], [], []
-    for rnd in rounds * v.cfg.repeats:
-        ids = []
-        for a, b in rnd:
-            name = f"{hosts[a]}+{hosts[b]}"
-            if name not in names:
-                names.append(name)
-                groups.append(ranks[hosts[a]] + ranks[hosts[b]])
-            ids.append(names.index(name))
-        round_groups.append(ids)
-    if with_all:
-        names.append("all")
-        groups.append([r for h in hosts for r in ranks[h]])
-        round_groups.append([len(groups) - 1])
+    groups, names, round_groups = pairing.pair_groups(hosts, rounds * v.cfg.repeats, with_all, runs.ranks_of(res))
     rec = runs.comm(v, res, groups, names, round_groups, [message_size(v)], tag)
-    bw: dict[str, list[float]] = {}
-    wrong: dict[str, int] = {}
-    for r in rec.get("rows") or []:
-        bw.setdefault(r["group"], []).append(r["busbw"])
-        wrong[r["group"]] = wrong.get(r["group"], 0) + r["wrong"]
+    bw, wrong = pairing.pair_figures(rec.get("rows") or [])
     return bw, wrong, rec
 
 
@@ -70,8 +52,13 @@ def inter_node(v: Validation) -> None:
             v.add("inter-node", h, "SKIP", reason="fewer than two good nodes: no link between nodes", host=h)
         v.add("inter-node", CLUSTER, "SKIP", reason="fewer than two good nodes")
         return
-    rounds = pairing.ring_rounds(len(hosts)) if v.level.pairs == "ring" else pairing.round_robin(len(hosts))
-    bw, wrong, rec = _launch(v, hosts, rounds, len(hosts) > 2, "inter-node")
+    ahead = v.links_ahead
+    if ahead is not None and ahead["hosts"] == hosts:
+        # Measured in the intra-node check's launch, over the same nodes (bench.validate.links): no second start.
+        bw, wrong, rec = ahead["bw"], ahead["wrong"], ahead["rec"]
+    else:
+        bw, wrong, rec = _launch(v, hosts, pairing.first_rounds(v.level.pairs, len(hosts)), len(hosts) > 2,
+                                 "inter-node")
     if "rows" not in rec:
         err = rec.get("error") or {}
         why = f"could not be measured: the all-reduce run failed at {err.get('where')}: {err.get('reason')}"

@@ -176,7 +176,8 @@ def record(v: Validation, run_id: str, duration: float, interrupted: bool = Fals
     if v.cfg.drain and not interrupted:
         drained = drain.drain_slurm(entries, names)
     if v.cfg.resume and not interrupted:
-        resumed = drain.resume_slurm(nodes, names)
+        # What this run judged (the names drain reasons carry: throughput, matmul, health, ...).
+        resumed = drain.resume_slurm(nodes, names, sorted({c.check for c in v.checks if c.status != "SKIP"}))
     exit_status = verdicts.exit_status(nodes, v.checks)
     status = "interrupted" if interrupted else "ok" if exit_status == 0 else "failed"
     return results.make_record(

@@ -76,6 +76,8 @@ class Validation:
         self.figures: dict[str, Any] = {"gpu_images_per_s": {}, "node_images_per_s": {}, "node_busbw": {},
                                         "intra_busbw": {}}
         self.runs: dict[str, str] = {}
+        # The inter-node check's pairs, measured in the intra-node check's launch (bench.validate.links).
+        self.links_ahead: dict[str, Any] | None = None
         self.launches = 0
         # A GPU that looks like a straggler in the first round is measured again before it is named one; a
         # soak, which measures every GPU round after round, judges each round as it comes.

@@ -2,7 +2,7 @@
 
     w = where(cfg, hosts)        # Where(resources={"node1": [0, 1], ...}, launcher="slurm", hostfile_text=...)
 
-  --level prolog, or health with no hostfile: this node alone, local ranks;
+  --level prolog, or no hostfile outside an allocation: this node alone, local ranks;
   --hostfile H: its hosts, through pdsh (ssh) unless --launcher says
       openmpi or slurm;
   no hostfile inside a Slurm allocation (salloc, sbatch): the allocation's
@@ -33,6 +33,13 @@ class Where:
     hostfile_text: str | None     # the allocation as a hostfile, for the validate folder; None: the user's own
 
 
+def _this_node() -> Where:
+    from bench.core.config import RunConfig
+    from bench.jobs.plan import plan_resources
+
+    return Where(dict(plan_resources(RunConfig(), HostSelection()).resources), LOCAL, None)
+
+
 def where(cfg: ValidateConfig, hosts: HostSelection) -> Where:
     allocation = in_allocation()
     if cfg.level == "prolog" or (cfg.level in THIS_NODE and not hosts.hostfile and not
@@ -41,10 +48,7 @@ def where(cfg: ValidateConfig, hosts: HostSelection) -> Where:
             raise BadInput(f"--level {cfg.level}: checks this node only; give no --hostfile (run it on each node)")
         if cfg.launcher:
             raise BadInput(f"--launcher: --level {cfg.level} checks this node alone, with local ranks")
-        from bench.core.config import RunConfig
-        from bench.jobs.plan import plan_resources
-
-        return Where(dict(plan_resources(RunConfig(), HostSelection()).resources), LOCAL, None)
+        return _this_node()
     if hosts.hostfile:
         resources = hosts.resources()
         assert resources is not None
@@ -53,8 +57,9 @@ def where(cfg: ValidateConfig, hosts: HostSelection) -> Where:
         if cfg.launcher:
             raise BadInput(f"--launcher {cfg.launcher}: needs --hostfile, or a Slurm allocation to take the nodes "
                            "from (salloc, sbatch)")
-        raise BadInput("--hostfile: bench validate needs the hostfile of the cluster to check, or to run inside a "
-                       "Slurm allocation (salloc -N 4 bench validate), or --level prolog/health for this node alone")
+        # No hostfile and no allocation: this node, as `bench run` does (a node checked on its own before it
+        # returns to service: `bench validate --resume` on it).
+        return _this_node()
     slots = allocation_slots()
     resources = hosts.resources(local_hosts=slots)
     assert resources is not None

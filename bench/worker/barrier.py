@@ -15,22 +15,58 @@ import os
 import time
 
 
+# With an entry per rank (an independent run), how long no other rank has started (written its pid file) before
+# the ranks that did start, all in, stop waiting for the rest: those never started (an import that exited, a node
+# whose Python is broken) and would otherwise cost every GPU the whole timeout.
+QUIET_S = 20.0
+
+
+def _started(run_dir: str) -> int:
+    try:
+        return sum(1 for n in os.listdir(os.path.join(run_dir, "ranks")) if n.startswith("pid-"))
+    except OSError:
+        return 0
+
+
+def entry_name(run_dir: str, entry: str | None) -> str:
+    return os.path.basename(os.path.abspath(run_dir)) + (f"-{entry}" if entry else "")
+
+
 def wait(run_dir: str, barrier: dict, rank: int, entry: str | None = None) -> float:
     """Block until the barrier is full; returns the seconds waited.
 
     entry: this rank's own name in the barrier (the ranks of an independent run each count as one run);
-    without it, rank 0 enters for its run.
+    without it, rank 0 enters for its run. A rank that fails before it enters says so (gone()), and with an
+    entry per rank the wait also ends once every rank that started is in and none has started for QUIET_S.
     """
     os.makedirs(barrier["dir"], exist_ok=True)
     if rank == 0 or entry is not None:
-        name = os.path.basename(os.path.abspath(run_dir)) + (f"-{entry}" if entry else "")
-        with open(os.path.join(barrier["dir"], name), "w") as f:
+        with open(os.path.join(barrier["dir"], entry_name(run_dir, entry)), "w") as f:
             f.write(f"{time.time()}\n")
     t0 = time.monotonic()
-    while len(os.listdir(barrier["dir"])) < barrier["count"]:
-        if time.monotonic() - t0 > barrier["timeout_s"]:
-            print(f"start barrier {barrier['dir']}: {len(os.listdir(barrier['dir']))} of {barrier['count']} runs "
-                  f"after {barrier['timeout_s']:.0f} s; starting anyway", flush=True)
+    started, since = _started(run_dir), time.monotonic()
+    while (inside := len(os.listdir(barrier["dir"]))) < barrier["count"]:
+        now = time.monotonic()
+        if now - t0 > barrier["timeout_s"]:
+            print(f"start barrier {barrier['dir']}: {inside} of {barrier['count']} runs after "
+                  f"{barrier['timeout_s']:.0f} s; starting anyway", flush=True)
             break
+        if entry is not None:
+            n = _started(run_dir)
+            if n != started:
+                started, since = n, now
+            elif inside >= started and now - since > QUIET_S:
+                print(f"start barrier {barrier['dir']}: {inside} of {barrier['count']} ranks in, every one that "
+                      f"started; none started for {QUIET_S:.0f} s: starting without the rest", flush=True)
+                break
         time.sleep(0.05)
     return time.monotonic() - t0
+
+
+def gone(run_dir: str, barrier: dict, entry: str) -> None:
+    """This rank failed before it entered: counted in, so the others do not wait for it."""
+    path = os.path.join(barrier["dir"], entry_name(run_dir, entry))
+    if not os.path.exists(path):
+        os.makedirs(barrier["dir"], exist_ok=True)
+        with open(path + "-gone", "w") as f:
+            f.write(f"{time.time()}\n")

@@ -185,9 +185,10 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
     _guard(run_dir, rank, host)
     try:
         with open(os.path.join(run_dir, "plan.json")) as f:
-            device = json.load(f).get("device", "cpu")
+            plan = json.load(f)
     except (OSError, ValueError):
-        device = "cpu"
+        plan = {}
+    device = plan.get("device", "cpu")
     THREADS.update(set_threads(device))  # before `run` imports torch
     image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
     print(f"[{host}:{rank}] {prog} pid {os.getpid()} starting" + (f" in container {image}" if image else ""),
@@ -196,6 +197,10 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
         detail = run(run_dir, rank)
     except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then exit non-zero
         status = "oom" if is_oom(e) else "failed"
+        if plan.get("start_barrier") and plan.get("independent"):
+            from bench.worker.barrier import gone  # the others start without waiting for this rank
+            with contextlib.suppress(OSError):
+                gone(run_dir, plan["start_barrier"], f"rank{rank}")
         # The log may be on the disk that just filled: no write here may keep this rank from exiting.
         with contextlib.suppress(OSError):
             traceback.print_exc()

@@ -103,10 +103,11 @@ def test_a_nodes_state_and_whole_reason_are_read_from_scontrol(name, state, reas
     assert slurm.parse_node((FIXTURES / name).read_text()) == (state, reason)
 
 
-def test_only_a_reason_bench_wrote_is_one_resume_may_undo():
+def test_only_a_reason_bench_wrote_is_one_resume_may_undo_and_it_names_the_check_that_drained():
     _, mine = slurm.parse_node((FIXTURES / "scontrol-show-node_drained-by-bench.txt").read_text())
     _, theirs = slurm.parse_node((FIXTURES / "scontrol-show-node_drained-by-hand.txt").read_text())
     assert mine.startswith(slurm.REASON_PREFIX) and not theirs.startswith(slurm.REASON_PREFIX)
+    assert slurm.drained_for(mine) == "numerics" and slurm.drained_for(theirs) is None
 
 
 def test_in_a_prolog_bench_neither_launches_steps_nor_calls_scontrol():

@@ -94,8 +94,21 @@ def test_junit_has_one_testcase_per_check_with_failures_and_skips():
     assert cases[2].find("skipped") is not None and "WARN" in cases[3].find("system-out").text
 
 
-def test_validate_needs_a_hostfile():
-    assert_bad_input(cli("validate"), "--hostfile")
+def test_without_a_hostfile_or_an_allocation_validate_checks_this_node_and_a_launcher_needs_one(monkeypatch):
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate.config import ValidateConfig
+    from bench.validate.where import where
+
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        monkeypatch.delenv(name, raising=False)
+    w = where(ValidateConfig(), HostSelection())
+    assert w.launcher == "local" and list(w.resources) == ["localhost"] and w.hostfile_text is None
+    assert_bad_input(cli("validate", "--launcher", "pdsh"), "--launcher pdsh")
+    # Inside an allocation (not a prolog), the allocation is the cluster; in a prolog it is not.
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "n[1-2]")
+    monkeypatch.setenv("SLURM_SCRIPT_CONTEXT", "prolog_slurmd")
+    assert where(ValidateConfig(level="prolog"), HostSelection()).launcher == "local"
 
 
 def test_prolog_takes_no_hostfile(tmp_path):

@@ -231,7 +231,7 @@ def test_the_users_curve_decides_and_the_shipped_one_warns_where_every_peer_agre
 
 
 # --------------------------------------------------------------------------- intra-node: one second look
-def _intra(monkeypatch, looks: list[dict[str, tuple[float, int]]]):
+def _intra(monkeypatch, looks: list[dict[str, tuple[float, int]]], checks=("intra-node",)):
     """intra_node over three 2-GPU CPU nodes, the comm launches answering `looks` in turn (busbw B/s, #wrong per
     node): what a real `bench comm` launch returns, given by hand so the rule can be read off (the launch itself
     runs in tests/multihost/test_validate.py)."""
@@ -242,11 +242,12 @@ def _intra(monkeypatch, looks: list[dict[str, tuple[float, int]]]):
     from bench.validate.state import Validation
 
     hosts = ["n1", "n2", "n3"]
-    v = Validation(ValidateConfig(), HostSelection(), {h: [0, 1] for h in hosts}, references.load(), "/nonexistent")
+    v = Validation(ValidateConfig(checks=checks), HostSelection(), {h: [0, 1] for h in hosts}, references.load(),
+                   "/nonexistent")
     asked = []
 
     def comm(v_, resources, groups, names, rounds, sizes, tag):
-        asked.append(tag)
+        asked.append((tag, names))
         answer = looks[len(asked) - 1]
         return {"rows": [{"group": h, "busbw": answer[h][0], "wrong": answer[h][1]} for h in names]}
 
@@ -258,7 +259,7 @@ def _intra(monkeypatch, looks: list[dict[str, tuple[float, int]]]):
 def test_a_node_slow_in_one_look_is_looked_at_again_and_keeps_its_faster(monkeypatch):
     rows, asked, v = _intra(monkeypatch, [{"n1": (100e6, 0), "n2": (40e6, 0), "n3": (110e6, 0)},
                                           {"n1": (90e6, 0), "n2": (95e6, 0), "n3": (105e6, 0)}])
-    assert asked == ["intra-node", "intra-node-again"]
+    assert [tag for tag, _ in asked] == ["intra-node", "intra-node-again"]
     assert {n: c.status for n, c in rows.items()} == dict.fromkeys(("n1", "n2", "n3"), "PASS")
     assert v.figures["intra_busbw"] == {"n1": 100e6, "n2": 95e6, "n3": 110e6}
     assert all("faster of 2 looks" in c.value for c in rows.values())
@@ -275,8 +276,25 @@ def test_a_node_slow_in_both_looks_is_judged_slow_and_a_wrong_value_in_either_fa
 
 def test_nodes_that_all_pass_are_measured_once(monkeypatch):
     rows, asked, _ = _intra(monkeypatch, [{"n1": (100e6, 0), "n2": (95e6, 0), "n3": (110e6, 0)}])
-    assert asked == ["intra-node"] and {c.status for c in rows.values()} == {"PASS"}
+    assert [tag for tag, _ in asked] == ["intra-node"] and {c.status for c in rows.values()} == {"PASS"}
     assert not any("looks" in c.value for c in rows.values())
+
+
+def test_both_link_checks_share_one_launch_and_the_pairs_are_judged_from_it(monkeypatch):
+    """The intra-node check's launch also measures the inter-node check's pairs (the ranks start once)."""
+    from bench.validate import pairs
+
+    pair_bw = {"n1+n2": (50e6, 0), "n2+n3": (52e6, 0), "n3+n1": (51e6, 0), "all": (49e6, 0)}
+    rows, asked, v = _intra(monkeypatch, [{"n1": (100e6, 0), "n2": (95e6, 0), "n3": (110e6, 0), **pair_bw}],
+                            checks=("intra-node", "inter-node"))
+    ((tag, names),) = asked
+    assert tag == "links" and set(names) == {"n1", "n2", "n3", *pair_bw}
+    assert {c.status for c in rows.values()} == {"PASS"}
+    pairs.inter_node(v)
+    assert len(asked) == 1, "the inter-node check launched again"
+    got = {c.node: c.status for c in v.checks if c.check == "inter-node"}
+    assert got == {"n1+n2": "PASS", "n2+n3": "PASS", "n3+n1": "PASS", "n1": "PASS", "n2": "PASS", "n3": "PASS",
+                   "cluster": "PASS"}
 
 
 # --------------------------------------------------------------------------- throughput: when a second round runs
