@@ -53,9 +53,10 @@ def _median(xs: list[float]) -> float:
 
 
 def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]] = (),
-           straggler: float = 0.10) -> Lines | None:
-    """Lines for the figures of one model's GPUs (higher is better). ses: each GPU's relative standard error of
-    its mean step; rounds: each GPU's figures over repeated rounds, in the same round order for all."""
+           straggler: float = 0.10, se_name: str = "relative standard error of a mean step") -> Lines | None:
+    """Lines for the figures of one model's GPUs (higher is better). ses: each figure's own noise, relative (a
+    GPU's standard error of its mean step; se_name says what it is); rounds: each GPU's figures over repeated
+    rounds, in the same round order for all."""
     values = [x for x in values if x and math.isfinite(x)]
     if len(values) < MIN_PEERS:
         return None
@@ -66,7 +67,7 @@ def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]]
     se = _median(list(ses)) if ses else 0.0
     rep = _repeat_spread(rounds)
     terms = {f"3 x the robust spread of {len(values)} peers ({spread:.1%})": 3 * spread,
-             f"3 x sqrt(2) x the median relative standard error of a mean step ({se:.1%})": 3 * math.sqrt(2) * se,
+             f"3 x sqrt(2) x the median {se_name} ({se:.1%})": 3 * math.sqrt(2) * se,
              f"3 x the median spread over repeated rounds ({rep:.1%})": 3 * rep,
              f"the floor {FLOOR:.0%}": FLOOR}
     why, noise = max(terms.items(), key=lambda kv: kv[1])

@@ -173,12 +173,8 @@ def mpirun_per_node(hosts: list[str], argv: list[str], timeout: float,
         rc, out, err = _run(["mpirun", "-n", str(len(hosts)), "--hostfile", hf.name, "--tag-output",
                              *mpirun_args(env), *argv], timeout, env)
     elapsed = time.monotonic() - t0
-    by_rank: dict[int, str] = {}
-    for line in out.splitlines():
-        m = re.match(r"^\[\d+,(\d+)\]<stdout>:\s?(.*)$", line)
-        if m:
-            by_rank[int(m[1])] = by_rank.get(int(m[1]), "") + m[2]
     answers = {}
+    by_rank = _by_tag(out)
     for rank, host in enumerate(hosts):
         text = by_rank.get(rank)
         if text:
@@ -187,6 +183,29 @@ def mpirun_per_node(hosts: list[str], argv: list[str], timeout: float,
             answers[host] = HostResult(host, rc, "", err, elapsed, error=f"mpirun: {_why(rc, err)}" if rc != 0
                                        else f"mpirun rank on {host} printed no answer")
     return answers
+
+
+_TAG = re.compile(r"\[\d+,(\d+)\]<std(?:out|err)>:")
+
+
+def _by_tag(out: str) -> dict[int, str]:
+    """{rank: the first JSON object it printed}: mpirun's --tag-output prefixes each piece it forwards, and two
+    ranks' pieces can meet on one line, so the text is cut at every tag, not at line starts."""
+    pieces: dict[int, str] = {}
+    marks = list(_TAG.finditer(out))
+    for m, nxt in zip(marks, [*marks[1:], None]):
+        if "<stdout>" in m[0]:
+            text = out[m.end(): nxt.start() if nxt else len(out)]
+            pieces[int(m[1])] = pieces.get(int(m[1]), "") + text.replace("\n", "")
+    found = {}
+    for rank, text in pieces.items():
+        start = text.find("{")
+        try:
+            obj, end = json.JSONDecoder().raw_decode(text[start:]) if start >= 0 else (None, 0)
+        except ValueError:
+            continue
+        found[rank] = text[start:start + end]
+    return found
 
 
 def _per_task(out: str) -> dict[str, str]:

@@ -35,7 +35,9 @@ class OpenMPI(MultiNode):
                                "outside the hostfile, or use --launcher pdsh")
 
     def runner_options(self, job: Job) -> list[str]:
-        return ["--launcher_args", shlex.join(mpirun_args(job.environ))]
+        # --no_ssh_check: DeepSpeed's runner would ssh to the first host first; inside a Slurm allocation mpirun
+        # starts its daemons through srun and a node may take no ssh at all. bench's preflight reached every host.
+        return ["--no_ssh_check", "--launcher_args", shlex.join(mpirun_args(job.environ))]
 
     def environment(self, job: Job) -> dict[str, str]:
         # mpirun refuses to run as root without both; a user's own values win.

@@ -128,6 +128,13 @@ def numerics(v: Validation) -> None:
         save_references(v, ok, verdicts, spec)
 
 
+def best_noise(matmul: dict) -> float:
+    """How far one GPU's best matmul time may move run to run: its fifth-fastest iteration over its fastest, less
+    one (a best that its next four iterations come close to is a stable figure; one alone is luck)."""
+    times = sorted(matmul.get("times_s") or [])
+    return times[min(4, len(times) - 1)] / times[0] - 1 if len(times) >= 2 and times[0] > 0 else 0.0
+
+
 def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
     rates = {r["key"]: (r.get("matmul") or {}).get("flops_per_s") for r in ok}
     model = {r["key"]: v.gpu_name(r["host"], r["slot"]) for r in ok}
@@ -141,10 +148,11 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
         value = f"{rate / 1e12:.3g} TFLOP/s ({dtype}, n={m.get('n')})"
         p = v.table.matmul_for(name, dtype)
         ref = (p.flops, p.lower, p.upper, f"{p.flops / 1e12:g} TFLOP/s ({p.gpu}, {p.dtype})", p.source) if p else None
-        peers = [x for k, x in rates.items() if x and model[k] == name]
-        # The timed matmul is the best of its iterations: no standard error, the peers' spread is its noise.
-        got = judge_both(rate, ref, peers, v.table.relative, lambda med: f"{name} {med / 1e12:.3g} TFLOP/s",
-                         derive(peers, straggler=STRAGGLER_WARN))
+        same = [q for q in ok if rates[q["key"]] and model[q["key"]] == name]
+        got = judge_both(rate, ref, [rates[q["key"]] for q in same], v.table.relative,
+                         lambda med: f"{name} {med / 1e12:.3g} TFLOP/s",
+                         derive([rates[q["key"]] for q in same], [best_noise(q.get("matmul") or {}) for q in same],
+                                straggler=STRAGGLER_WARN, se_name="gap of the fifth-best iteration to the best"))
         if got is None:
             v.add_gpu("matmul", r["host"], r["slot"], "SKIP", value, "none", f"no published matmul figure for "
                       f"{name} ({dtype}) and no other of its model here: nothing to judge it against", t0=t0,

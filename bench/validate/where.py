@@ -37,7 +37,9 @@ def _this_node() -> Where:
     from bench.core.config import RunConfig
     from bench.jobs.plan import plan_resources
 
-    return Where(dict(plan_resources(RunConfig(), HostSelection()).resources), LOCAL, None)
+    resources = dict(plan_resources(RunConfig(), HostSelection()).resources)
+    # As a hostfile too: a later launch leaves a failed GPU out by its slot (--include localhost:0,2).
+    return Where(resources, LOCAL, "".join(f"{h} slots={max(s) + 1}\n" for h, s in resources.items() if s))
 
 
 def where(cfg: ValidateConfig, hosts: HostSelection) -> Where:

@@ -154,7 +154,7 @@ def test_openmpi_runs_the_container_binary_as_the_script(tmp_path):
     assert lp.argv == [
         sys.executable, "-u", "-m", "deepspeed.launcher.runner",
         "--hostfile", f"{run_dir}/hostfile", "--launcher", "openmpi",
-        "--master_addr", "10.0.0.1", "--master_port", "29501",
+        "--master_addr", "10.0.0.1", "--master_port", "29501", "--no_ssh_check",
         "--launcher_args", "--bind-to none --oversubscribe --mca btl_tcp_if_include ib0",
         "--no_python", "apptainer", "exec", "-B", str(tmp_path), "--nv", SIF,
         "python", "-u", "-m", "bench.worker", "--run-dir", run_dir,

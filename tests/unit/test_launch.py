@@ -59,7 +59,8 @@ def test_pdsh_command_is_exactly():
 def test_openmpi_command_is_exactly():
     assert OpenMPI().command(_job(HOSTS)) == [
         *RUNNER, "--hostfile", f"{RUN}/hostfile", "--launcher", "openmpi", "--master_addr", "10.0.0.1",
-        "--master_port", "29501", "--launcher_args", "--bind-to none --oversubscribe --mca btl_tcp_if_include ib0",
+        "--master_port", "29501", "--no_ssh_check",
+        "--launcher_args", "--bind-to none --oversubscribe --mca btl_tcp_if_include ib0",
         "--module", "bench.worker", "--run-dir", RUN]
 
 

@@ -135,3 +135,21 @@ def test_derived_lines_widen_with_the_noise_bench_sees_but_not_for_a_shift_every
     shifted = peer_lines.derive([50.0, 51.0, 49.0], rounds=[[50.0, 25.0], [51.0, 25.5], [49.0, 24.5]])
     assert shifted.noise < 0.1  # the second round halved every GPU: no GPU's own spread
     assert peer_lines.derive([50.0, 20.0]) is None  # two GPUs cannot say which one is off
+
+
+def test_mpiruns_tagged_output_is_cut_at_every_tag_not_at_line_starts():
+    """Two ranks' pieces can meet on one line (seen from Open MPI 4.1.4's --tag-output in the preflight here:
+    '{...}[1,0]<stdout>:' on one line): each rank's JSON is put back together from its own pieces."""
+    from bench.cluster.probe_launch import _by_tag
+
+    out = ('[1,0]<stdout>:{"hostname": "node1", "v": 1}[1,1]<stdout>:{"hostname": "no\n'
+           '[1,1]<stdout>:de2"}\n[1,0]<stdout>:\n[1,2]<stderr>:a warning\n[1,2]<stdout>:{"hostname": "node3"}\n')
+    assert _by_tag(out) == {0: '{"hostname": "node1", "v": 1}', 1: '{"hostname": "node2"}',
+                            2: '{"hostname": "node3"}'}
+
+
+def test_a_matmuls_own_noise_is_how_close_its_next_iterations_come_to_its_best():
+    from bench.validate.numerics import best_noise
+
+    assert best_noise({"times_s": [1.0, 1.01, 1.02, 1.02, 1.03, 2.0]}) == pytest.approx(0.03)
+    assert best_noise({"times_s": [1.0]}) == 0.0 and best_noise({}) == 0.0

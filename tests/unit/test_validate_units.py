@@ -102,7 +102,8 @@ def test_without_a_hostfile_or_an_allocation_validate_checks_this_node_and_a_lau
     for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         monkeypatch.delenv(name, raising=False)
     w = where(ValidateConfig(), HostSelection())
-    assert w.launcher == "local" and list(w.resources) == ["localhost"] and w.hostfile_text is None
+    assert w.launcher == "local" and list(w.resources) == ["localhost"]
+    assert w.hostfile_text == f"localhost slots={len(w.resources['localhost'])}\n"
     assert_bad_input(cli("validate", "--launcher", "pdsh"), "--launcher pdsh")
     # Inside an allocation (not a prolog), the allocation is the cluster; in a prolog it is not.
     monkeypatch.setenv("SLURM_JOB_ID", "7")

@@ -1,0 +1,125 @@
+"""`bench validate` inside a real Slurm 22.05 allocation, with sshd stopped on every compute host: nothing can use ssh.
+
+The allocation is the cluster (no --hostfile): 3 namespace hosts, 2 CPU slots each (salloc --ntasks-per-node=2).
+Every stage runs as srun job steps (or mpirun, --launcher openmpi, whose daemons Slurm starts); preflight and
+the inventory (with each node's health) go the same way. Faults come from outside bench: a CPU quota on one
+rank's process (tests/faults.py), a drain by hand with scontrol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+
+import pytest
+
+from bench.core import results
+from tests.conftest import REPO, one_json
+from tests.faults import cpu_quota_on
+
+from .validate_runs import not_pass, row
+
+pytestmark = [pytest.mark.multihost, pytest.mark.slow]
+
+SLOTS = 2
+PER_GPU = ("throughput", "numerics", "matmul")
+
+
+@contextlib.contextmanager
+def no_ssh(cluster):
+    """sshd stopped on every compute host for the block: a command that used ssh would fail."""
+    for h in cluster.hosts:
+        cluster.stop_sshd(h)
+    try:
+        yield
+    finally:
+        for h in cluster.hosts:
+            cluster.start_sshd(h)
+
+
+def validate_in_allocation(slurm, out, *extra: str, env: dict | None = None):
+    proc = slurm.run_in_allocation([f"--ntasks-per-node={SLOTS}", sys.executable, "-m", "bench", "validate",
+                                    "--level", "quick", "--json", "--out", str(out), *extra], nodes=3, cwd=REPO,
+                                   timeout=900, env=env or slurm.env)
+    rec = one_json(proc.stdout) if proc.stdout.strip() else None
+    if rec is not None:
+        results.validate(rec)
+    return proc, rec
+
+
+def _gpus(slurm) -> set[str]:
+    return {f"{n}:{s}" for n in slurm.nodes for s in range(SLOTS)}
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "openmpi"])
+def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_exits_0(cluster, slurm, tmp_path, launcher):
+    with no_ssh(cluster):
+        proc, rec = validate_in_allocation(slurm, tmp_path, *(["--launcher", launcher] if launcher != "slurm" else []))
+    assert proc.returncode == 0, proc.stderr[-3000:] + str(not_pass(rec) if rec else "")
+    assert rec["launcher"] == launcher and rec["hosts"] == slurm.nodes and rec["exit_status"] == 0
+    assert {h: n["verdict"] for h, n in rec["nodes"].items()} == dict.fromkeys(slurm.nodes, "healthy"), \
+        not_pass(rec)
+    for check in PER_GPU:  # every host:slot judged, under the allocation's node names
+        assert {c["node"] for c in rec["checks"] if c["check"] == check and c["gpu"] is not None} == _gpus(slurm), \
+            check
+    # Each node's own health, read by its probe's process (CPU nodes: no GPU counters, said in the row).
+    for n in slurm.nodes:
+        assert row(rec, "health", n)["status"] == "PASS" and "no GPU on this node" in row(rec, "health", n)["reason"]
+    assert rec["measured"]["dp"]["world_size"] == 3 * SLOTS and rec["unknown"] == [] and rec["drain"] == []
+    # Every launch went the launcher's way, and the preflight with it.
+    first = "srun" if launcher == "slurm" else "mpirun"
+    assert all(f"({'srun' if launcher == 'slurm' else 'mpirun'})" in row(rec, "preflight", n)["reference"]
+               for n in slurm.nodes)
+    for tag, run_dir in rec["runs"].items():
+        plan = results.read(f"{run_dir}/results.jsonl").records[-1]["plan"]
+        argv = plan["command"]
+        assert argv[0] == first or ("--launcher" in argv and argv[argv.index("--launcher") + 1] == launcher), \
+            (tag, argv)
+
+
+def _on_node(cluster, slurm, host: str, argv: list[str]) -> subprocess.CompletedProcess:
+    """argv run on the node itself (its network and hostname), as slurmd runs a HealthCheckProgram: no ssh."""
+    name = cluster.hostnames[cluster.hosts.index(host)]
+    return subprocess.run(["nsenter", f"--net=/run/netns/{cluster.ns_of(host)}", "unshare", "--uts", "sh", "-c",
+                           f'hostname {name} && exec "$@"', "sh", *argv], capture_output=True, text=True,
+                          timeout=600, cwd=REPO, env=slurm.env)
+
+
+def test_a_slow_gpu_drains_its_node_and_resume_returns_only_what_bench_drained(cluster, slurm, tmp_path):
+    """Local rank 1 of node2 at 15% of a core from its first timed step (~40% of its five peers, which share the
+    rest of the two cores): FAIL, node2 drained by --drain with bench's reason, no ssh used. Once the quota is
+    lifted, node2 checked on itself (as a HealthCheckProgram would run it) with --resume: back in service. A node
+    drained by hand for another reason is left drained by the same command."""
+    slow = cluster.hosts[1]
+    node, other = slurm.nodes[1], slurm.nodes[2]
+    try:
+        with no_ssh(cluster), cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=15000,
+                                           after="start barrier") as moved:
+            proc, rec = validate_in_allocation(slurm, tmp_path / "slow", "--checks", "throughput,stragglers",
+                                               "--drain")
+        assert moved, "the quota caught no rank"
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        r = row(rec, "throughput", f"{node}:1")
+        assert r["status"] == "FAIL" and "FAIL below" in r["reason"], r
+        assert row(rec, "throughput", f"{node}:0")["status"] == "PASS"
+        assert rec["nodes"][node]["verdict"] == "drain" and rec["exclude"] == f"{node}:1"
+        assert {h: n["verdict"] for h, n in rec["nodes"].items() if h != node} == \
+            {slurm.nodes[0]: "healthy", other: "healthy"}, not_pass(rec)
+        shown = slurm.run(["scontrol", "show", "node", node], timeout=15).stdout
+        assert "DRAIN" in shown and "Reason=bench validate: throughput (GPU 1)" in shown, shown
+        slurm.run(["scontrol", "update", f"NodeName={other}", "State=DRAIN", "Reason=fan replaced by hand"])
+        for host, resumed, why in ((slow, True, "bench drained it"), (cluster.hosts[2], False, "another reason")):
+            got = _on_node(cluster, slurm, host, [sys.executable, "-m", "bench", "validate", "--checks", "throughput",
+                                                  "--resume", "--json", "--out", str(tmp_path / host)])
+            assert got.returncode == 0, got.stderr[-3000:]
+            back = one_json(got.stdout)
+            assert back["launcher"] == "local" and back["nodes"]["localhost"]["verdict"] == "healthy"
+            (done,) = back["resumed"]
+            assert done["node"] == slurm.nodes[cluster.hosts.index(host)] and done["resumed"] is resumed \
+                and why in done["why"], done
+        states = slurm.states()
+        assert states[node] == "idle" and states[other].startswith("drain"), states
+    finally:
+        for n in (node, other):
+            slurm.run(["scontrol", "update", f"NodeName={n}", "State=RESUME"], timeout=15)
