@@ -42,7 +42,7 @@ from bench.core import results, storage
 from bench.core.errors import BadInput
 from bench.validate import baseline, drain, gpus, health, links, nodes, numerics, pairs, scaling, training, verdicts
 from bench.validate.config import ValidateConfig
-from bench.validate.state import CLUSTER, STATUSES, Stage, Validation
+from bench.validate.state import CLUSTER, NOT_RUN, STATUSES, Stage, Validation
 from bench.launch.registry import LOCAL
 from bench.validate.where import where
 
@@ -123,7 +123,7 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
     try:
         for name, stage in STAGES:
             if stop_why is None and cfg.fail_fast and v.failed():
-                stop_why = "--fail-fast: not run after a FAIL or ERROR"
+                stop_why = f"{NOT_RUN}: --fail-fast stops after a FAIL or ERROR"
             why = stop_why or (None if name in ALWAYS or cfg.wanted(name) else
                                f"not asked for (--checks, or not part of --level {cfg.level})")
             if why:
@@ -135,7 +135,7 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
             if name == "preflight" and v.failed() and not cfg.keep_going:
                 # The cluster as given cannot pass; say so in seconds, with the way on.
                 lost = [h for h in v.resources if h not in v.good]
-                stop_why = (f"not run: {', '.join(lost)} did not pass preflight; fix it, or rerun with --exclude "
+                stop_why = (f"{NOT_RUN}: {', '.join(lost)} did not pass preflight; fix it, or rerun with --exclude "
                             f"{'@'.join(lost)} (or --keep-going to check the rest now)")
                 print(f"bench validate: {stop_why}", file=sys.stderr)
     except KeyboardInterrupt:

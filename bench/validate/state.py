@@ -30,6 +30,7 @@ STATUSES = ("FAIL", "ERROR", "WARN", "PASS", "SKIP")
 RANK = {"FAIL": 4, "ERROR": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
 OUT = ("FAIL", "ERROR")   # a GPU or node with such a row is left out of the later checks
 LEFT_OUT = "left out after"  # how a SKIP row for a GPU or node left out begins
+NOT_RUN = "not run"          # how a SKIP row of a check asked for but stopped before it ran begins (--fail-fast...)
 
 
 @dataclass(slots=True)

@@ -8,7 +8,8 @@ A node is
   drain     a row of it or of one of its GPUs FAILed (measured, and bad);
   unknown   nothing FAILed, but a check it was selected for did not reach it
             (an ERROR row: a launch that did not start, a stage that timed
-            out, a tool that crashed; or SKIP rows after such an ERROR);
+            out, a tool that crashed; SKIP rows after such an ERROR, or of
+            a check asked for that a stop kept from running);
   degraded  nothing FAILed and everything was checked, but a row WARNed;
   healthy   every check selected reached it and PASSed (or had nothing to check).
 A pair's row ("a+b") carries no verdict of its own: its nodes' rows do. A
@@ -25,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN
-from bench.validate.state import CLUSTER, LEFT_OUT, Check
+from bench.validate.state import CLUSTER, LEFT_OUT, NOT_RUN, Check
 
 VERDICTS = ("healthy", "degraded", "drain", "unknown")
 
@@ -66,10 +67,11 @@ def node_verdicts(checks: list[Check], resources: dict[str, list[int]]) -> dict[
         mine = [c for c in checks if c.host == host]
         fails = [c for c in mine if c.status == "FAIL"]
         warns = [c for c in mine if c.status == "WARN"]
+        # Not reached: an ERROR, a SKIP after an ERROR, or a check asked for that a stop kept from running.
         missing = [c for c in mine if c.status == "ERROR" or
-                   (c.status == "SKIP" and c.reason.startswith(f"{LEFT_OUT} an ERROR"))]
+                   (c.status == "SKIP" and c.reason.startswith((f"{LEFT_OUT} an ERROR", NOT_RUN)))]
         not_checked = [{"check": c.check, "gpu": c.gpu, "reason": c.reason} for c in missing]
-        if not fails and not any(c.status == "SKIP" and c.reason.startswith(LEFT_OUT) for c in mine):
+        if not fails and not any(c.status == "SKIP" and c.reason.startswith((LEFT_OUT, NOT_RUN)) for c in mine):
             # Still in at the end: a cluster-wide check that could not run did not reach it either.
             not_checked += [{"check": c.check, "gpu": None, "reason": c.reason} for c in cluster_errors]
         if fails:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import os
 import subprocess
 import sys
 import time
@@ -21,15 +22,15 @@ import pytest
 
 from bench.core import results
 from tests.conftest import REPO, one_json
-from tests.faults import cpu_quota_on, on_one_host, perturb_linear
+from tests.faults import cpu_quota_on, exit_at_import, on_one_host, perturb_linear
 
 from .validate_runs import SLOTS, junit_matches, not_pass, prediction_holds, row, run_validate
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
 PER_GPU = ("throughput", "numerics", "matmul")
-STAGES = ("preflight", "inventory", "throughput", "numerics", "intra-node", "inter-node", "training", "stragglers",
-          "scaling")
+STAGES = ("preflight", "inventory", "health", "throughput", "numerics", "intra-node", "inter-node", "training",
+          "stragglers", "scaling")
 
 
 def _gpus(cluster) -> list[str]:
@@ -74,9 +75,15 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
     launches = {s["stage"]: s["launches"] for s in rec["stages"]}
     assert {k: launches[k] for k in ("numerics", "training")} == dict.fromkeys(("numerics", "training"), 1)
     # A second round of GPUs where one looked like a straggler, a second look at links where one did not PASS
-    # (three nodes' all-reduces time-slicing two cores: one came in at half its peers' busbw in a CI run).
-    assert launches["throughput"] in (1, 2) and launches["inter-node"] in (1, 2) and launches["intra-node"] in (1, 2)
-    assert launches["stragglers"] == launches["scaling"] == 0
+    # (three nodes' all-reduces time-slicing two cores: one came in at half its peers' busbw in a CI run). Both
+    # link checks are measured in the intra-node check's one launch; inter-node launches only its second look.
+    assert launches["throughput"] in (1, 2) and launches["intra-node"] in (1, 2) and launches["inter-node"] in (0, 1)
+    assert launches["stragglers"] == launches["scaling"] == launches["health"] == 0
+    # Each node's health, read by its probe's own process: the kernel log read, no GPU to read on these hosts.
+    for host in h:
+        hr = row(rec, "health", host)
+        assert hr["status"] == "PASS" and "kernel-log" in hr["value"] and "no GPU on this node" in hr["reason"], hr
+    assert {n["verdict"] for n in rec["nodes"].values()} == {"healthy"} and rec["exit_status"] == 0
     assert all(s["duration_s"] > 0 for s in rec["stages"])
     # Numerics: all six ranks bit for bit alike; the curve they agreed on saved for other nodes (the prolog).
     assert {x["params_sha256"] for x in rec["measured"]["numerics"].values()} == {
@@ -94,6 +101,7 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
         assert values(got, "vitbench_gpu_images_per_second", host=host, slot=slot) == \
             [rec["measured"]["gpu_images_per_s"][gpu]]
     assert values(got, "vitbench_validate_drain") == []
+    assert values(got, "vitbench_node_verdict") == [0.0] * 3  # healthy
     prediction_holds(rec)
     assert rec["measured"]["dp"]["world_size"] == 3 * SLOTS
     for run_dir in rec["runs"].values():
@@ -103,10 +111,10 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
 
 def test_one_slow_gpu_is_named_drained_and_regressed_alone(cluster, tmp_path, healthy_validate):
     """Local rank 1 of one host at 8% of a core from its first timed step (a cgroup quota on that rank's
-    process; its five peers share the rest of two cores, ~38% each, so it falls by ~79% against them, FAIL
-    below 65%, and by ~76% against the healthy run's third of a core): that GPU FAILs and is drained alone, it
-    is the straggler named with its exclude, it regressed against the healthy run; no row says anything of
-    another GPU or node."""
+    process; its five peers share the rest of two cores, ~38% each, so it falls by ~79% against them, and by
+    ~76% against the healthy run's third of a core): that GPU FAILs and is drained alone, it is the straggler
+    named with its exclude, it regressed against the healthy run; no row says anything of another GPU or node.
+    (A GPU at ~40% of its peers, which the old fixed lines only warned about: test_validate_slurm.)"""
     slow = cluster.hosts[1]
     gpu = f"{slow}:1"
     with cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=8000,
@@ -217,23 +225,21 @@ def _prolog(cluster, host: str, tmp_path, *extra: str, site: str | None = None):
     path = f"PYTHONPATH={site} " if site else ""
     cmd = (f"cd {REPO} && {path}{sys.executable} -m bench validate --level prolog --out {tmp_path / host} "
            + " ".join(extra))
-    t0 = time.monotonic()
-    proc = subprocess.run(["ssh", host, cmd], env=cluster.env, capture_output=True, text=True, timeout=300)
-    return proc, time.monotonic() - t0
+    return subprocess.run(["ssh", host, cmd], env=cluster.env, capture_output=True, text=True, timeout=300)
 
 
 def test_prolog_drains_the_node_that_computes_wrong_and_passes_a_healthy_one(cluster, perturbed, healthy_validate,
                                                                              tmp_path):
     bad, site = perturbed
     ref = str(healthy_validate.tmp / "numerics.json")   # the curve six healthy ranks agreed on
-    proc, took = _prolog(cluster, bad, tmp_path, "--numerics-reference", ref, site=site)
+    proc = _prolog(cluster, bad, tmp_path, "--numerics-reference", ref, site=site)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     (line,) = proc.stdout.splitlines()
     assert line.startswith("bench validate prolog: FAIL: numerics localhost:") and "reference curve" in line, line
     # A healthy node against the curve bench ships (bench/data/numerics_reference.json) where it has this
     # platform's: the shipped curve is checked here too; elsewhere its two ranks agree with each other.
     good = cluster.hosts[0]
-    proc_ok, took_ok = _prolog(cluster, good, tmp_path, "--json", site=site)
+    proc_ok = _prolog(cluster, good, tmp_path, "--json", site=site)
     assert proc_ok.returncode == 0, proc_ok.stdout[-2000:] + proc_ok.stderr[-2000:]
     rec = one_json(proc_ok.stdout)
     assert rec["result"] == "PASS" and rec["level"] == "prolog" and rec["hosts"] == ["localhost"]
@@ -243,31 +249,71 @@ def test_prolog_drains_the_node_that_computes_wrong_and_passes_a_healthy_one(clu
     stack = next(iter(rec["measured"]["numerics"].values()))["stack"]
     shipped = find_reference(load_references(None)[0], stack, rec["measured"]["numerics_spec"])
     assert judged == ({"reference"} if shipped else {"peers"}), (judged, stack)
-    assert took < 30 and took_ok < 30, (took, took_ok)
+    # How long a prolog takes is measured in benchmarks/ (benchmarks/README.md), not asserted here.
 
 
-def test_host_without_sshd_is_named_at_once(cluster, tmp_path):
+def test_host_without_sshd_is_unknown_and_nothing_else_runs(cluster, tmp_path):
+    """A host not reached is not a host that failed: ERROR, unknown (exit 3), nothing to drain; the run stops
+    there (the cluster as given cannot pass) and names the way on. The others are unknown too: not checked."""
     gone = cluster.hosts[2]
     cluster.stop_sshd(gone)
     try:
-        t0 = time.monotonic()
         v = run_validate(cluster, tmp_path)  # the defaults, as a sysadmin types it
-        elapsed = time.monotonic() - t0
     finally:
         cluster.start_sshd(gone)
     rec = v.rec
-    assert v.proc.returncode == 1, v.proc.stderr[-3000:]
+    assert v.proc.returncode == 3, v.proc.stderr[-3000:]
     results.validate(rec)
-    assert rec["failed_hosts"] == [gone] and rec["exclude"] == gone
+    assert rec["drain"] == [] and rec["failed_hosts"] == [] and rec["exclude"].split("@")[-1] == gone
     r = row(rec, "preflight", gone)
-    assert r["status"] == "FAIL" and "unreachable" in r["reason"] and "refused" in r["reason"]
+    assert r["status"] == "ERROR" and "unreachable" in r["reason"] and "refused" in r["reason"]
     for host in cluster.hosts[:2]:
         assert row(rec, "preflight", host)["status"] == "PASS"
-    assert elapsed < 60, elapsed
+    assert {h: n["verdict"] for h, n in rec["nodes"].items()} == dict.fromkeys(cluster.hosts, "unknown")
     # Nothing after the failed preflight ran, every node still has its rows, and the way on is named.
     assert f"--exclude {gone}" in v.proc.stderr
     assert {c["status"] for c in rec["checks"] if c["check"] != "preflight"} == {"SKIP"}
     junit_matches(v.junit, rec)
+
+
+def test_a_host_whose_ranks_cannot_start_is_unknown_and_the_others_are_judged(cluster, tmp_path):
+    """The last host's Python exits as it imports bench's rank code (its own sitecustomize: a broken install
+    on one node); its preflight and inventory, which never import it, answer. Its GPUs are ERROR (never
+    started), the node unknown with the reason; the other nodes' GPUs are judged, and their numerics run
+    without it: exit 3, nothing drained."""
+    bad = cluster.hosts[2]
+    with on_one_host(cluster, bad, {"sitecustomize.py": exit_at_import("bench.worker")}) as site:
+        v = run_validate(cluster, tmp_path, "--checks", "throughput,numerics", env=dict(cluster.env, PYTHONPATH=site))
+    assert v.proc.returncode == 3, v.proc.stderr[-3000:]
+    rec = v.rec
+    results.validate(rec)
+    for s in range(SLOTS):
+        r = row(rec, "throughput", f"{bad}:{s}")
+        assert r["status"] == "ERROR" and "never started" in r["reason"], r
+    assert row(rec, "numerics", bad)["status"] == "SKIP" and "an ERROR in throughput" in row(rec, "numerics", bad)["reason"]
+    node = rec["nodes"][bad]
+    assert node["verdict"] == "unknown" and node["not_checked"][0]["check"] == "throughput"
+    for host in cluster.hosts[:2]:
+        assert rec["nodes"][host]["verdict"] == "healthy", rec["nodes"][host]
+        assert {row(rec, c, f"{host}:{s}")["status"] for c in PER_GPU for s in range(SLOTS)} == {"PASS"}
+    assert rec["drain"] == [] and rec["unknown"] == [bad]
+
+
+def test_level_health_on_a_node_reads_its_counters_in_one_launch_and_says_what_it_could_not_read(cluster):
+    """--level health on a namespace host over ssh, as a HealthCheckProgram runs it there: no rank starts; the
+    kernel log is read; the GPU counters are not there to read (no GPU), and the row says so."""
+    host = cluster.hosts[0]
+    proc = subprocess.run(["ssh", host, f"cd {REPO} && {sys.executable} -m bench validate --level health --json "
+                           f"--out /tmp/vitbench-health-{os.getpid()}"], env=cluster.env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = one_json(proc.stdout)
+    assert rec["level"] == "health" and [s["stage"] for s in rec["stages"]] == ["preflight", "inventory", "health"]
+    assert all(s["launches"] == 0 for s in rec["stages"])
+    r = row(rec, "health", "localhost")
+    assert r["status"] == "PASS" and "kernel-log: dmesg" in r["value"], r
+    assert "nothing to read: gpu: no GPU on this node" in r["reason"], r
+    assert rec["nodes"]["localhost"]["verdict"] == "healthy"
 
 
 def test_a_gpu_slow_in_one_repeat_only_warns_and_says_how_often(cluster, tmp_path):

@@ -51,6 +51,8 @@ def junit_matches(junit: Path, rec: dict) -> None:
     assert {c.get("name") for c in cases} == {f"{c['check']} [{c['node']}]" for c in rec["checks"]}
     failed = {c.get("name") for c in cases if c.find("failure") is not None}
     assert failed == {f"{c['check']} [{c['node']}]" for c in rec["checks"] if c["status"] == "FAIL"}
+    errors = {c.get("name") for c in cases if c.find("error") is not None}
+    assert errors == {f"{c['check']} [{c['node']}]" for c in rec["checks"] if c["status"] == "ERROR"}
 
 
 def prediction_holds(rec: dict) -> None:
