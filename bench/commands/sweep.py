@@ -4,7 +4,7 @@
     bench sweep strong --hostfile hostfiles/vector --micro-batch 64 --epochs 1
     bench sweep paper --dry-run                 # the study's runs, listed, nothing launched
     bench sweep zero --gpus 2 --precisions bf16 --json
-    bench sweep memory --gpus 2 --model vit-large-p4-32 --micro-batch 2 --steps 4 --find-max-batch
+    bench sweep memory --gpus 2 --model vit-large-p4-32 --micro-batch 2 --steps 8 --find-max-batch
 
 A sweep is one folder, OUT/<name>/ (name: --name, default the suite):
   sweep.json     the suite, the base config, the options and every planned point
