@@ -259,8 +259,8 @@ class HostSelection:
                        default="", metavar="SPEC", group=GROUP)
     exclude: str = opt("use all but these hosts/slots (same format; not with --include), e.g. worker-1:0",
                        default="", metavar="SPEC", group=GROUP)
-    num_nodes: int | None = opt("use the first N hosts of the hostfile", default=None, metavar="N", group=GROUP)
-    num_gpus: int | None = opt("use the first N slots of every host", default=None, metavar="N", group=GROUP)
+    num_nodes: int | None = opt("use the first N hosts of the hostfile (default: all)", default=None, metavar="N", group=GROUP)
+    num_gpus: int | None = opt("use the first N slots of every host (default: all)", default=None, metavar="N", group=GROUP)
 
     def __post_init__(self) -> None:
         for name in ("num_nodes", "num_gpus"):

@@ -29,7 +29,7 @@ HELP = "tables, scaling analysis and plots from run/sweep records (works on copi
 
 def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="results.jsonl files or folders holding them")
-    p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into DIR")
+    p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into DIR (default: no plots)")
     p.add_argument("--compare-paper", action="store_true",
                    help="put the study's published figures (arXiv 2602.21081) beside these")
     add_json_flag(p)

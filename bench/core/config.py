@@ -112,7 +112,7 @@ class RunConfig(LaunchConfig):
     # --- DeepSpeed --------------------------------------------------------
     engine: str = opt("training engine: DeepSpeed, plain PyTorch DDP (the baseline DeepSpeed is judged against), "
                       "or PyTorch FSDP2 (fully_shard per transformer block)", default="deepspeed", choices=ENGINES)
-    zero_stage: int = opt("ZeRO stage 0-3", default=0)
+    zero_stage: int = opt("ZeRO stage", default=0, choices=(0, 1, 2, 3))
     offload: str | None = opt("offload to cpu (optimizer states, ZeRO 1-3; --offload alone) or nvme (ZeRO-Infinity: "
                               "optimizer states and parameters swapped to files under --nvme-path; ZeRO-3)",
                               default=None, choices=OFFLOADS, const="cpu")
@@ -132,7 +132,7 @@ class RunConfig(LaunchConfig):
     precision: str = opt("training precision", default="fp32", choices=PRECISIONS)
     overlap_comm: bool | None = opt("overlap gradient reduction with backward (ZeRO 1-3; default DeepSpeed's: "
                                     "off at stages 1-2, on at stage 3)", default=None)
-    bucket_size: int | None = opt("reduce/allgather bucket size in elements", default=None)
+    bucket_size: int | None = opt("reduce/allgather bucket size in elements (default: DeepSpeed's)", default=None)
     breakdown: bool = opt("DeepSpeed's wall-clock breakdown timers, printed into the rank logs (bench's figures "
                           "count communication themselves and do not read them)", default=False)
     deepspeed_config: str | None = opt("user DeepSpeed JSON merged over the generated one", default=None)

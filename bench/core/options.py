@@ -13,7 +13,9 @@ is generated from them, so the CLI cannot drift from what the code reads.
     cfg = from_args(CommConfig, args)        # options not given keep the dataclass default
 
 Every generated option defaults to None in argparse, meaning "not given", so
-from_args can tell a default from a choice. Booleans get --x and --no-x.
+from_args can tell a default from a choice. Booleans get --x and --no-x,
+both shown. --help shows each option's default (the field's, unless its help
+already says what happens by default) and, for a few choices, the choices.
 Validation lives in each dataclass's __post_init__ and raises BadInput
 naming the option (option_name).
 """
@@ -62,6 +64,29 @@ def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def shown(default: Any) -> str:
+    """A default as --help shows it: on/off, 300 (not 300.0), a,b for a list, "not set" for None or ""."""
+    if default is None or default == "":
+        return "not set"
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    if isinstance(default, float):
+        return f"{default:g}"
+    if isinstance(default, tuple):
+        return ",".join(map(str, default))
+    return str(default)
+
+
+def help_text(help: str, default: Any) -> str:
+    """The help with its default said, unless the text already says what happens by default; % escaped."""
+    text = help if "default" in help.lower() else f"{help} (default: {shown(default)})"
+    return text.replace("%", "%%")
+
+
+# Choices up to this many are shown in the option's metavar ({fp32,fp16,bf16}); more go by name.
+FEW_CHOICES = 8
+
+
 def _base_type(t: Any) -> type:
     text = t if isinstance(t, str) else getattr(t, "__name__", str(t))
     for name, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
@@ -80,18 +105,20 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, 
         target = parser
         if meta.get("group"):
             target = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
-        kw: dict[str, Any] = {"help": meta["help"], "dest": f.name, "default": None}
+        kw: dict[str, Any] = {"help": help_text(meta["help"], f.default), "dest": f.name, "default": None}
         if "parse" not in meta and _base_type(f.type) is bool:
-            target.add_argument(option_name(f.name), action="store_true", **kw)
-            target.add_argument("--no-" + f.name.replace("_", "-"), action="store_false", dest=f.name,
-                                default=None, help=argparse.SUPPRESS)
+            # --x and --no-x, both in --help; None (neither given) keeps the field's default.
+            target.add_argument(option_name(f.name), action=argparse.BooleanOptionalAction, **kw)
             continue
+        metavar = meta.get("metavar", f.name.upper())
         if "choices" in meta:
             kw["choices"] = meta["choices"]
+            if "metavar" not in meta and len(meta["choices"]) <= FEW_CHOICES:
+                metavar = "{" + ",".join(map(str, meta["choices"])) + "}"
         if "const" in meta:
             kw.update(nargs="?", const=meta["const"])
         kw["type"] = meta.get("parse") or _base_type(f.type)
-        target.add_argument(option_name(f.name), metavar=meta.get("metavar", f.name.upper()), **kw)
+        target.add_argument(option_name(f.name), metavar=metavar, **kw)
 
 
 def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
