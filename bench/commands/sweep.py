@@ -1,6 +1,6 @@
 """`bench sweep SUITE`: run a suite's points one after another, resumably.
 
-    bench sweep batch --gpus 2 --dataset synthetic --values 16,32,64 --steps 30
+    bench sweep batch --gpus 2 --dataset synthetic --micro-batches 16,32,64 --steps 30
     bench sweep strong --hostfile hostfiles/vector --micro-batch 64 --epochs 1
     bench sweep paper --dry-run                 # the study's runs, listed, nothing launched
     bench sweep zero --gpus 2 --precisions bf16 --json
@@ -43,7 +43,7 @@ def add_arguments(p) -> None:
     add_options(p, RunConfig)
     add_options(p, HostSelection, skip=("num_gpus",))
     add_options(p, suites.SuiteOptions)
-    g = p.add_argument_group("sweep")
+    g = p.add_argument_group("output")
     g.add_argument("--name", default=None, help="sweep folder name under --out (default: the suite)")
     add_dry_run_flag(g, "list the points and launch nothing")
     add_json_flag(g)
@@ -58,7 +58,8 @@ def main(args) -> int:
     from bench.jobs.train import run
     from bench.render.progress import SweepProgress, print_plan
 
-    cfg, hosts, opts = from_args(RunConfig, args), from_args(HostSelection, args), from_args(suites.SuiteOptions, args)
+    cfg, hosts = from_args(RunConfig, args), from_args(HostSelection, args)
+    opts = from_args(suites.SuiteOptions, args).for_suite(args.suite)
     placement = plan_resources(cfg, hosts)
     pool = make_pool(placement, hosts)
     name = args.name or args.suite

@@ -41,7 +41,7 @@ def add_arguments(p) -> None:
                                     "epochs"))
     add_options(p, HostSelection, skip=("num_gpus",))
     add_options(p, TuneOptions)
-    g = p.add_argument_group("tune")
+    g = p.add_argument_group("output")
     g.add_argument("--name", default=None, help="tune folder name under --out (default: tune)")
     add_json_flag(g, "tune.json")
 

@@ -42,7 +42,8 @@ ADAMW_IMPLS = ("fused", "foreach", "forloop")
 class LaunchConfig:
     """Where and how the ranks start: the options bench run and bench comm share."""
 
-    gpus: int | None = opt("ranks per node (default: every GPU; 2 on a CPU-only node)", default=None)
+    gpus: int | None = opt("ranks per node: with --hostfile, the first N slots of every host (default: every GPU or "
+                           "slot; 2 on a CPU-only node)", default=None, metavar="N", aliases=("--num-gpus",))
     launcher: str | None = opt("pdsh (default with several hosts), openmpi, slurm; local for one node",
                                default=None, choices=LAUNCHERS)
     container_exec: str | None = opt(

@@ -44,7 +44,7 @@ PAPER_ZERO3 = {"zero_optimization": {"stage3_param_persistence_threshold": 0, "s
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("zero-figures")
-    proc = bench("sweep", "zero", "--values", "0,1,2,3", "--precisions", "fp32", *COMMON, "--out", str(root),
+    proc = bench("sweep", "zero", "--strategies", "0,1,2,3", "--precisions", "fp32", *COMMON, "--out", str(root),
                  "--json", timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = {r["labels"]["zero_stage"]: r for r in results.read(str(root / "zero" / "results.jsonl")).records}

@@ -38,8 +38,9 @@ def test_batch_values_and_counts():
 
 
 @pytest.mark.parametrize("opts,needle", [
-    (SuiteOptions(values=("0",)), "--values"),
-    (SuiteOptions(values=("x",)), "--values"),
+    (SuiteOptions(micro_batches=("0",)), "--micro-batches: '0' is not a whole number"),
+    (SuiteOptions(micro_batches=("x",)), "--micro-batches: 'x' is not a whole number"),
+    (SuiteOptions(grad_accums=("2",)), "--grad-accums: the batch suite does not take it"),
     (SuiteOptions(gpu_counts=(4,)), "--gpu-counts: 4 asked but the pool has 2"),
 ])
 def test_batch_bad_options(opts, needle):
