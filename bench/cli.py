@@ -1,8 +1,8 @@
 """The `bench` command line.
 
-    bench [run options]            same as `bench run`
+    bench --gpus 2                 # same as `bench run --gpus 2`
     bench run --gpus 2 --dataset synthetic --steps 30 --json
-    bench hosts --hostfile hostfiles/tesla --exclude node5
+    bench hosts --hostfile hostfiles/tesla --exclude tesla-node5
     bench probe --hostfile hostfiles/tesla --json
 
 Each subcommand lives in its own module of bench/commands, which exposes

@@ -44,7 +44,7 @@ def peak_flops_of(device: str, precision: str) -> tuple[float | None, str | None
 
 def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_image: float | None,
                 precision: str | None, peak_flops: float | None = None) -> dict[str, Any]:
-    """TFLOP/s and MFU of each rank and of the run (METRICS.md: MFU = F_train x images/s / peak).
+    """TFLOP/s and MFU of each rank and of the run (docs/metrics.md: MFU = F_train x images/s / peak).
 
     Each rank's peak comes from the GPU it ran on and the precision, so a
     mixed cluster divides by the sum of its own peaks; `peak_flops` (one GPU's
@@ -81,7 +81,7 @@ def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_imag
 
 def pipeline_figures(ranks: list[dict[str, Any]], stages: int, micro_batches: int, data_parallel: int,
                      params: int | None) -> dict[str, Any]:
-    """The stages (their layers and parameter counts, from the ranks that hold them) and the bubble (METRICS.md)."""
+    """The stages (their layers and parameter counts, from the ranks that hold them), the bubble (docs/metrics.md)."""
     by_stage: dict[int, dict[str, Any]] = {}
     for r in ranks:
         lay = r.get("pipeline") or {}
@@ -122,7 +122,7 @@ def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: 
 
 def epoch_figures(ranks: list[dict[str, Any]], step_mean: float, steps_per_epoch: int,
                   total_steps: int) -> dict[str, Any]:
-    """Time per epoch: measured where whole epochs ran, else estimated, and which one it is (METRICS.md).
+    """Time per epoch: measured where whole epochs ran, else estimated, and which one it is (docs/metrics.md).
 
     measured   the mean wall clock of the whole epochs run (each the slowest rank's), warm-up, data
                loading, waits and communication included, evaluation not: what the study's epochs are

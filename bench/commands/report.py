@@ -11,7 +11,7 @@ throughput, step time, time per epoch, communication share, memory and
 accuracy; for strong scaling and the batch sweep S(N) = T1/TN, E(N) = S/N,
 Karp-Flatt and an Amdahl fit; for weak scaling E_w(N) = T1/TN; packed vs
 spread and DeepSpeed vs DDP speedups. Every formula is
-bench/analysis/metrics.py's (METRICS.md). Only the records are read, never
+bench/analysis/metrics.py's (docs/metrics.md). Only the records are read, never
 the run directories, so results copied from a cluster report the same here.
 """
 

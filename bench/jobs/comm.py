@@ -7,7 +7,7 @@ Same planning and launcher as a training run (bench.jobs.plan, bench.launch;
 module bench.worker.comm). Per size the record's rows carry the bytes S, the
 time of one collective (min, median, max over the timed iterations; each
 iteration's time is the slowest rank's), algbw and busbw as nccl-tests
-defines them (bench.analysis.metrics; METRICS.md, "Collective benchmark"),
+defines them (bench.analysis.metrics; docs/metrics.md, "Collective benchmark"),
 and #wrong: values that differ from the exactly known result
 (bench.core.collectives). sizes is the per-rank buffer: the send buffer of
 all_gather, the output of reduce_scatter. NCCL on GPUs, gloo on CPU.

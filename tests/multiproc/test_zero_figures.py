@@ -6,7 +6,7 @@ parameters released between forward and backward, as the ZeRO paper
 assumes. Two micro steps per optimizer step, so ZeRO-1 (gradients whole
 until the boundary) and ZeRO-2 (partitioned as they are reduced) differ.
 
-The analytic volume is the ZeRO paper's (METRICS.md), in ring figures: the
+The analytic volume is the ZeRO paper's (docs/metrics.md), in ring figures: the
 engines' patterns are compared with it through the ring's factors applied
 to the buffers each op was called with (`_ring`), whatever the backend.
 The record's own measured_over_analytic is gloo's sent bytes over it, where

@@ -3,7 +3,8 @@
     python -m pytest -q tests/unit/test_docs.py
 
 A command is a line of a code block (indented, or fenced) in README.md,
-docs/*.md or bench/README.md that runs bench: `bench ...`, `python -m bench
+docs/*.md or bench/README.md, or of the docstring of bench/cli.py or a
+subcommand's module (bench/commands/), that runs bench: `bench ...`, `python -m bench
 ...`, `docker compose ... run [--rm] bench ...`, `apptainer exec ... SIF
 bench ...`, `apptainer run ... SIF ...` (the image's runscript is bench),
 `exec bench ...` in a script; a `$ ` prompt and VAR=value prefixes are
@@ -11,7 +12,7 @@ dropped, lines ending in `\\` are joined, and the command ends at a shell
 operator (>, |, &&, ;). Each one is parsed by bench's own parser; where the
 subcommand has --dry-run (run, sweep) and every --hostfile it names is in
 the project, it also runs with --dry-run in this process, on a node without
-a GPU, and must exit 0. A doc that shows an old option name (a hidden alias,
+a GPU, and must exit 0; so does bench hosts, which reads files only. A doc that shows an old option name (a hidden alias,
 which prints "is now") fails too: docs show the current names.
 
 Paths: a link [text](target) must resolve from the doc's folder (and a
@@ -120,9 +121,20 @@ def bench_args(tokens: list[str]) -> list[str] | None:
     return None
 
 
+def docstring_files() -> list[str]:
+    """The modules whose docstrings show the commands: the entry point and one per subcommand."""
+    folder = os.path.join(REPO, "bench", "commands")
+    return ["bench/cli.py", *sorted(f"bench/commands/{f}" for f in os.listdir(folder) if f.endswith(".py"))]
+
+
 def commands(doc: str) -> list[Command]:
     with open(os.path.join(REPO, doc)) as f:
-        lines = code_lines(f.read())
+        text = f.read()
+    if doc.endswith(".py"):
+        import ast
+
+        text = "\n" * (ast.parse(text).body[0].lineno - 1) + (ast.get_docstring(ast.parse(text), clean=False) or "")
+    lines = code_lines(text)
     out, i = [], 0
     while i < len(lines):
         n, text = lines[i]
@@ -141,17 +153,19 @@ def commands(doc: str) -> list[Command]:
     return out
 
 
-ALL_COMMANDS = [c for d in doc_files() for c in commands(d)]
+ALL_COMMANDS = [c for d in doc_files() + docstring_files() for c in commands(d)]
 
 
-def _dry_runnable(argv: list[str]) -> bool:
-    """run and sweep have --dry-run; it needs the hostfile named (or, for Slurm, an allocation) to be here."""
-    if argv[0] not in ("run", "sweep") or "--help" in argv:
-        return False
+def _hostfiles_present(argv: list[str]) -> bool:
     named = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--hostfile"]
     if not named and "slurm" in argv:
         return False  # the allocation is the hostfile: none here
     return all(os.path.isfile(os.path.join(REPO, h)) for h in named)
+
+
+def _dry_runnable(argv: list[str]) -> bool:
+    """run and sweep have --dry-run; it needs the hostfile named (or, for Slurm, an allocation) to be here."""
+    return argv[0] in ("run", "sweep") and "--help" not in argv and _hostfiles_present(argv)
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +225,9 @@ def test_doc_command_parses_and_dry_runs(cmd, no_gpu_node, cifar):
     if _dry_runnable(argv):
         rc, _, stderr = run_cli([*argv, "--dry-run", "--out", str(no_gpu_node / "out"), "--data-dir", cifar])
         assert rc == 0, f"{cmd.where}: `{cmd.text}` --dry-run exits {rc}: {stderr.strip()}"
+    elif argv[0] == "hosts" and "--help" not in argv and _hostfiles_present(argv):
+        rc, _, stderr = run_cli(argv)   # reads files only: it runs as it is
+        assert rc == 0, f"{cmd.where}: `{cmd.text}` exits {rc}: {stderr.strip()}"
 
 
 # --- paths ---------------------------------------------------------------------------------------
