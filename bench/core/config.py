@@ -167,10 +167,6 @@ class RunConfig(LaunchConfig):
         with open(path) as f:
             return cls.from_dict(json.load(f))
 
-    @property
-    def total_steps(self) -> int | None:
-        return self.steps
-
     def with_absolute_paths(self) -> "RunConfig":
         """The paths the ranks read (--data-dir, --deepspeed-config, --nvme-path) made absolute here.
 
