@@ -3,6 +3,7 @@
     points = suites.plan("batch", cfg, opts, pool)
     done = open_sweep(sweep_dir, "batch", cfg, opts, pool, points)
     rc = run_points(points, hosts, sweep_dir, done, run_one=bench.jobs.train.run, view=progress)
+    # run_one(config, hosts, Mode(quiet=True, out_dir=SWEEP/runs)) -> the point's run record
 
 The folder's layout, what a resumed sweep skips and the exit statuses are
 bench sweep's (bench/commands/sweep.py).
@@ -21,6 +22,7 @@ from bench.core import results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, BadInput, NoRoom, StorageFailed
 from bench.experiments import suites
+from bench.jobs.mode import Mode
 
 DONE_STATUSES = ("ok", "oom")
 # Fields that say where a point ran or how long bench waits, not what was measured.
@@ -133,7 +135,7 @@ def run_points(points: list[suites.Point], hosts: HostSelection, sweep_dir: str,
             if done.get(p.id, {}).get("status") not in DONE_STATUSES:
                 view.start(p)
                 launched.append(p.id)
-                rec = run_one(p.config, point_hosts(p, hosts), quiet=True, out_dir=runs_dir)
+                rec = run_one(p.config, point_hosts(p, hosts), Mode(quiet=True, out_dir=runs_dir))
                 if rec is None or rec["status"] == "interrupted":
                     status = "interrupted"
                     break

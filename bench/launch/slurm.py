@@ -16,6 +16,7 @@ maps SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID itself (bench.worker.bootstrap
 
 from __future__ import annotations
 
+from bench.cluster.container import ContainerExec
 from bench.cluster.slurm import slurm_hosts
 from bench.core.errors import BadInput
 from bench.launch.base import Job, MultiNode, require_leading_slots
@@ -30,9 +31,10 @@ class Slurm(MultiNode):
         # Inside a Slurm allocation the allocation is the hostfile.
         return slurm_hosts()
 
-    def check(self, job: Job) -> None:
-        require_leading_slots(self.name, job.resources)
-        counts = {h: len(s) for h, s in job.resources.items()}
+    def check(self, resources: dict[str, list[int]], container: ContainerExec | None,
+              environ: dict[str, str]) -> None:
+        require_leading_slots(self.name, resources)
+        counts = {h: len(s) for h, s in resources.items()}
         if len(set(counts.values())) > 1:
             raise BadInput(f"--launcher slurm: srun places the same number of ranks on every host, got {counts}")
 

@@ -204,9 +204,11 @@ def _fake_runner(outcomes: dict[int, str], calls: list):
     from bench.core import results
     from tests.unit.test_report import point
 
-    def run_one(cfg, hosts, *, quiet, out_dir):
+    def run_one(cfg, hosts, mode):
         from bench.core.errors import NoRoom
 
+        assert mode.quiet  # a sweep's points print no notes of their own: its progress does
+        out_dir = mode.out_dir
         calls.append(cfg.micro_batch)
         status = outcomes.get(cfg.micro_batch, "ok")
         if status == "no room":  # what bench.jobs.train.run raises when --out filled up (storage.check_room)
