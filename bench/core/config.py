@@ -181,9 +181,23 @@ class RunConfig(LaunchConfig):
 
 
 def _validate(c: RunConfig) -> None:
+    """Every check of a RunConfig, by concern; the first that fails raises BadInput naming the option."""
     def bad(name: str, why: str) -> BadInput:
         return BadInput(f"{option_name(name)}: {why}")
 
+    _check_model_and_data(c, bad)
+    _check_schedule(c, bad)
+    _check_strategy(c, bad)
+    check_parallel(c, bad)
+    if c.engine in ("ddp", "fsdp2"):
+        _check_torch_engine(c, bad)
+    if c.bucket_size is not None and c.bucket_size <= 0:
+        raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
+    if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
+        raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
+
+
+def _check_model_and_data(c: RunConfig, bad) -> None:
     try:
         resolve_model(c.model, c.img_size, 10)
     except KeyError as e:
@@ -197,6 +211,12 @@ def _validate(c: RunConfig) -> None:
     for name in ("micro_batch", "grad_accum", "synthetic_size"):
         if getattr(c, name) <= 0:
             raise bad(name, f"must be > 0, got {getattr(c, name)}")
+    if not 0.0 < c.dataset_fraction <= 1.0:
+        raise bad("dataset_fraction", f"must be in (0, 1], got {c.dataset_fraction}")
+
+
+def _check_schedule(c: RunConfig, bad) -> None:
+    """How long the run is, what of it is timed, and the optimizer's numbers."""
     if c.steps is not None and c.epochs is not None:
         raise bad("steps", "give --steps or --epochs, not both")
     if c.steps is not None and c.steps <= 0:
@@ -209,14 +229,16 @@ def _validate(c: RunConfig) -> None:
         raise bad("timing_warmup", f"must be >= 0, got {c.timing_warmup}")
     if c.steps is not None and c.timing_warmup >= c.steps:
         raise bad("timing_warmup", f"{c.timing_warmup} warm-up steps leave nothing to time in --steps {c.steps}")
-    if not 0.0 < c.dataset_fraction <= 1.0:
-        raise bad("dataset_fraction", f"must be in (0, 1], got {c.dataset_fraction}")
     if not c.lr > 0:
         raise bad("lr", f"must be > 0, got {c.lr}")
     if c.weight_decay < 0:
         raise bad("weight_decay", f"must be >= 0, got {c.weight_decay}")
     if c.warmup_steps < 0:
         raise bad("warmup_steps", f"must be >= 0, got {c.warmup_steps}")
+
+
+def _check_strategy(c: RunConfig, bad) -> None:
+    """ZeRO stage, offload and pipeline stages: what DeepSpeed can run together."""
     if c.zero_stage not in (0, 1, 2, 3):
         raise bad("zero_stage", f"must be 0, 1, 2 or 3, got {c.zero_stage}")
     if c.offload is not None and c.offload not in OFFLOADS:
@@ -241,13 +263,6 @@ def _validate(c: RunConfig) -> None:
         if c.compile or c.activation_checkpointing:
             raise bad("pipeline_stages", "bench's pipeline stages run without --compile and "
                       "--activation-checkpointing")
-    check_parallel(c, bad)
-    if c.engine in ("ddp", "fsdp2"):
-        _check_torch_engine(c, bad)
-    if c.bucket_size is not None and c.bucket_size <= 0:
-        raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
-    if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
-        raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
 
 
 def _check_torch_engine(c: RunConfig, bad) -> None:
