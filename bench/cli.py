@@ -1,8 +1,8 @@
 """The `bench` command line.
 
-    bench [run options]            same as `bench run`
+    bench --gpus 2                 # same as `bench run --gpus 2`
     bench run --gpus 2 --dataset synthetic --steps 30 --json
-    bench hosts --hostfile hostfiles/tesla --exclude node5
+    bench hosts --hostfile hostfiles/tesla --exclude tesla-node5
     bench probe --hostfile hostfiles/tesla --json
 
 Each subcommand lives in its own module of bench/commands, which exposes
@@ -40,10 +40,14 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports bad options as one line (BadInput), not usage + exit."""
+    """argparse that reports bad options as one line (BadInput), not usage + exit.
+
+    The line's prefix (`bench sweep: error:`) is written once, by main, for
+    argparse's errors and the commands' own alike.
+    """
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        raise BadInput(f"{self.prog}: {message}")
+        raise BadInput(message)
 
 
 def build_parser() -> Parser:
@@ -124,13 +128,27 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = saved
 
 
+def prog_of(argv: list[str]) -> str:
+    """The name errors are reported under: `bench sweep`, or `bench` before a subcommand is known."""
+    return f"bench {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "bench"
+
+
 def _main(argv: list[str]) -> int:
+    prog = "bench"
     try:
+        if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:
+            # `bench sweeep`: a mistyped command, not `bench run` with a stray word.
+            raise BadInput(f"{argv[0]!r} is not a command (choose from {', '.join(SUBCOMMANDS)})")
+        argv = _with_default_command(argv)
+        prog = prog_of(argv)
         parser = build_parser()
-        args = parser.parse_args(_with_default_command(argv))
+        # Unknown options are the subcommand's error: argparse would report them under the top-level `bench`.
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            raise BadInput(f"unrecognized arguments: {' '.join(unknown)}")
         return int(args._main(args) or 0)
     except BadInput as e:
-        print(f"bench: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except StorageFailed as e:
         # The one document on stdout (with --json too) is what could not be written.

@@ -8,7 +8,7 @@
 #   VITBENCH_TAG=registry.example.org/vitbench:0.1.0 docker/build.sh
 #
 # The variants (which GPUs each one's torch has kernels for) are listed in
-# bench/data/image_variants.json and README "Images". --variant must come
+# bench/data/image_variants.json and docs/images.md. --variant must come
 # first; the other arguments go to `docker build` as they are (a
 # --build-arg BASE_IMAGE=... there overrides the variant's base). The context
 # is the repository root, cut down by .dockerignore to what the image needs.

@@ -1,7 +1,7 @@
 """The comm ranks' summary.json -> one row per group and size: times, algbw, busbw, #wrong (bench.analysis.metrics).
 
     rows = rows_from_summary(summary, "all_reduce", ["all"])
-    rows[0]["busbw"]      # bytes/s, nccl-tests' definition (METRICS.md, "Collective benchmark")
+    rows[0]["busbw"]      # bytes/s, nccl-tests' definition (docs/metrics.md, "Collective benchmark")
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from bench.analysis import metrics
 
 
 def row(op: str, n: int, size: int, times_s: list[float], wrong: int, group: str) -> dict[str, Any]:
-    """One measured size as a JSON row; every figure from bench.analysis.metrics (METRICS.md)."""
+    """One measured size as a JSON row; every figure from bench.analysis.metrics (docs/metrics.md)."""
     t = metrics.summary(times_s)
     nbytes = metrics.nccl_bytes(op, size, n)
     alg = metrics.algbw(nbytes, t.median)

@@ -44,7 +44,7 @@ def peak_flops_of(device: str, precision: str) -> tuple[float | None, str | None
 
 def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_image: float | None,
                 precision: str | None, peak_flops: float | None = None) -> dict[str, Any]:
-    """TFLOP/s and MFU of each rank and of the run (METRICS.md: MFU = F_train x images/s / peak).
+    """TFLOP/s and MFU of each rank and of the run (docs/metrics.md: MFU = F_train x images/s / peak).
 
     Each rank's peak comes from the GPU it ran on and the precision, so a
     mixed cluster divides by the sum of its own peaks; `peak_flops` (one GPU's
@@ -81,7 +81,7 @@ def mfu_figures(ranks: list[dict[str, Any]], images_per_s: float, flops_per_imag
 
 def pipeline_figures(ranks: list[dict[str, Any]], stages: int, micro_batches: int, data_parallel: int,
                      params: int | None) -> dict[str, Any]:
-    """The stages (their layers and parameter counts, from the ranks that hold them) and the bubble (METRICS.md)."""
+    """The stages (their layers and parameter counts, from the ranks that hold them), the bubble (docs/metrics.md)."""
     by_stage: dict[int, dict[str, Any]] = {}
     for r in ranks:
         lay = r.get("pipeline") or {}
@@ -122,7 +122,7 @@ def memory_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], world: 
 
 def epoch_figures(ranks: list[dict[str, Any]], step_mean: float, steps_per_epoch: int,
                   total_steps: int) -> dict[str, Any]:
-    """Time per epoch: measured where whole epochs ran, else estimated, and which one it is (METRICS.md).
+    """Time per epoch: measured where whole epochs ran, else estimated, and which one it is (docs/metrics.md).
 
     measured   the mean wall clock of the whole epochs run (each the slowest rank's), warm-up, data
                loading, waits and communication included, evaluation not: what the study's epochs are
@@ -161,31 +161,53 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
                  comm_bytes_per_element: int | None = None, pipeline_stages: int = 1,
                  reduce_bytes_per_element: int | None = None, tensor_parallel: int = 1,
                  recompute: bool = False) -> dict[str, Any]:
+    """The record's figures of the ranks' summary: pace, training, communication, model states, FLOPs."""
     ranks = sorted(summary["ranks"], key=lambda r: r["rank"])
-    world = summary["world_size"]
     # The ranks of one replica (pipeline stages, a TP group) see the same images: a step's are the replicas'.
-    data_parallel = world // (pipeline_stages * tensor_parallel)
-    per_step_images = micro_batch * grad_accum * data_parallel
+    data_parallel = summary["world_size"] // (pipeline_stages * tensor_parallel)
     steady = min(r["steady_steps"] for r in ranks)
+    step_mean = _mean([_mean(r["step_s"][:steady]) for r in ranks])
+    figures = pace_figures(ranks, summary, steady, step_mean, micro_batch * grad_accum * data_parallel,
+                           data_parallel)
+    figures.update(training_figures(ranks, summary, steady, planned_world))
+    params = (summary.get("model") or {}).get("params")
+    tp = None
+    if tensor_parallel > 1 and ranks[0].get("tensor_parallel"):
+        figures["tensor_parallel"] = tensor_parallel_figures(ranks, tensor_parallel, data_parallel)
+        params = figures["tensor_parallel"]["params_per_rank"]  # the data-parallel formulas shard Psi_T over D
+        t = ranks[0]["tensor_parallel"]
+        tp = {"size": tensor_parallel, "depth": t["depth"], "tokens": t["tokens"], "width": t["width"],
+              "micro_batch": micro_batch, "accum": grad_accum, "recompute": recompute,
+              "bytes_per_element": volume.comm_bytes_per_element(precision or "fp32")}  # activations' dtype
+    b = comm_bytes_per_element or volume.comm_bytes_per_element(precision or "fp32")
+    figures.update(share_figures(comm_figures(ranks, step_mean, params, data_parallel, strategy, b, grad_accum,
+                                              reduce_bytes_per_element, tp), step_mean))
+    figures["model_states"] = memory_figures(ranks, summary, data_parallel, volume.sharded_stage(strategy),
+                                             precision or "fp32", params)
+    figures["model_states_bytes"] = (figures["model_states"]["measured"] or {}).get("total")
+    figures.update(mfu_figures(ranks, figures["images_per_s"], flops_per_image, precision, peak_flops))
+    if pipeline_stages > 1:
+        figures["pipeline"] = pipeline_figures(ranks, pipeline_stages, grad_accum, data_parallel,
+                                               (summary.get("model") or {}).get("params"))
+    per_rank_flops(figures, pipeline_stages, tensor_parallel if tp else 1)
+    return figures
+
+
+def pace_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], steady: int, step_mean: float,
+                 per_step_images: int, data_parallel: int) -> dict[str, Any]:
+    """Throughput, step time and its parts, epochs and warm-up: how fast the run went."""
     # Data-parallel ranks step together: the cluster's pace is its slowest rank's.
     slowest_time = max(sum(r["step_s"][:steady]) for r in ranks)
     images_per_s = metrics.images_per_s(per_step_images * steady, slowest_time)
     rank0 = ranks[0]
-    step_times = [t for r in ranks for t in r["step_s"][:steady]]
-    step = metrics.summary(step_times)
+    step = metrics.summary([t for r in ranks for t in r["step_s"][:steady]])
     if steady < stats.MIN_P90_SAMPLES:
         # The ranks step together: their step times are one sample per step, not one per rank.
         step = dataclasses.replace(step, p90=None, p90_reason=f"{steady} steady step(s) (x {len(ranks)} rank(s), "
                                    f"which step together): a p90 needs at least {stats.MIN_P90_SAMPLES} steps")
-    parts = {k: _mean([r["parts_s"][k] for r in ranks]) for k in ranks[0]["parts_s"]} if ranks[0]["parts_s"] else None
-    step_mean = _mean([_mean(r["step_s"][:steady]) for r in ranks])
-    curve = rank0["loss"]
-    finite = all(x == x and abs(x) != float("inf") for x in curve)
-    acc = rank0["train_acc"] or []
-    acc_window = acc[-max(len(acc) // 4, 1):]
-    test = summary.get("test")
-    figures: dict[str, Any] = {
-        "world_size": world,
+    parts = {k: _mean([r["parts_s"][k] for r in ranks]) for k in rank0["parts_s"]} if rank0["parts_s"] else None
+    return {
+        "world_size": summary["world_size"],
         "global_batch": per_step_images,
         "images_per_s": images_per_s,
         "images_per_s_per_rank": [r["images_per_s"] for r in ranks],
@@ -207,6 +229,19 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         is not None else None,
         "device_used_bytes": [r.get("device_used_bytes") for r in ranks] if rank0.get("device_used_bytes")
         is not None else None,
+    }
+
+
+def training_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], steady: int,
+                     planned_world: int) -> dict[str, Any]:
+    """Loss, accuracy, each rank's own figures and the sanity checks: whether the run trained as planned."""
+    rank0 = ranks[0]
+    curve = rank0["loss"]
+    finite = all(x == x and abs(x) != float("inf") for x in curve)
+    acc = rank0["train_acc"] or []
+    acc_window = acc[-max(len(acc) // 4, 1):]
+    test = summary.get("test")
+    return {
         "loss": {"first": curve[0], "last": curve[-1], "curve": curve},
         "train_acc": _mean(acc_window) if acc_window else None,
         "train_acc_reason": None if acc_window else rank0.get("train_acc_reason"),
@@ -217,42 +252,26 @@ def from_summary(summary: dict[str, Any], *, micro_batch: int, grad_accum: int, 
         # What rank 0's engine object ran with (bench.worker.engines.settings), beside the ds_config asked for.
         "engine_settings": rank0.get("engine_settings"),
         "sanity": {"loss_finite": finite, "loss_fell": loss_fell(curve),
-                   "world_size_as_planned": world == planned_world},
+                   "world_size_as_planned": summary["world_size"] == planned_world},
     }
-    params = (summary.get("model") or {}).get("params")
-    tp = None
-    if tensor_parallel > 1 and rank0.get("tensor_parallel"):
-        figures["tensor_parallel"] = tensor_parallel_figures(ranks, tensor_parallel, data_parallel)
-        params = figures["tensor_parallel"]["params_per_rank"]  # the data-parallel formulas shard Psi_T over D
-        t = rank0["tensor_parallel"]
-        tp = {"size": tensor_parallel, "depth": t["depth"], "tokens": t["tokens"], "width": t["width"],
-              "micro_batch": micro_batch, "accum": grad_accum, "recompute": recompute,
-              "bytes_per_element": volume.comm_bytes_per_element(precision or "fp32")}  # activations' dtype
-    b = comm_bytes_per_element or volume.comm_bytes_per_element(precision or "fp32")
-    comm = comm_figures(ranks, step_mean, params, data_parallel, strategy, b, grad_accum, reduce_bytes_per_element,
-                        tp)
-    figures["comm"] = comm
+
+
+def share_figures(comm: dict[str, Any], step_mean: float) -> dict[str, Any]:
+    """The communication figures and their share of a step (null, with the reason, where not timed)."""
     if comm["seconds_per_step"] is not None:
-        figures["comm_share"] = metrics.comm_share(comm["seconds_per_step"], step_mean)
-        figures["comm_share_reason"] = None
-    else:
-        figures["comm_share"] = None
-        figures["comm_share_reason"] = comm.get("reason") or comm["timing"]
-    figures["model_states"] = memory_figures(ranks, summary, data_parallel, volume.sharded_stage(strategy),
-                                             precision or "fp32", params)
-    figures["model_states_bytes"] = (figures["model_states"]["measured"] or {}).get("total")
-    figures.update(mfu_figures(ranks, images_per_s, flops_per_image, precision, peak_flops))
+        return {"comm": comm, "comm_share": metrics.comm_share(comm["seconds_per_step"], step_mean),
+                "comm_share_reason": None}
+    return {"comm": comm, "comm_share": None, "comm_share_reason": comm.get("reason") or comm["timing"]}
+
+
+def per_rank_flops(figures: dict[str, Any], pipeline_stages: int, tensor_parallel: int) -> None:
+    """Each rank's TFLOP/s and MFU, for the share of the model it computes, into its entry of figures["ranks"]."""
     if pipeline_stages > 1:
-        figures["pipeline"] = pipeline_figures(ranks, pipeline_stages, grad_accum, data_parallel,
-                                               (summary.get("model") or {}).get("params"))
         # A stage computes only its layers: a rank's images/s times the model's FLOPs would overstate it.
-        figures["tflops_per_rank"] = figures["mfu_per_rank"] = [None] * len(ranks)
-    if tp:
+        figures["tflops_per_rank"] = figures["mfu_per_rank"] = [None] * len(figures["ranks"])
+    if tensor_parallel > 1:
         # A TP rank computes about 1/T of its replica's FLOPs (the split layers; the rest is small).
-        figures["tflops_per_rank"] = [x / tensor_parallel if x is not None else None
-                                      for x in figures.get("tflops_per_rank", [])]
-        figures["mfu_per_rank"] = [x / tensor_parallel if x is not None else None
-                                   for x in figures.get("mfu_per_rank", [])]
+        for key in ("tflops_per_rank", "mfu_per_rank"):
+            figures[key] = [x / tensor_parallel if x is not None else None for x in figures.get(key, [])]
     for entry, tf, u in zip(figures["ranks"], figures.get("tflops_per_rank", []), figures.get("mfu_per_rank", [])):
         entry["tflops"], entry["mfu"] = tf, u
-    return figures

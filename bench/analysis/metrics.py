@@ -1,6 +1,6 @@
-"""Every figure vitbench reports, each defined once (see METRICS.md).
+"""Every figure vitbench reports, each defined once (see docs/metrics.md).
 
-Each function's docstring carries the same formula as its METRICS.md section;
+Each function's docstring carries the same formula as its docs/metrics.md section;
 the report, the comparison with the study (bench/paper.py) and the
 predictions all call these, so a printed figure and a JSON figure cannot
 disagree about what they mean.

@@ -7,7 +7,7 @@ Each rank ran the same deterministic job (bench.worker.numerics) and
 reports its loss at every step (exactly) and a SHA-256 of its parameters
 after the last one. Ranks are grouped by their stack: device model (and
 driver), torch, CUDA, cuDNN, CPU capability: within a group the results
-must be bit-identical (METRICS.md, "Numerics"). Per group, by its peers:
+must be bit-identical (docs/metrics.md, "Numerics"). Per group, by its peers:
 the curve most of them share (more than half) is right, every other rank
 FAILs, naming the first differing step and the ranks it was compared
 with; without such a majority every rank of the group FAILs (one of them

@@ -9,7 +9,7 @@ subject is a check and the row it makes each round (a GPU's throughput or
 matmul, a node's intra- or inter-node busbw, a pair's busbw). Figures are
 the rows' own (`figure`: higher is better). "since" is the first round of
 the last unbroken stretch of non-PASS rounds that reaches the last round:
-a GPU or link that went bad at round k and stayed bad (METRICS.md, Soak).
+a GPU or link that went bad at round k and stayed bad (docs/metrics.md, Soak).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     summary([0.11, 0.10, 0.13]).median     # 0.11
     percentile([1, 2, 3, 4], 90)           # 3.7 (linear interpolation, numpy's default)
 
-Defined in METRICS.md ("Distributions"); bench.analysis.metrics re-exports them.
+Defined in docs/metrics.md ("Distributions"); bench.analysis.metrics re-exports them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 
 # Fewer samples than this and a 90th percentile is the largest sample or an interpolation next to it:
-# it says nothing the max does not, so it is null with the reason (METRICS.md).
+# it says nothing the max does not, so it is null with the reason (docs/metrics.md).
 MIN_P90_SAMPLES = 10
 
 

@@ -4,7 +4,7 @@
     comm["bytes_per_step"]      # what a rank's algorithm sent per step: S x collectives.SENT[backend] per call
     comm["wire"]["bytes_per_step"]   # what the hosts' NIC / InfiniBand counters saw, per rank and step
 
-Three figures of one thing, each named for what it is (METRICS.md,
+Three figures of one thing, each named for what it is (docs/metrics.md,
 "Communication per step"): the bytes the collectives' algorithms send (exact
 from the calls, the same on every machine), the time a collective was in
 flight (host clock; null on GPUs), and the bytes the OS counted leaving each
@@ -90,7 +90,7 @@ def tensor_parallel_figures(ranks: list[dict[str, Any]], tp: dict[str, Any]) -> 
 def comm_figures(ranks: list[dict[str, Any]], step_mean: float, params: int | None, world: int, strategy: str,
                  bytes_per_element: int, accum: int = 1,
                  reduce_bytes_per_element: int | None = None, tp: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Per rank and step, what the training's collectives moved and how long they were in flight (METRICS.md).
+    """Per rank and step, what the training's collectives moved and how long they were in flight (docs/metrics.md).
 
     Steady steps only. bytes_per_step is what a rank's algorithm sends (S x the backend's factor,
     summed over its calls: SENT_BY); `wire` what the hosts' counters saw; the analytic volume is

@@ -8,7 +8,7 @@
 
 Every step waits for the slowest rank, so one slow part costs the whole
 cluster: cost = metrics.straggler_cost (1 - median / max of per-rank step
-times; METRICS.md). Three views, each from its own measurement:
+times; docs/metrics.md). Three views, each from its own measurement:
   gpu   each GPU's step time alone (bench validate's per-GPU runs: every GPU
         at once, one rank each, nothing to wait for)
   rank  a rank's own work per step in the data-parallel run (its step minus

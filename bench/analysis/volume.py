@@ -5,7 +5,7 @@
 
 Both follow the ZeRO paper (Rajbhandari et al., SC'20, sections 5 and 7) for
 Psi parameters, b bytes per element of the communicated or stored dtype and
-n data-parallel ranks (METRICS.md, "Communication per step" and "Model
+n data-parallel ranks (docs/metrics.md, "Communication per step" and "Model
 states per rank"). Tensor parallelism adds Megatron's activation traffic
 (tensor_parallel_comm_bytes), and its ranks hold Psi_T = split / T + whole,
 over which the data-parallel formulas then apply. Pure Python.

@@ -24,7 +24,7 @@ Apptainer warns and goes on), so a GPU node is seen as one; the ranks get
 `--container-exec "BIN exec [OPTIONS] IMAGE"` supplies or overrides the
 prefix (e.g. a different image path on the nodes), `--container-exec none`
 turns detection off. Docker is not a prefix: Docker nodes run the image's
-sshd and bench reaches them over ssh (README, Images).
+sshd and bench reaches them over ssh (docs/images.md).
 
 Nothing here imports torch; the prefix is an argument list.
 """

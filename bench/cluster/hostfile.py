@@ -1,4 +1,4 @@
-"""DeepSpeed hostfiles and --include/--exclude/--num-nodes/--num-gpus -> resources (HostSelection).
+"""DeepSpeed hostfiles and --include/--exclude/--num-nodes/--gpus -> resources (HostSelection).
 
 A hostfile, as DeepSpeed's launcher reads it:
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from bench.cluster.hostnames import validate_hostname
 from bench.core.errors import BadInput
-from bench.core.options import opt
+from bench.core.options import flag_of, opt
 
 _DIGITS = re.compile(r"[0-9]+\Z")
 
@@ -189,7 +189,7 @@ def resolve_resources(
     if include and exclude:
         raise BadInput("--exclude: cannot be combined with --include (give one of them)")
     if (num_nodes >= 0 or num_gpus >= 0) and (include or exclude):
-        opt = "--num-nodes" if num_nodes >= 0 else "--num-gpus"
+        opt = "--num-nodes" if num_nodes >= 0 else "--gpus"
         raise BadInput(f"{opt}: cannot be combined with --include/--exclude")
     active = {h: list(range(n)) for h, n in hosts.items()}
     if include or exclude:
@@ -207,10 +207,10 @@ def resolve_resources(
         # Differs from DeepSpeed: it hands every host range(num_gpus) even when
         # the host has fewer slots, so ranks would be placed on GPUs that do not exist.
         if num_gpus == 0:
-            raise BadInput("--num-gpus: must be at least 1")
+            raise BadInput("--gpus: must be at least 1")
         for host, slots in active.items():
             if num_gpus > len(slots):
-                raise BadInput(f"--num-gpus: {num_gpus} asked but host {host!r} has {len(slots)} slot(s)")
+                raise BadInput(f"--gpus: {num_gpus} asked but host {host!r} has {len(slots)} slot(s)")
         active = {h: s[:num_gpus] for h, s in active.items()}
     return active
 
@@ -259,14 +259,15 @@ class HostSelection:
                        default="", metavar="SPEC", group=GROUP)
     exclude: str = opt("use all but these hosts/slots (same format; not with --include), e.g. worker-1:0",
                        default="", metavar="SPEC", group=GROUP)
-    num_nodes: int | None = opt("use the first N hosts of the hostfile", default=None, metavar="N", group=GROUP)
-    num_gpus: int | None = opt("use the first N slots of every host", default=None, metavar="N", group=GROUP)
+    num_nodes: int | None = opt("use the first N hosts (default: all)", default=None, metavar="N", group=GROUP)
+    num_gpus: int | None = opt("use the first N slots of every host, as bench run's --gpus (default: all)",
+                               default=None, metavar="N", group=GROUP, flag="--gpus", aliases=("--num-gpus",))
 
     def __post_init__(self) -> None:
         for name in ("num_nodes", "num_gpus"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise BadInput(f"--{name.replace('_', '-')}: must be at least 1")
+                raise BadInput(f"{flag_of(HostSelection, name)}: must be at least 1")
 
     def resources(self, local_hosts: dict[str, int] | None = None) -> dict[str, list[int]] | None:
         """The resources this selects; None when no hostfile was given and no local_hosts either.

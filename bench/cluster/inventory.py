@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import slurm_hosts
+from bench.core.config import LAUNCHERS
 from bench.core.errors import BadInput
 from bench.core.options import csv_parser, opt
 from bench.core.precision import PRECISIONS
@@ -107,9 +108,10 @@ class ProbeConfig:
     """What bench probe asks of the nodes and how it judges them (the hosts are a HostSelection)."""
 
     local: bool = opt("probe this node only (what each remote host runs)", default=False)
-    launcher: str = opt("reach the hosts over ssh (default), one mpirun rank per host (mpi4py), "
-                        "or one srun task per slot inside a Slurm allocation (merged per node)", default="ssh",
-                        choices=("ssh", "openmpi", "slurm"))
+    launcher: str = opt("bench run's launcher names: pdsh: one ssh per host, as bench run's pdsh launch reaches "
+                        "them; openmpi: one mpirun rank per host (mpi4py); slurm: one srun task per slot inside a "
+                        "Slurm allocation (merged per node); local: this node", default="pdsh", choices=LAUNCHERS,
+                        value_aliases={"ssh": "pdsh"})
     with_torch: bool = opt("import torch for its CUDA, NCCL and arch list even where no GPU was found",
                            default=False)
     precision: str | None = opt("fail the verdict unless every node can train in this precision", default=None,
@@ -118,8 +120,10 @@ class ProbeConfig:
                                   metavar="N")
     mem_per_sample_gb: float | None = opt("GPU memory one sample of the micro batch needs, in GiB", default=None,
                                           metavar="GIB")
-    timeout: float = opt(f"seconds each host may take (default {DEFAULT_TIMEOUT_S:g}: importing torch on a cold "
-                         "node is slow)", default=DEFAULT_TIMEOUT_S, metavar="S")
+    # Not --timeout: elsewhere that is the seconds without progress before a job is declared hung.
+    timeout: float = opt(f"seconds each host may take to answer (default {DEFAULT_TIMEOUT_S:g}: importing torch on "
+                         "a cold node is slow)", default=DEFAULT_TIMEOUT_S, metavar="S", flag="--probe-timeout",
+                         aliases=("--timeout",))
     health: bool = opt("also read each node's own health: GPU counters (NVML, else nvidia-smi -q), the kernel "
                        "log's Xid events, NVLink and InfiniBand ports, free space (bench validate's health check)",
                        default=False)
@@ -139,7 +143,7 @@ class ProbeConfig:
         if self.mem_per_sample_gb is not None and not self.mem_per_sample_gb > 0:
             raise BadInput(f"--mem-per-sample-gb: must be > 0, not {self.mem_per_sample_gb}")
         if not self.timeout > 0:
-            raise BadInput(f"--timeout: must be > 0, not {self.timeout}")
+            raise BadInput(f"--probe-timeout: must be > 0, not {self.timeout}")
 
 
 def probe_resources(cfg: ProbeConfig, hosts: HostSelection) -> dict[str, list[int]] | None:
@@ -148,4 +152,7 @@ def probe_resources(cfg: ProbeConfig, hosts: HostSelection) -> dict[str, list[in
         raise BadInput("--local: cannot be combined with --hostfile (it probes this node only)")
     if cfg.launcher == "slurm" and not hosts.hostfile:
         return hosts.resources(local_hosts=slurm_hosts())
-    return hosts.resources()
+    resources = hosts.resources()
+    if cfg.launcher == "local" and resources is not None and len(resources) > 1:
+        raise BadInput(f"--launcher local: the hostfile selects {len(resources)} hosts; use pdsh, openmpi or slurm")
+    return resources

@@ -5,7 +5,7 @@
     bench comm --hostfile hostfiles/vector --sizes 1M,64M,256M --iters 20
 
 Exit: 0 ok, 1 a rank failed or a value was wrong, 2 bad input. The job is
-bench.jobs.comm; the figures bench.analysis.comm_figures (METRICS.md).
+bench.jobs.comm; the figures bench.analysis.comm_figures (docs/metrics.md).
 """
 
 from __future__ import annotations

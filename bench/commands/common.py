@@ -24,7 +24,7 @@ def add_dry_run_flag(p: argparse.ArgumentParser, what: str) -> None:
 def add_metrics_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics-file", metavar="FILE", default=None,
                    help="also write the headline figures as a Prometheus text file (node_exporter's textfile "
-                        "collector reads *.prom in its directory)")
+                        "collector reads *.prom in its directory; default: not written)")
 
 
 def check_metrics_file(path: str | None) -> None:

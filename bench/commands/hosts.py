@@ -2,7 +2,7 @@
 
     bench hosts --hostfile hostfiles/tesla
     bench hosts --hostfile hostfiles/tesla --exclude tesla-node5 --json
-    bench hosts --hostfile hostfiles/vector --num-gpus 1
+    bench hosts --hostfile hostfiles/vector --gpus 1
     bench hosts                     # this machine: nvidia-smi -L GPUs, else 1 CPU slot
 
 It reads files only (and runs `nvidia-smi -L` without --hostfile): no ssh,

@@ -1,11 +1,14 @@
 """`bench probe`: every node's GPUs and libraries, and whether the cluster is uniform.
 
     bench probe                                   # this node
-    bench probe --hostfile hostfiles/tesla        # every host, in parallel, over ssh
+    bench probe --hostfile hostfiles/tesla        # every host, in parallel, over ssh (--launcher pdsh)
     bench probe --hostfile hostfiles/tesla --exclude tesla-node5 --precision fp16 --json
+    bench probe --launcher slurm                  # inside an allocation: one srun task per slot
 
-With a hostfile each host runs `<this python> -m bench probe --local --json`
-(the same interpreter path, as on a shared filesystem or in one image) and
+--launcher takes bench run's names and reaches the nodes as that launch
+would (bench.launch's probe_via). With pdsh each host runs `<this python>
+-m bench probe --local --json` (the same interpreter path, as on a shared
+filesystem or in one image); openmpi and slurm start one task per slot; and
 the answers are joined into one verdict (bench.cluster.hetero). Slots named
 with --include host:0,1 limit the verdict to those GPUs; the inventory still
 shows them all. Exit 0 when every host answered (whatever the verdict
@@ -28,6 +31,7 @@ from bench.cluster.inventory import ProbeConfig, probe_any, probe_resources, sel
 from bench.cluster.probe import local_inventory
 from bench.commands.common import add_json_flag
 from bench.core.options import add_options, from_args
+from bench.launch.registry import get
 
 HELP = "inventory every node's GPUs, driver and libraries and flag a heterogeneous cluster"
 
@@ -45,7 +49,8 @@ def main(args: argparse.Namespace) -> int:
         nodes, unreachable = [local_inventory(with_torch=True if cfg.with_torch else None,
                                               health=cfg.health_ask())], {}
     else:
-        nodes, unreachable = probe_any(cfg.launcher, resources, cfg.timeout, cfg.with_torch,
+        # The launcher's own way to its nodes: pdsh over ssh, openmpi through mpirun, slurm through srun.
+        nodes, unreachable = probe_any(get(cfg.launcher).probe_via, resources, cfg.timeout, cfg.with_torch,
                                        health=cfg.health_ask())
     v = verdict([selected(n) for n in nodes], cfg.precision, cfg.micro_batch, cfg.mem_per_sample_gb)
     for host, why in unreachable.items():

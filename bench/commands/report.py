@@ -11,7 +11,7 @@ throughput, step time, time per epoch, communication share, memory and
 accuracy; for strong scaling and the batch sweep S(N) = T1/TN, E(N) = S/N,
 Karp-Flatt and an Amdahl fit; for weak scaling E_w(N) = T1/TN; packed vs
 spread and DeepSpeed vs DDP speedups. Every formula is
-bench/analysis/metrics.py's (METRICS.md). Only the records are read, never
+bench/analysis/metrics.py's (docs/metrics.md). Only the records are read, never
 the run directories, so results copied from a cluster report the same here.
 """
 
@@ -29,7 +29,7 @@ HELP = "tables, scaling analysis and plots from run/sweep records (works on copi
 
 def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="results.jsonl files or folders holding them")
-    p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into DIR")
+    p.add_argument("--plots", metavar="DIR", default=None, help="write PNG plots into DIR (default: no plots)")
     p.add_argument("--compare-paper", action="store_true",
                    help="put the study's published figures (arXiv 2602.21081) beside these")
     add_json_flag(p)

@@ -19,7 +19,7 @@ from bench.commands.common import add_dry_run_flag, add_json_flag, add_metrics_f
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from bench.core.options import add_options, from_args
-from bench.jobs.train import run
+from bench.jobs.train import Mode, dry_run, run
 
 HELP = "train a timm ViT with DeepSpeed on this node or a hostfile's nodes, and record the figures"
 
@@ -37,13 +37,14 @@ def main(args) -> int:
 
     cfg, hosts = from_args(RunConfig, args), from_args(HostSelection, args)
     check_metrics_file(args.metrics_file)
+    if args.dry_run:
+        print(json.dumps(dry_run(cfg, hosts), indent=2))
+        return 0
     bar = StepBar(enabled=not args.json)
     try:
-        rec = run(cfg, hosts, dry_run=args.dry_run, quiet=args.json, on_progress=bar.update)
+        rec = run(cfg, hosts, Mode(quiet=args.json, on_progress=bar.update))
     finally:
         bar.close()
-    if rec is None:
-        return 0
     write_metrics(args.metrics_file, rec)
     if args.json:
         print(json.dumps(rec))

@@ -1,10 +1,10 @@
 """`bench sweep SUITE`: run a suite's points one after another, resumably.
 
-    bench sweep batch --gpus 2 --dataset synthetic --values 16,32,64 --steps 30
+    bench sweep batch --gpus 2 --dataset synthetic --micro-batches 16,32,64 --steps 30
     bench sweep strong --hostfile hostfiles/vector --micro-batch 64 --epochs 1
     bench sweep paper --dry-run                 # the study's runs, listed, nothing launched
     bench sweep zero --gpus 2 --precisions bf16 --json
-    bench sweep memory --gpus 2 --model vit-large-p4-32 --micro-batch 2 --steps 4 --find-max-batch
+    bench sweep memory --gpus 2 --model vit-large-p4-32 --micro-batch 2 --steps 8 --find-max-batch
 
 A sweep is one folder, OUT/<name>/ (name: --name, default the suite):
   sweep.json     the suite, the base config, the options and every planned point
@@ -43,7 +43,7 @@ def add_arguments(p) -> None:
     add_options(p, RunConfig)
     add_options(p, HostSelection, skip=("num_gpus",))
     add_options(p, suites.SuiteOptions)
-    g = p.add_argument_group("sweep")
+    g = p.add_argument_group("output")
     g.add_argument("--name", default=None, help="sweep folder name under --out (default: the suite)")
     add_dry_run_flag(g, "list the points and launch nothing")
     add_json_flag(g)
@@ -58,7 +58,8 @@ def main(args) -> int:
     from bench.jobs.train import run
     from bench.render.progress import SweepProgress, print_plan
 
-    cfg, hosts, opts = from_args(RunConfig, args), from_args(HostSelection, args), from_args(suites.SuiteOptions, args)
+    cfg, hosts = from_args(RunConfig, args), from_args(HostSelection, args)
+    opts = from_args(suites.SuiteOptions, args).for_suite(args.suite)
     placement = plan_resources(cfg, hosts)
     pool = make_pool(placement, hosts)
     name = args.name or args.suite

@@ -18,7 +18,7 @@ Exit: 0 done or the budget spent with a recommendation; 1 nothing ran ok;
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import json
 import os
 
@@ -41,7 +41,7 @@ def add_arguments(p) -> None:
                                     "epochs"))
     add_options(p, HostSelection, skip=("num_gpus",))
     add_options(p, TuneOptions)
-    g = p.add_argument_group("tune")
+    g = p.add_argument_group("output")
     g.add_argument("--name", default=None, help="tune folder name under --out (default: tune)")
     add_json_flag(g, "tune.json")
 
@@ -65,7 +65,11 @@ def main(args) -> int:
     device = gate.device_of(cfg, placement, verdict)
     pool = Pool(resources=pool.resources, hostfile=pool.hostfile, device=device)
     mib = verdict.get("min_memory_mib") if device == "cuda" else None
-    tuner = tune.Tuner(cfg, hosts, pool, opts, tune_dir, run_one=functools.partial(run, inspected=(inventory, verdict)),
+
+    def run_one(config, trial_hosts, mode):  # every trial without probing the hosts again
+        return run(config, trial_hosts, dataclasses.replace(mode, inspected=(inventory, verdict)))
+
+    tuner = tune.Tuner(cfg, hosts, pool, opts, tune_dir, run_one=run_one,
                        view=TuneProgress(opts.budget_runs, quiet=False), capacity=int(mib) << 20 if mib else None)
     status, why = tuner.tune()
     doc = tune_doc.build(tuner, status, why, hosts)

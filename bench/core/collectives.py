@@ -110,7 +110,7 @@ _TABLE = (
 )
 
 # Bytes one rank's algorithm sends per byte of S, on average over the group: "sent by the algorithm",
-# S x SENT[backend][op](n), which is what bench's communication figures count (METRICS.md). It is no
+# S x SENT[backend][op](n), which is what bench's communication figures count (docs/metrics.md). It is no
 # wire count: a NIC's counters see more (headers) and less (what stays on a host). One table, checked
 # against the wire by tests/multihost/test_wire.py, where the OS can count it.
 #   nccl  the ring algorithm's, which nccl-tests' bus bandwidth assumes; a broadcast or reduce passes S

@@ -42,7 +42,8 @@ ADAMW_IMPLS = ("fused", "foreach", "forloop")
 class LaunchConfig:
     """Where and how the ranks start: the options bench run and bench comm share."""
 
-    gpus: int | None = opt("ranks per node (default: every GPU; 2 on a CPU-only node)", default=None)
+    gpus: int | None = opt("ranks per node: with --hostfile, the first N slots of every host (default: every GPU or "
+                           "slot; 2 on a CPU-only node)", default=None, metavar="N", aliases=("--num-gpus",))
     launcher: str | None = opt("pdsh (default with several hosts), openmpi, slurm; local for one node",
                                default=None, choices=LAUNCHERS)
     container_exec: str | None = opt(
@@ -112,7 +113,7 @@ class RunConfig(LaunchConfig):
     # --- DeepSpeed --------------------------------------------------------
     engine: str = opt("training engine: DeepSpeed, plain PyTorch DDP (the baseline DeepSpeed is judged against), "
                       "or PyTorch FSDP2 (fully_shard per transformer block)", default="deepspeed", choices=ENGINES)
-    zero_stage: int = opt("ZeRO stage 0-3", default=0)
+    zero_stage: int = opt("ZeRO stage", default=0, choices=(0, 1, 2, 3))
     offload: str | None = opt("offload to cpu (optimizer states, ZeRO 1-3; --offload alone) or nvme (ZeRO-Infinity: "
                               "optimizer states and parameters swapped to files under --nvme-path; ZeRO-3)",
                               default=None, choices=OFFLOADS, const="cpu")
@@ -132,7 +133,7 @@ class RunConfig(LaunchConfig):
     precision: str = opt("training precision", default="fp32", choices=PRECISIONS)
     overlap_comm: bool | None = opt("overlap gradient reduction with backward (ZeRO 1-3; default DeepSpeed's: "
                                     "off at stages 1-2, on at stage 3)", default=None)
-    bucket_size: int | None = opt("reduce/allgather bucket size in elements", default=None)
+    bucket_size: int | None = opt("reduce/allgather bucket size in elements (default: DeepSpeed's)", default=None)
     breakdown: bool = opt("DeepSpeed's wall-clock breakdown timers, printed into the rank logs (bench's figures "
                           "count communication themselves and do not read them)", default=False)
     deepspeed_config: str | None = opt("user DeepSpeed JSON merged over the generated one", default=None)
@@ -166,10 +167,6 @@ class RunConfig(LaunchConfig):
         with open(path) as f:
             return cls.from_dict(json.load(f))
 
-    @property
-    def total_steps(self) -> int | None:
-        return self.steps
-
     def with_absolute_paths(self) -> "RunConfig":
         """The paths the ranks read (--data-dir, --deepspeed-config, --nvme-path) made absolute here.
 
@@ -184,9 +181,23 @@ class RunConfig(LaunchConfig):
 
 
 def _validate(c: RunConfig) -> None:
+    """Every check of a RunConfig, by concern; the first that fails raises BadInput naming the option."""
     def bad(name: str, why: str) -> BadInput:
         return BadInput(f"{option_name(name)}: {why}")
 
+    _check_model_and_data(c, bad)
+    _check_schedule(c, bad)
+    _check_strategy(c, bad)
+    check_parallel(c, bad)
+    if c.engine in ("ddp", "fsdp2"):
+        _check_torch_engine(c, bad)
+    if c.bucket_size is not None and c.bucket_size <= 0:
+        raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
+    if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
+        raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
+
+
+def _check_model_and_data(c: RunConfig, bad) -> None:
     try:
         resolve_model(c.model, c.img_size, 10)
     except KeyError as e:
@@ -200,6 +211,12 @@ def _validate(c: RunConfig) -> None:
     for name in ("micro_batch", "grad_accum", "synthetic_size"):
         if getattr(c, name) <= 0:
             raise bad(name, f"must be > 0, got {getattr(c, name)}")
+    if not 0.0 < c.dataset_fraction <= 1.0:
+        raise bad("dataset_fraction", f"must be in (0, 1], got {c.dataset_fraction}")
+
+
+def _check_schedule(c: RunConfig, bad) -> None:
+    """How long the run is, what of it is timed, and the optimizer's numbers."""
     if c.steps is not None and c.epochs is not None:
         raise bad("steps", "give --steps or --epochs, not both")
     if c.steps is not None and c.steps <= 0:
@@ -212,14 +229,16 @@ def _validate(c: RunConfig) -> None:
         raise bad("timing_warmup", f"must be >= 0, got {c.timing_warmup}")
     if c.steps is not None and c.timing_warmup >= c.steps:
         raise bad("timing_warmup", f"{c.timing_warmup} warm-up steps leave nothing to time in --steps {c.steps}")
-    if not 0.0 < c.dataset_fraction <= 1.0:
-        raise bad("dataset_fraction", f"must be in (0, 1], got {c.dataset_fraction}")
     if not c.lr > 0:
         raise bad("lr", f"must be > 0, got {c.lr}")
     if c.weight_decay < 0:
         raise bad("weight_decay", f"must be >= 0, got {c.weight_decay}")
     if c.warmup_steps < 0:
         raise bad("warmup_steps", f"must be >= 0, got {c.warmup_steps}")
+
+
+def _check_strategy(c: RunConfig, bad) -> None:
+    """ZeRO stage, offload and pipeline stages: what DeepSpeed can run together."""
     if c.zero_stage not in (0, 1, 2, 3):
         raise bad("zero_stage", f"must be 0, 1, 2 or 3, got {c.zero_stage}")
     if c.offload is not None and c.offload not in OFFLOADS:
@@ -244,13 +263,6 @@ def _validate(c: RunConfig) -> None:
         if c.compile or c.activation_checkpointing:
             raise bad("pipeline_stages", "bench's pipeline stages run without --compile and "
                       "--activation-checkpointing")
-    check_parallel(c, bad)
-    if c.engine in ("ddp", "fsdp2"):
-        _check_torch_engine(c, bad)
-    if c.bucket_size is not None and c.bucket_size <= 0:
-        raise bad("bucket_size", f"must be > 0, got {c.bucket_size}")
-    if c.deepspeed_config is not None and not os.path.isfile(c.deepspeed_config):
-        raise bad("deepspeed_config", f"no such file {c.deepspeed_config!r}")
 
 
 def _check_torch_engine(c: RunConfig, bad) -> None:

@@ -48,7 +48,7 @@ def parse(text: str) -> tuple[str, ...]:
     binary = os.path.basename(words[0])
     if binary in ("docker", "podman"):
         raise BadInput(f"{OPTION}: {binary} cannot start a rank per node here; run the image's sshd on every node "
-                       "and launch from inside the image (README, Images: Multi-node with Docker)")
+                       "and launch from inside the image (docs/images.md, Multi-node with Docker)")
     if binary not in BINARIES:
         raise BadInput(f"{OPTION}: the first word must be apptainer or singularity (a path to one), got {words[0]!r}")
     if len(words) < 3 or words[1] != "exec":

@@ -51,27 +51,9 @@ def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None 
             "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay, "betas": [0.9, 0.999],
                        "eps": 1e-8, "torch_adam": True, **adamw_impl(cfg.adamw)},
         },
-        "zero_optimization": {"stage": cfg.zero_stage},
+        "zero_optimization": zero_section(cfg, pin),
     }
-    zero = ds["zero_optimization"]
-    if cfg.zero_stage > 0:
-        # Written out even when not given, as DeepSpeed's default (ZeroConfig: on at stage 3 only),
-        # so ds_config.json and the record say what ran.
-        zero["overlap_comm"] = cfg.overlap_comm if cfg.overlap_comm is not None else cfg.zero_stage == 3
-        if cfg.bucket_size is not None:
-            zero["reduce_bucket_size"] = cfg.bucket_size
-            if cfg.zero_stage < 3:
-                zero["allgather_bucket_size"] = cfg.bucket_size
-            else:
-                zero["stage3_prefetch_bucket_size"] = cfg.bucket_size
-    if cfg.offload == "cpu":
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin}
-    elif cfg.offload == "nvme":
-        # ZeRO-Infinity: the fp32 optimizer states (master and Adam moments) and the parameters' partitions
-        # live in files under nvme_path, swapped in around their use through DeepSpeed's async_io op.
-        swap = {"device": "nvme", "nvme_path": cfg.nvme_path, "pin_memory": pin}
-        zero["offload_optimizer"] = dict(swap)
-        zero["offload_param"] = dict(swap)
+    if cfg.offload == "nvme":
         ds["aio"] = dict(AIO)
     if cfg.offload:
         # Keep torch's AdamW under offload too (DeepSpeedCPUAdam needs a JIT build).
@@ -95,6 +77,30 @@ def build(cfg: RunConfig, world_size: int, total_steps: int, device: str | None 
         ds = merge(ds, load_user(cfg.deepspeed_config))
         check_agrees(generated, ds, cfg.deepspeed_config)
     return ds
+
+
+def zero_section(cfg: RunConfig, pin: bool) -> dict[str, Any]:
+    """zero_optimization: the stage, its overlap and buckets, and where offload puts the states."""
+    zero: dict[str, Any] = {"stage": cfg.zero_stage}
+    if cfg.zero_stage > 0:
+        # Written out even when not given, as DeepSpeed's default (ZeroConfig: on at stage 3 only),
+        # so ds_config.json and the record say what ran.
+        zero["overlap_comm"] = cfg.overlap_comm if cfg.overlap_comm is not None else cfg.zero_stage == 3
+        if cfg.bucket_size is not None:
+            zero["reduce_bucket_size"] = cfg.bucket_size
+            if cfg.zero_stage < 3:
+                zero["allgather_bucket_size"] = cfg.bucket_size
+            else:
+                zero["stage3_prefetch_bucket_size"] = cfg.bucket_size
+    if cfg.offload == "cpu":
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": pin}
+    elif cfg.offload == "nvme":
+        # ZeRO-Infinity: the fp32 optimizer states (master and Adam moments) and the parameters' partitions
+        # live in files under nvme_path, swapped in around their use through DeepSpeed's async_io op.
+        swap = {"device": "nvme", "nvme_path": cfg.nvme_path, "pin_memory": pin}
+        zero["offload_optimizer"] = dict(swap)
+        zero["offload_param"] = dict(swap)
+    return zero
 
 
 # What bench's loop, figures and MFU take from its own options: a user JSON may tune everything else.

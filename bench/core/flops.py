@@ -1,4 +1,4 @@
-"""Analytic FLOPs of a Vision Transformer, per image (see METRICS.md).
+"""Analytic FLOPs of a Vision Transformer, per image (see docs/metrics.md).
 
 The numerator of MFU. Counted from the architecture, not measured, so the
 figure does not depend on which attention kernel ran or whether a profiler

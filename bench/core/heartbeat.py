@@ -23,7 +23,7 @@ needs no new block on a full disk.
 
 Bound: a rank exits at most ORPHAN_AFTER_S + WATCH_S after the last beat
 (20 + 2 s), and its launcher within a few seconds of that; 30 s in all is
-what README promises and the tests allow twice over.
+what docs/reliability.md promises and the tests allow twice over.
 
 The same thread answers bench's requests for stacks (bench.worker.stall):
 bench writes a request id to `stack-request` in the run directory, and each

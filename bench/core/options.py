@@ -13,7 +13,9 @@ is generated from them, so the CLI cannot drift from what the code reads.
     cfg = from_args(CommConfig, args)        # options not given keep the dataclass default
 
 Every generated option defaults to None in argparse, meaning "not given", so
-from_args can tell a default from a choice. Booleans get --x and --no-x.
+from_args can tell a default from a choice. Booleans get --x and --no-x,
+both shown. --help shows each option's default (the field's, unless its help
+already says what happens by default) and, for a few choices, the choices.
 Validation lives in each dataclass's __post_init__ and raises BadInput
 naming the option (option_name).
 """
@@ -22,22 +24,56 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from dataclasses import field
 from typing import Any, Callable
 
 
 def opt(help: str, *, default: Any, choices: tuple | None = None, parse: Callable[[str], Any] | None = None,
-        metavar: str | None = None, group: str | None = None, const: Any = None) -> Any:
+        metavar: str | None = None, group: str | None = None, const: Any = None, flag: str | None = None,
+        aliases: tuple[str, ...] = (), value_aliases: dict[str, str] | None = None,
+        replaced_by: str | None = None) -> Any:
     """A dataclass field carrying its option: help, choices, a parser for the text, a metavar, a help group.
 
     const: the value of the option given bare (`--offload` is `--offload cpu`).
+    flag: the option's name where it is not the field's (HostSelection.num_gpus is `--gpus`).
+    aliases: old names of the option: hidden from --help, they still work and say once what replaced them.
+    value_aliases: old names of choices, likewise ({"ssh": "pdsh"}).
+    replaced_by: the option itself is an old name, hidden, kept working for old command lines; its note
+    names what replaced it.
     """
     meta: dict[str, Any] = {"help": help}
     for key, value in (("choices", choices), ("parse", parse), ("metavar", metavar), ("group", group),
-                       ("const", const)):
+                       ("const", const), ("flag", flag), ("value_aliases", value_aliases),
+                       ("replaced_by", replaced_by)):
         if value is not None:
             meta[key] = value
+    if aliases:
+        meta["aliases"] = tuple(aliases)
     return field(default=default, metadata=meta)
+
+
+class Renamed(argparse.Action):
+    """Stores an option's value; an old name of the option or of a choice is taken and said once on stderr.
+
+    The note goes under the subcommand's name (`bench sweep: --num-gpus is now --gpus`), before anything
+    runs, and never to stdout (which --json keeps for its one document).
+    """
+
+    def __init__(self, option_strings, dest, *, note: str | None = None,
+                 value_aliases: dict[str, str] | None = None, **kw) -> None:
+        self.note, self.value_aliases, self.said = note, value_aliases or {}, False
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        note = self.note
+        if isinstance(values, str) and values in self.value_aliases:
+            note = f"{option_string} {values} is now {option_string} {self.value_aliases[values]}"
+            values = self.value_aliases[values]
+        if note and not self.said:
+            self.said = True
+            print(f"{parser.prog}: {note}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def csv_parser(kind: type, *, dedupe: bool = False) -> Callable[[str], tuple]:
@@ -62,6 +98,35 @@ def option_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def flag_of(cls: type, name: str) -> str:
+    """The option of cls's field `name` as the user types it (its `flag`, else the field's name)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return f.metadata.get("flag") or option_name(name)
+
+
+def shown(default: Any) -> str:
+    """A default as --help shows it: on/off, 300 (not 300.0), a,b for a list, "not set" for None or ""."""
+    if default is None or default == "":
+        return "not set"
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    if isinstance(default, float):
+        return f"{default:g}"
+    if isinstance(default, tuple):
+        return ",".join(map(str, default))
+    return str(default)
+
+
+def help_text(help: str, default: Any) -> str:
+    """The help with its default said, unless the text already says what happens by default; % escaped."""
+    text = help if "default" in help.lower() else f"{help} (default: {shown(default)})"
+    return text.replace("%", "%%")
+
+
+# Choices up to this many are shown in the option's metavar ({fp32,fp16,bf16}); more go by name.
+FEW_CHOICES = 8
+
+
 def _base_type(t: Any) -> type:
     text = t if isinstance(t, str) else getattr(t, "__name__", str(t))
     for name, typ in (("bool", bool), ("int", int), ("float", float), ("str", str)):
@@ -71,7 +136,7 @@ def _base_type(t: Any) -> type:
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
-    """One option per field of cls (but `skip`), grouped by the fields' `group`."""
+    """One option per field of cls (but `skip`), grouped by the fields' `group`, with its old names hidden."""
     groups: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
@@ -80,18 +145,28 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, 
         target = parser
         if meta.get("group"):
             target = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
-        kw: dict[str, Any] = {"help": meta["help"], "dest": f.name, "default": None}
+        flag = meta.get("flag") or option_name(f.name)
+        kw: dict[str, Any] = {"help": help_text(meta["help"], f.default), "dest": f.name, "default": None}
+        if "replaced_by" in meta:
+            kw.update(help=argparse.SUPPRESS, action=Renamed, note=f"{flag} is now {meta['replaced_by']}")
         if "parse" not in meta and _base_type(f.type) is bool:
-            target.add_argument(option_name(f.name), action="store_true", **kw)
-            target.add_argument("--no-" + f.name.replace("_", "-"), action="store_false", dest=f.name,
-                                default=None, help=argparse.SUPPRESS)
+            # --x and --no-x, both in --help; None (neither given) keeps the field's default.
+            target.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
             continue
+        metavar = meta.get("metavar", f.name.upper())
         if "choices" in meta:
-            kw["choices"] = meta["choices"]
+            kw["choices"] = tuple(meta["choices"]) + tuple(meta.get("value_aliases", {}))
+            if "metavar" not in meta and len(meta["choices"]) <= FEW_CHOICES:
+                metavar = "{" + ",".join(map(str, meta["choices"])) + "}"
+        if "value_aliases" in meta:
+            kw.update(action=Renamed, value_aliases=meta["value_aliases"])
         if "const" in meta:
             kw.update(nargs="?", const=meta["const"])
         kw["type"] = meta.get("parse") or _base_type(f.type)
-        target.add_argument(option_name(f.name), metavar=meta.get("metavar", f.name.upper()), **kw)
+        target.add_argument(flag, metavar=metavar, **kw)
+        for old in meta.get("aliases", ()):
+            target.add_argument(old, **{**kw, "help": argparse.SUPPRESS, "action": Renamed,
+                                        "note": f"{old} is now {flag}"})
 
 
 def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:

@@ -14,7 +14,7 @@ Strategies (every one at the base config's model, batch and precision):
   pipeline        DeepSpeed pipeline stages, one per rank of the point (ZeRO-0)
   fsdp2+tp2/tp4   tensor parallelism T = 2, 4 (DTensor) with FSDP2 over the D = ranks / T replicas, where
                   T divides the ranks and the model's heads and MLP width; zero<k>+tp<T> (DeepSpeed's
-                  AutoTP under ZeRO-k) on request (--values)
+                  AutoTP under ZeRO-k) on request (--strategies)
 
 --find-max-batch: per strategy, the micro batch doubles from the base's
 until a run ends `oom` (or --max-micro-batch), then bisects between the
@@ -78,23 +78,23 @@ def config_of(base: RunConfig, strategy: str, ranks: int) -> RunConfig:
     """The base config running `strategy` on `ranks` ranks; BadInput (naming the strategy) where it cannot."""
     tp = tensor_parallel_of(strategy)
     if strategy not in STRATEGIES and tp is None:
-        raise BadInput(f"--values: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)}, and "
+        raise BadInput(f"--strategies: unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)}, and "
                        "fsdp2+tp<T>, zero<k>+tp<T>)")
     change = {**_NEUTRAL, **STRATEGIES[tp[0] if tp else strategy]}
     if tp:
         change["tensor_parallel"] = tp[1]
         if ranks % tp[1]:
-            raise BadInput(f"--values: {strategy} needs points whose ranks T = {tp[1]} divides (--gpu-counts)")
+            raise BadInput(f"--strategies: {strategy} needs points whose ranks T = {tp[1]} divides (--gpu-counts)")
     if strategy == "pipeline":
         if ranks < 2:
-            raise BadInput("--values: pipeline needs points of >= 2 ranks (--gpu-counts)")
+            raise BadInput("--strategies: pipeline needs points of >= 2 ranks (--gpu-counts)")
         change["pipeline_stages"] = ranks
     if strategy == "zero3+nvme" and not base.nvme_path:
-        raise BadInput("--values: zero3+nvme needs --nvme-path DIR")
+        raise BadInput("--strategies: zero3+nvme needs --nvme-path DIR")
     try:
         return base.replace(**change)
     except BadInput as e:
-        raise BadInput(f"--values: {strategy}: {e}") from None
+        raise BadInput(f"--strategies: {strategy}: {e}") from None
 
 
 def plan(base: RunConfig, opts, pool, make_point: Callable, gpu_counts: list[int]) -> list:

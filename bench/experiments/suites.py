@@ -81,7 +81,7 @@ def make_point(suite: str, pid: str, cfg: RunConfig, pool: Pool, res: dict[str, 
 
 # --- option parsing ------------------------------------------------------------
 
-def _ints(values: tuple[str, ...], option: str = "--values") -> list[int]:
+def _ints(values: tuple[str, ...], option: str) -> list[int]:
     out = []
     for v in values:
         if not v.isdigit() or int(v) < 1:
@@ -93,7 +93,7 @@ def _ints(values: tuple[str, ...], option: str = "--values") -> list[int]:
 # --- suites --------------------------------------------------------------------
 
 def _batch(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
-    mbs = _ints(opts.values) if opts.values else [16, 32, 64, 128, 256]
+    mbs = _ints(opts.values, "--micro-batches") if opts.values else [16, 32, 64, 128, 256]
     counts = gpu_counts(opts.gpu_counts, pool, sorted({1, pool.total}))
     return [make_point("batch", f"batch/mb={mb}/gpus={n}", base.replace(micro_batch=mb), pool, packed(pool, n),
                    {"micro_batch": mb})
@@ -101,7 +101,7 @@ def _batch(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
 
 
 def _accum(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
-    accs = _ints(opts.values) if opts.values else [1, 2, 4, 8]
+    accs = _ints(opts.values, "--grad-accums") if opts.values else [1, 2, 4, 8]
     counts = gpu_counts(opts.gpu_counts, pool, [pool.total])
     return [make_point("accum", f"accum/accum={a}/gpus={n}", base.replace(grad_accum=a), pool, packed(pool, n),
                    {"grad_accum": a, "micro_batch": base.micro_batch})
@@ -161,11 +161,12 @@ def _placement(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
 
 
 def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
-    variants = list(opts.values) if opts.values else ["0", "1", "2", "3", "2+offload"] + (
-        ["3+nvme"] if base.nvme_path else []) + ["fsdp2"]
+    # bench tune's and the memory suite's spelling (zero2+offload) names the same variant as 2+offload.
+    variants = [v[4:] if v.startswith("zero") else v for v in opts.values] if opts.values else [
+        "0", "1", "2", "3", "2+offload"] + (["3+nvme"] if base.nvme_path else []) + ["fsdp2"]
     for v in variants:
         if v not in ZERO_VARIANTS:
-            raise BadInput(f"--values: unknown ZeRO variant {v!r} (known: {', '.join(ZERO_VARIANTS)})")
+            raise BadInput(f"--strategies: unknown ZeRO variant {v!r} (known: {', '.join(ZERO_VARIANTS)})")
     default_prec = ["fp32", "fp16", "bf16"] if pool.device == "cuda" else ["fp32", "bf16"]
     precs = list(opts.precisions) if opts.precisions else default_prec
     for p in precs:
@@ -189,7 +190,7 @@ def _zero(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
                 stage, offload = int(v[0]), ("cpu" if v.endswith("+offload") else "nvme" if v.endswith("+nvme")
                                              else None)
                 if offload == "nvme" and not base.nvme_path:
-                    raise BadInput("--values: 3+nvme needs --nvme-path DIR")
+                    raise BadInput("--strategies: 3+nvme needs --nvme-path DIR")
                 cfg = base.replace(zero_stage=stage, offload=offload, precision=p)
                 points.append(make_point("zero", f"zero/stage={v}/{p}/gpus={n}", cfg, pool, packed(pool, n),
                                          {"zero_stage": stage, "offload": offload, "precision": p}))
@@ -215,7 +216,7 @@ def paper_config(base: RunConfig) -> RunConfig:
 
 def _paper(base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Point]:
     cfg0 = paper_config(base)
-    mbs = _ints(opts.values) if opts.values else [16, 64]
+    mbs = _ints(opts.values, "--micro-batches") if opts.values else [16, 64]
     study_counts = sorted(set(paper.VECTOR_INTRA.gpus) | set(paper.VECTOR_INTER.gpus) | set(paper.BATCH_SWEEP.gpus))
     counts = gpu_counts(opts.gpu_counts, pool, [n for n in study_counts if n <= pool.total])
     points = []
@@ -263,7 +264,7 @@ def plan(suite: str, base: RunConfig, opts: SuiteOptions, pool: Pool) -> list[Po
         raise BadInput(f"--find-max-batch: only the memory suite searches for the largest batch, not {suite}")
     if opts.max_micro_batch < 1:
         raise BadInput(f"--max-micro-batch: must be >= 1, got {opts.max_micro_batch}")
-    points = _SUITES[suite](base, opts, pool)
+    points = _SUITES[suite](base, opts.for_suite(suite), pool)
     ids = [p.id for p in points]
     assert len(ids) == len(set(ids)), ids
     return points

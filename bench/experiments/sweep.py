@@ -3,6 +3,7 @@
     points = suites.plan("batch", cfg, opts, pool)
     done = open_sweep(sweep_dir, "batch", cfg, opts, pool, points)
     rc = run_points(points, hosts, sweep_dir, done, run_one=bench.jobs.train.run, view=progress)
+    # run_one(config, hosts, Mode(quiet=True, out_dir=SWEEP/runs)) -> the point's run record
 
 The folder's layout, what a resumed sweep skips and the exit statuses are
 bench sweep's (bench/commands/sweep.py).
@@ -14,6 +15,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bench.cluster.hostfile import HostSelection
@@ -21,6 +23,7 @@ from bench.core import results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, BadInput, NoRoom, StorageFailed
 from bench.experiments import suites
+from bench.jobs.mode import Mode
 
 DONE_STATUSES = ("ok", "oom")
 # Fields that say where a point ran or how long bench waits, not what was measured.
@@ -106,6 +109,37 @@ def peek_done(sweep_dir: str) -> dict[str, dict[str, Any]]:
     return latest_by_point(results.read(rpath).records) if os.path.exists(rpath) else {}
 
 
+@dataclass
+class _Progress:
+    """Where a sweep stands while its points run: what is queued, recorded, launched and skipped."""
+
+    points: list[suites.Point]
+    done: dict[str, dict[str, Any]]
+    sweep_dir: str
+    queue: list[suites.Point] = field(default_factory=list)
+    latest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    launched: list[str] = field(default_factory=list)
+    skipped: list[suites.Point] = field(default_factory=list)
+    current: suites.Point | None = None
+
+    def __post_init__(self) -> None:
+        self.queue, self.latest = list(self.points), dict(self.done)
+        self.skipped = [p for p in self.points if self.is_done(p.id, self.done)]
+
+    @staticmethod
+    def is_done(pid: str, records: dict[str, dict[str, Any]]) -> bool:
+        return records.get(pid, {}).get("status") in DONE_STATUSES
+
+    @property
+    def results(self) -> str:
+        return os.path.join(self.sweep_dir, "results.jsonl")
+
+    def kept(self, verb: str) -> str:
+        finished = sum(1 for q in self.points if self.is_done(q.id, self.latest))
+        return (f"the sweep stopped {verb} point {self.current.id}; {finished} finished point(s) are kept in "
+                f"{self.results}")
+
+
 def run_points(points: list[suites.Point], hosts: HostSelection, sweep_dir: str, done: dict[str, dict[str, Any]],
                *, run_one: Callable[..., dict[str, Any] | None], view, as_json: bool = False,
                follow: Callable[[suites.Point, dict[str, dict[str, Any]]], list[suites.Point]] | None = None) -> int:
@@ -117,60 +151,63 @@ def run_points(points: list[suites.Point], hosts: HostSelection, sweep_dir: str,
     right after it (suites.follow_ups: memory --find-max-batch's search); they join
     `points`, so the summary lists them.
     """
-    name = os.path.basename(sweep_dir)
-    rpath = os.path.join(sweep_dir, "results.jsonl")
-    runs_dir = os.path.join(sweep_dir, "runs")
-    skipped = [p for p in points if done.get(p.id, {}).get("status") in DONE_STATUSES]
-    queue = list(points)
-    view.begin(len(points), len(skipped),
+    state = _Progress(points, done, sweep_dir)
+    view.begin(len(points), len(state.skipped),
                [r["duration_s"] for r in done.values() if isinstance(r.get("duration_s"), (int, float))])
-    launched: list[str] = []
-    latest = dict(done)
-    status = "ok"
     try:
-        while queue:
-            p = queue.pop(0)
-            if done.get(p.id, {}).get("status") not in DONE_STATUSES:
-                view.start(p)
-                launched.append(p.id)
-                rec = run_one(p.config, point_hosts(p, hosts), quiet=True, out_dir=runs_dir)
-                if rec is None or rec["status"] == "interrupted":
-                    status = "interrupted"
-                    break
-                prec = point_record(p, rec, name)
-                results.append(rpath, prec)
-                latest[p.id] = prec
-                view.finish(p, prec)
-            elif p not in skipped:
-                skipped.append(p)  # a follow-up recorded by an earlier invocation
-            more = [q for q in (follow(p, latest) if follow else []) if q.id not in {x.id for x in points}]
-            if more:
-                points = points + more
-                queue[:0] = more
-                view.grow(len(more))
+        status = _run_queue(state, hosts, run_one, view, follow)
     except KeyboardInterrupt:
         status = "interrupted"
     except NoRoom as e:
-        if not launched[:-1]:
+        if not state.launched[:-1]:
             raise  # before any point of this invocation ran: bad input, exit 2
-        finished = sum(1 for q in points if latest.get(q.id, {}).get("status") in DONE_STATUSES)
         raise StorageFailed(e.path, f"the file system filled during the sweep: {e.free_bytes // 1024} KiB free",
-                            kept=f"the sweep stopped before point {p.id}; {finished} finished point(s) are kept "
-                                 f"in {rpath}") from None
+                            kept=state.kept("before")) from None
     except StorageFailed as e:
         # The sweep stops here; the point's own record (if it got one) goes to stdout as a point record.
         if e.record is not None and e.record.get("kind") == "run":
-            e.record = point_record(p, e.record, name)
-        finished = sum(1 for q in points if latest.get(q.id, {}).get("status") in DONE_STATUSES)
-        e.kept = f"the sweep stopped at point {p.id}; {finished} finished point(s) are kept in {rpath}"
+            e.record = point_record(state.current, e.record, os.path.basename(sweep_dir))
+        e.kept = state.kept("at")
         raise
     finally:
         view.close()
-    if status != "interrupted" and any(latest.get(p.id, {}).get("status") == "failed" for p in points):
+    return _summarise(state, status, view, as_json)
+
+
+def _run_queue(state: _Progress, hosts: HostSelection, run_one: Callable[..., dict[str, Any] | None], view,
+               follow: Callable[[suites.Point, dict[str, dict[str, Any]]], list[suites.Point]] | None) -> str:
+    """Run the queued points in order, each follow-up right after the point that asked for it: ok or interrupted."""
+    name, runs_dir = os.path.basename(state.sweep_dir), os.path.join(state.sweep_dir, "runs")
+    while state.queue:
+        p = state.current = state.queue.pop(0)
+        if not state.is_done(p.id, state.done):
+            view.start(p)
+            state.launched.append(p.id)
+            rec = run_one(p.config, point_hosts(p, hosts), Mode(quiet=True, out_dir=runs_dir))
+            if rec is None or rec["status"] == "interrupted":
+                return "interrupted"
+            prec = point_record(p, rec, name)
+            results.append(state.results, prec)
+            state.latest[p.id] = prec
+            view.finish(p, prec)
+        elif p not in state.skipped:
+            state.skipped.append(p)  # a follow-up recorded by an earlier invocation
+        more = [q for q in (follow(p, state.latest) if follow else []) if q.id not in {x.id for x in state.points}]
+        if more:
+            state.points = state.points + more
+            state.queue[:0] = more
+            view.grow(len(more))
+    return "ok"
+
+
+def _summarise(state: _Progress, status: str, view, as_json: bool) -> int:
+    """The sweep's summary (to the view; with --json, the one document on stdout) and its exit status."""
+    points = state.points
+    if status != "interrupted" and any(state.latest.get(p.id, {}).get("status") == "failed" for p in points):
         status = "failed"
-    summary = {"sweep": name, "suite": points[0].suite if points else None, "dir": sweep_dir, "status": status,
-               "planned": len(points), "launched": launched, "skipped": [p.id for p in skipped],
-               "points": [_brief(p, latest.get(p.id)) for p in points]}
+    summary = {"sweep": os.path.basename(state.sweep_dir), "suite": points[0].suite if points else None,
+               "dir": state.sweep_dir, "status": status, "planned": len(points), "launched": state.launched,
+               "skipped": [p.id for p in state.skipped], "points": [_brief(p, state.latest.get(p.id)) for p in points]}
     view.summary(summary)
     if as_json:
         print(json.dumps(summary))

@@ -48,7 +48,7 @@ class TuneOptions:
     grad_accums: tuple[int, ...] | None = opt("gradient accumulation steps to search (default 1; not with "
                                               "--global-batch, which sets them)", default=None, parse=_csv(int),
                                               metavar="LIST", group="tune")
-    global_batch: int | None = opt("fix micro batch x accumulation x ranks to N (the convergence constraint)",
+    global_batch: int | None = opt("fix micro batch x accumulation x ranks to N (the convergence constraint; default: not fixed)",
                                    default=None, metavar="N", group="tune")
     budget: int | None = opt(f"at most RUNS trials in all, resumed ones counted (default {DEFAULT_BUDGET_RUNS} "
                              "without --budget-minutes)", default=None, metavar="RUNS", group="tune")

@@ -1,6 +1,6 @@
 """The record of an independent run: every rank trained alone (a world of one), and each has figures of its own.
 
-    rec = train.run(cfg, hosts, independent=True, inspected=...)
+    rec = train.run(cfg, hosts, train.Mode(independent=True, inspected=...))
     for r in rec["alone"]:
         r["host"], r["slot"], r["status"], r["figures"]["images_per_s"]
 

@@ -7,7 +7,7 @@ Same planning and launcher as a training run (bench.jobs.plan, bench.launch;
 module bench.worker.comm). Per size the record's rows carry the bytes S, the
 time of one collective (min, median, max over the timed iterations; each
 iteration's time is the slowest rank's), algbw and busbw as nccl-tests
-defines them (bench.analysis.metrics; METRICS.md, "Collective benchmark"),
+defines them (bench.analysis.metrics; docs/metrics.md, "Collective benchmark"),
 and #wrong: values that differ from the exactly known result
 (bench.core.collectives). sizes is the per-rank buffer: the send buffer of
 all_gather, the output of reduce_scatter. NCCL on GPUs, gloo on CPU.
@@ -47,7 +47,9 @@ class CommConfig(LaunchConfig):
     sizes: str | None = opt(f"per-rank buffer sizes: powers of two LO..HI, or a list (default {CPU_SIZES} on CPU, "
                             f"{GPU_SIZES} on GPUs)", default=None, metavar="LO:HI|S,S")
     iters: int = opt("timed iterations per size", default=20, metavar="N")
-    warmup: int = opt("untimed iterations per size", default=5, metavar="N")
+    # --timing-warmup, as bench run's untimed first steps (--warmup-steps is the learning rate's warm-up).
+    warmup: int = opt("untimed iterations per size", default=5, metavar="N", flag="--timing-warmup",
+                      aliases=("--warmup",))
     timeout: float = opt("seconds without progress before the ranks are declared hung", default=120.0,
                          metavar="S")
 
@@ -56,7 +58,8 @@ class CommConfig(LaunchConfig):
         if self.op not in collectives.MEASURED:
             raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {self.op!r}")
         if self.iters < 1 or self.warmup < 0:
-            raise BadInput(f"--iters/--warmup: need iters >= 1 and warmup >= 0, got {self.iters}/{self.warmup}")
+            raise BadInput(f"--iters/--timing-warmup: need iters >= 1 and timing warm-up >= 0, got "
+                           f"{self.iters}/{self.warmup}")
         if self.sizes is not None:
             parse_sizes(self.sizes)
 
@@ -125,7 +128,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     if op not in collectives.MEASURED:
         raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {op!r}")
     if iters < 1 or warmup < 0:
-        raise BadInput(f"--iters/--warmup: need iters >= 1 and warmup >= 0, got {iters}/{warmup}")
+        raise BadInput(f"--iters/--timing-warmup: need iters >= 1 and timing warm-up >= 0, got {iters}/{warmup}")
     environ = dict(os.environ if environ is None else environ)
     world = sum(len(s) for s in resources.values())
     groups = groups or [list(range(world))]

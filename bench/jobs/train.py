@@ -1,21 +1,27 @@
 """One training job: plan it, launch its ranks, watch them, and record the result.
 
-    from bench.jobs.train import run
+    from bench.jobs.train import Mode, dry_run, run
     rec = run(RunConfig(gpus=2, dataset="synthetic", steps=30), HostSelection())
+    rec = run(cfg, hosts, Mode(quiet=True, out_dir="results/strong/runs"))   # a sweep's point
+    doc = dry_run(cfg, hosts)          # --dry-run's document: config, plan, DeepSpeed JSON, command
 
 The ranks are started by DeepSpeed's own launcher (bench.launch) in their
 own process session; their figures come back through summary.json in the
 run directory, never through stdout. The record says how it ended: ok,
 failed (the failing rank named, with its last log lines), oom, interrupted.
+A run goes through four phases, one function each: _plan (every refusal of
+the input, before a host is reached or a run dir reserved), _inspect (the
+hosts' preflight and inventory), _launch_plan (the nodes' device, the
+DeepSpeed JSON, the runner's argv) and the launch with its record.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from bench.analysis import figures, volume
 from bench.cluster.hostfile import HostSelection
@@ -23,105 +29,115 @@ from bench.core import dsconfig, parallel, provenance, results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.jobs import alone, nvme
+from bench.jobs.mode import Mode
 from bench.jobs.gate import check_precision, device_follows_nodes, device_of, inspect_cluster
-from bench.jobs.plan import plan_resources
+from bench.jobs.plan import Placement, plan_resources
+from bench.launch import plan as launch_plan
+from bench.launch.base import LaunchPlan
 from bench.launch.execute import Outcome, execute
-from bench.launch.plan import build, plan_json, write_files
+
+NOMINAL_STEPS = 50  # without --steps or --epochs
 
 
-def run(cfg: RunConfig, hosts: HostSelection, *, dry_run: bool = False, quiet: bool = False,
-        out_dir: str | None = None, extra: dict[str, Any] | None = None,
-        inspected: tuple[list[dict], dict] | None = None,
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
-        start_barrier: dict[str, Any] | None = None, independent: bool = False) -> dict[str, Any] | None:
-    """Plan, launch and record one run; returns its record (None for a dry run, which prints the plan).
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """A run's input, checked: what the phases after _plan read."""
 
-    inspected: (inventory, verdict) already taken by the caller (bench validate
-    probes once for all its runs), so this run does not reach the hosts again.
-    start_barrier: {"dir", "count", "timeout_s"}: the ranks start their first
-    step only once `count` runs have reached it (bench.worker.barrier), so
-    runs launched together are measured together.
-    independent: every rank trains alone, in a world of one, with no communication (bench validate's
-    per-GPU runs); the record's "alone" lists each rank's own figures (bench.jobs.alone).
+    cfg: RunConfig
+    placement: Placement
+    split: dict[str, Any]        # T x P x D: which ranks form each tensor-parallel and data-parallel group
+    data_parallel: int
+    root: str                    # the results root
+    user_ds: dict[str, str]      # the user's DeepSpeed JSON, by its content
+
+
+def run(cfg: RunConfig, hosts: HostSelection, mode: Mode = Mode()) -> dict[str, Any]:
+    """Plan, launch and record one run; returns its record."""
+    p = _plan(cfg, hosts, mode)
+    inventory, verdict = mode.inspected if mode.inspected is not None else _inspect(p, mode.quiet)
+    run_id = results.new_run_id(p.root)
+    run_dir = os.path.abspath(os.path.join(p.root, run_id))
+    device, ds, lp, plan = _launch_plan(p, verdict, run_dir, mode)
+    cfg = p.cfg if p.cfg.steps is not None or p.cfg.epochs is not None else p.cfg.replace(steps=NOMINAL_STEPS)
+    results.write_json_atomic(os.path.join(run_dir, "config.json"), cfg.to_dict())
+    results.write_json_atomic(os.path.join(run_dir, "plan.json"), plan)
+    results.write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds)
+    launch_plan.write_files(lp, p.placement.resources, p.placement.slots_of)
+    if device == "cpu" and not mode.quiet:
+        print(f"bench: no GPU: running on CPU with gloo, {p.placement.world} rank(s)", file=sys.stderr)
+    outcome = execute(lp, run_dir, timeout=cfg.timeout, on_progress=mode.on_progress,
+                      expect_summary=not mode.independent)
+    extra = {"inventory": inventory, "verdict": verdict, **p.user_ds, **mode.extra}
+    if mode.independent:
+        rec = alone.record(cfg, plan, run_id, run_dir, outcome, extra, ds, figures_of)
+    else:
+        rec = record(cfg, plan, run_id, run_dir, outcome, extra, ds_config=ds)
+    results.append(os.path.join(run_dir, "results.jsonl"), rec)
+    return rec
+
+
+def dry_run(cfg: RunConfig, hosts: HostSelection, *, inspected: tuple[list[dict], dict] | None = None) -> dict:
+    """What `bench run --dry-run` prints: the resolved config, the plan, the DeepSpeed JSON, the exact command.
+
+    It reaches no host and reserves no run directory; `inspected` stands for the nodes' inventory.
     """
+    p = _plan(cfg, hosts, Mode())
+    verdict = inspected[1] if inspected is not None else {}
+    _, ds, lp, plan = _launch_plan(p, verdict, os.path.abspath(os.path.join(p.root, "DRY-RUN")), Mode())
+    return {"config": p.cfg.to_dict(), "plan": plan, "deepspeed_config": ds, "env_file": lp.env_file,
+            "command": lp.shell()}
+
+
+def _plan(cfg: RunConfig, hosts: HostSelection, mode: Mode) -> _Planned:
+    """Every refusal of the input, before any host is reached or any run dir reserved."""
     cfg = cfg.with_absolute_paths()
     placement = plan_resources(cfg, hosts)
-    resources, device = placement.resources, placement.device
     if not device_follows_nodes(cfg, placement):
-        check_precision(cfg.precision, device)  # else once the nodes' device is known, below
-    world = placement.world
+        check_precision(cfg.precision, placement.device)  # else once the nodes' device is known (_launch_plan)
     if cfg.dataset != "synthetic":
         from bench.core import datasets  # numpy: not for `bench --help`
 
         if cfg.download:
             datasets.fetch(cfg.dataset, cfg.data_dir)
         datasets.check_data_dir(cfg.dataset, cfg.data_dir)
-    if world % cfg.pipeline_stages:
-        raise BadInput(f"--pipeline-stages: {cfg.pipeline_stages} stages do not divide {world} rank(s)")
+    if placement.world % cfg.pipeline_stages:
+        raise BadInput(f"--pipeline-stages: {cfg.pipeline_stages} stages do not divide {placement.world} rank(s)")
     # T x P x D: which ranks form each tensor-parallel group (inside a node unless asked otherwise).
-    split = parallel.check_placement(cfg, resources)
-    data_parallel = split["data_parallel"]
-    nominal_steps = cfg.steps or 50
-    if independent:
-        data_parallel = 1  # each rank is a run of its own: its batch is the micro batch times accumulation
-    ds = dsconfig.build(cfg, data_parallel, nominal_steps)
-    dsconfig.batch_sizes(ds, data_parallel)
+    split = parallel.check_placement(cfg, placement.resources)
+    # An independent rank is a run of its own: its batch is the micro batch times accumulation.
+    data_parallel = 1 if mode.independent else split["data_parallel"]
+    dsconfig.batch_sizes(dsconfig.build(cfg, data_parallel, cfg.steps or NOMINAL_STEPS), data_parallel)
+    launch_plan.check(placement.resources, placement.launcher, placement.device, cfg.container_exec)
     # The record names a user DeepSpeed JSON by its content: the same path may hold another file tomorrow.
     user_ds = {"deepspeed_config_sha256": _sha256(cfg.deepspeed_config)} if cfg.deepspeed_config else {}
-    root = out_dir or cfg.out
+    return _Planned(cfg, placement, split, data_parallel, mode.out_dir or cfg.out, user_ds)
 
-    def build_launch(run_dir: str, device: str):
-        return build(resources, placement.launcher, run_dir, device, cfg.master_addr, cfg.master_port,
-                     container_exec=cfg.container_exec)
 
-    # Every refusal of the input comes before any host is reached or any run dir reserved.
-    build_launch(os.path.join(root, "PENDING"), device)
-    # A dry run reaches no host: it prints what would be launched.
-    if inspected is not None:
-        inventory, verdict = inspected
-    elif dry_run:
-        inventory, verdict = [], {}
-    else:
-        storage.check_room(root, world)
-        nvme.check(cfg, placement)
-        inventory, verdict = inspect_cluster(cfg, placement, quiet, precision=cfg.precision,
-                                             micro_batch=cfg.micro_batch, run_root=root)
+def _inspect(p: _Planned, quiet: bool) -> tuple[list[dict], dict]:
+    """Room for the run, the NVMe swap path, every host's preflight and inventory, and their verdict."""
+    storage.check_room(p.root, p.placement.world)
+    nvme.check(p.cfg, p.placement)
+    return inspect_cluster(p.cfg, p.placement, quiet, precision=p.cfg.precision, micro_batch=p.cfg.micro_batch,
+                           run_root=p.root)
+
+
+def _launch_plan(p: _Planned, verdict: dict, run_dir: str,
+                 mode: Mode) -> tuple[str, dict[str, Any], LaunchPlan, dict[str, Any]]:
+    """(the nodes' device, the DeepSpeed JSON, the runner's launch plan, plan.json) for run_dir."""
+    cfg, placement = p.cfg, p.placement
     device = device_of(cfg, placement, verdict)
     check_precision(cfg.precision, device)
-    # Again for the nodes' device: ZeRO-Offload pins its host buffers on GPU runs only.
-    ds = dsconfig.build(cfg, data_parallel, nominal_steps, device=device)
-    run_id = "DRY-RUN" if dry_run else results.new_run_id(root)
-    run_dir = os.path.abspath(os.path.join(root, run_id))
-    lp = build_launch(run_dir, device)
-    plan = plan_json(lp, resources, device, cfg.timeout, cfg.collective_timeout)
-    plan["parallel"] = split
-    if start_barrier:
-        plan["start_barrier"] = start_barrier
-    if independent:
+    # For the nodes' device: ZeRO-Offload pins its host buffers on GPU runs only.
+    ds = dsconfig.build(cfg, p.data_parallel, cfg.steps or NOMINAL_STEPS, device=device)
+    lp = launch_plan.build(placement.resources, placement.launcher, run_dir, device, cfg.master_addr,
+                           cfg.master_port, container_exec=cfg.container_exec)
+    plan = launch_plan.plan_json(lp, placement.resources, device, cfg.timeout, cfg.collective_timeout)
+    plan["parallel"] = p.split
+    if mode.start_barrier:
+        plan["start_barrier"] = mode.start_barrier
+    if mode.independent:
         plan["independent"] = True
-    if dry_run:
-        print(json.dumps({"config": cfg.to_dict(), "plan": plan, "deepspeed_config": ds,
-                          "env_file": lp.env_file, "command": lp.shell()}, indent=2))
-        return None
-
-    if cfg.steps is None and cfg.epochs is None:
-        cfg = cfg.replace(steps=nominal_steps)
-    results.write_json_atomic(os.path.join(run_dir, "config.json"), cfg.to_dict())
-    results.write_json_atomic(os.path.join(run_dir, "plan.json"), plan)
-    results.write_json_atomic(os.path.join(run_dir, "ds_config.json"), ds)
-    write_files(lp, resources, placement.slots_of)
-
-    if device == "cpu" and not quiet:
-        print(f"bench: no GPU: running on CPU with gloo, {world} rank(s)", file=sys.stderr)
-    outcome = execute(lp, run_dir, timeout=cfg.timeout, on_progress=on_progress, expect_summary=not independent)
-    if independent:
-        rec = alone.record(cfg, plan, run_id, run_dir, outcome,
-                           {"inventory": inventory, "verdict": verdict, **user_ds, **(extra or {})}, ds, figures_of)
-    else:
-        rec = record(cfg, plan, run_id, run_dir, outcome,
-                     {"inventory": inventory, "verdict": verdict, **user_ds, **(extra or {})}, ds_config=ds)
-    results.append(os.path.join(run_dir, "results.jsonl"), rec)
-    return rec
+    return device, ds, lp, plan
 
 
 def _sha256(path: str) -> str:

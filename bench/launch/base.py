@@ -116,8 +116,12 @@ class Launcher:
         """The hosts this launcher runs on without a hostfile ({host: slots}), or None: it needs one."""
         return None
 
-    def check(self, job: Job) -> None:
-        """Refuse, with BadInput naming the option, what this launcher cannot run."""
+    def check(self, resources: dict[str, list[int]], container: ContainerExec | None,
+              environ: dict[str, str]) -> None:
+        """Refuse, with BadInput naming the option, what this launcher cannot run.
+
+        Everything it needs is known before a run directory exists, so bench refuses before it reaches a host.
+        """
 
     def command(self, job: Job) -> list[str]:
         raise NotImplementedError

@@ -1,6 +1,6 @@
 """Stop every rank one run started, on every host, by the PIDs the ranks recorded.
 
-    python -m bench.cleanup RUN_DIR      # on one host: kill that host's ranks of RUN_DIR
+    python -m bench.launch.cleanup RUN_DIR   # on one host: kill that host's ranks of RUN_DIR (by hand, too)
     from bench.launch.cleanup import stop_ranks
     stop_ranks(run_dir)                  # here directly; every other host of plan.json over ssh
 
@@ -192,7 +192,7 @@ def _remote_python(run_dir: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m bench.cleanup RUN_DIR", file=sys.stderr)
+        print("usage: python -m bench.launch.cleanup RUN_DIR", file=sys.stderr)
         return 2
     states: dict[int, str] = {}
     killed = kill_here(args[0], states=states)

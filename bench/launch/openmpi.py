@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 
+from bench.cluster.container import ContainerExec
 from bench.cluster.mpirun import mpirun_args
 from bench.cluster.remote import is_local
 from bench.core.errors import BadInput
@@ -26,13 +27,15 @@ class OpenMPI(MultiNode):
     preflight_via = "mpirun"
     gpu_by = BY_SLOT  # mpirun shows a rank every GPU of its node: it takes its slot (any slots, any counts)
 
-    def check(self, job: Job) -> None:
-        if job.container is not None and job.container.in_container:
-            here = [h for h in job.resources if is_local(h)]
+    def check(self, resources: dict[str, list[int]], container: ContainerExec | None,
+              environ: dict[str, str]) -> None:
+        if container is not None and container.in_container:
+            here = [h for h in resources if is_local(h)]
             if here:
                 raise BadInput(f"--launcher openmpi: {here[0]} is this node, where mpirun would start ranks itself, "
-                               f"inside this container, which has no {job.container.argv[0]}; launch from a node "
+                               f"inside this container, which has no {container.argv[0]}; launch from a node "
                                "outside the hostfile, or use --launcher pdsh")
+        mpirun_args(environ)  # an interface mpirun cannot take (NCCL_SOCKET_IFNAME=^lo) is refused here
 
     def runner_options(self, job: Job) -> list[str]:
         # --no_ssh_check: DeepSpeed's runner would ssh to the first host first; inside a Slurm allocation mpirun

@@ -1,6 +1,7 @@
 """(resources, launcher, run dir) -> a LaunchPlan: the runner's argv, its environment and the files it reads.
 
-    from bench.launch.plan import build, write_files
+    from bench.launch.plan import build, check, write_files
+    check({"n1": [0], "n2": [0]}, "pdsh", "cpu")    # BadInput for what build would refuse; nothing made
     lp = build({"n1": [0], "n2": [0]}, "pdsh", run_dir, "cpu")
     write_files(lp, resources, slots_of)       # hostfile, .deepspeed_env, rank_entry.py where needed
     print(lp.shell())                          # the exact command, copy-pasteable
@@ -18,9 +19,10 @@ import os
 import socket
 
 from bench.cluster import container
+from bench.cluster.container import ContainerExec
 from bench.cluster.slurm import in_allocation, node_addr
 from bench.core import heartbeat
-from bench.launch.base import Job, LaunchPlan
+from bench.launch.base import Job, LaunchPlan, Launcher
 from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
 from bench.launch.registry import get
 
@@ -29,6 +31,31 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
+
+
+def _checked(resources: dict[str, list[int]], launcher: str, device: str, container_exec: str | None,
+             environ: dict[str, str]) -> tuple[Launcher, ContainerExec | None, dict[str, str]]:
+    """The launcher, the image prefix and the ranks' environment; every refusal of the launch is made here."""
+    kind = get(launcher)
+    ce = container.resolve(container_exec, environ) if kind.remote else None
+    if ce is not None and device == "cuda":
+        ce = ce.with_nv()  # the nodes have GPUs (the plan's device came from their inventory)
+    rank_env = rank_environment(device, environ)
+    if ce is not None and ce.in_container:
+        # This PATH is the image's, not the nodes': exported there it could only
+        # hide the host's apptainer. Inside, the image sets its own (Apptainer
+        # never passes the host's PATH in).
+        del rank_env["PATH"]
+    for k, v in rank_env.items():
+        check_env_value(k, v, "environment")
+    kind.check(resources, ce, environ)
+    return kind, ce, rank_env
+
+
+def check(resources: dict[str, list[int]], launcher: str, device: str, container_exec: str | None = None,
+          environ: dict[str, str] | None = None) -> None:
+    """BadInput for whatever build() would refuse of this launch; nothing is made (no run directory yet)."""
+    _checked(resources, launcher, device, container_exec, dict(os.environ if environ is None else environ))
 
 
 def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: str,
@@ -41,30 +68,18 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     remote ranks start inside that image, or the one bench runs in
     (bench.cluster.container). One node needs no prefix: bench is already there.
     """
-    kind = get(launcher)
     environ = dict(os.environ if environ is None else environ)
     run_dir = os.path.abspath(run_dir)
-    hosts = list(resources)
-    ce = container.resolve(container_exec, environ) if kind.remote else None
-    if ce is not None and device == "cuda":
-        ce = ce.with_nv()  # the nodes have GPUs (the plan's device came from their inventory)
-    rank_env = rank_environment(device, environ)
-    if ce is not None and ce.in_container:
-        # This PATH is the image's, not the nodes': exported there it could only
-        # hide the host's apptainer. Inside, the image sets its own (Apptainer
-        # never passes the host's PATH in).
-        del rank_env["PATH"]
-    for k, v in rank_env.items():
-        check_env_value(k, v, "environment")
+    kind, ce, rank_env = _checked(resources, launcher, device, container_exec, environ)
     if master_addr is None and kind.remote:
         # Inside a Slurm allocation the hosts are Slurm's node names: rank 0's node is reached at Slurm's own
         # address for it (NodeAddr), which resolves where the name may not.
+        hosts = list(resources)
         master_addr = node_addr(hosts[0], environ) if in_allocation(environ) else hosts[0]
     job = Job(resources=resources, run_dir=run_dir, device=device,
               master_addr=master_addr or "127.0.0.1",
               master_port=master_port or free_port(), module=module, environ=environ, rank_env=rank_env,
               container=ce)
-    kind.check(job)
     # The runner's own environment, which local ranks inherit: without the
     # secret-named variables DeepSpeed would log (see rank_environment).
     env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and is_secret(k))}

@@ -9,7 +9,7 @@ failed, say by a collective timeout) are not waited for; neither is a rank
 past WAIT_S: a stopped process, a host whose storage is gone, or a C call
 holding the GIL. For this host's ranks that did not answer, the process
 state is read from /proc at once (T: stopped, D: blocked in the kernel);
-other hosts' come from bench.cleanup when it stops them.
+other hosts' come from bench.launch.cleanup when it stops them.
 """
 
 from __future__ import annotations

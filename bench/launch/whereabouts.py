@@ -188,7 +188,7 @@ def describe(e: dict[str, Any], waited: dict[str, Any] | None) -> str:
 def verdict(ranks: list[tuple[int, str, int]], answers: dict[int, dict[str, Any]], reports: dict[int, dict[str, Any]],
             cleanup: dict[str, Any], flight: dict[str, Any] | None, resources: dict[str, list[int]],
             device: str, local_states: dict[int, str] | None = None) -> Verdict:
-    """ranks: (rank, hostname, pid) as recorded; answers/reports by rank; cleanup: bench.cleanup's summary."""
+    """ranks: (rank, hostname, pid) as recorded; answers/reports by rank; cleanup: bench.launch.cleanup's summary."""
     unreachable = cleanup.get("unreachable") or {}
     states = cleanup.get("states") or {}
     behind = _behind_in_flight(flight)

@@ -7,7 +7,7 @@ stages, data-parallel replicas), stands beside its figures, and TP's own
 activation traffic per step. Model states are the tensors each rank holds in memory (measured; what
 ZeRO-Infinity swapped out is "on NVMe", its swap files' size), beside the ZeRO
 paper's formula and DeepSpeed's estimate; peak memory is the device's on
-GPUs and the process's resident set on CPUs (METRICS.md says what each sees).
+GPUs and the process's resident set on CPUs (docs/metrics.md says what each sees).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def table(g: ra.Group):
     rows = memory_report.strategies(g.rows)
     models = ", ".join(sorted({s["model"] for s in rows if s.get("model")}))
     t = Table(title=f"{g.sweep}: memory per rank and throughput by strategy{' of ' + models if models else ''}, "
-              "splits T x P x D side by side (METRICS.md)", box=box.SIMPLE_HEAVY, title_justify="left")
+              "splits T x P x D side by side (docs/metrics.md)", box=box.SIMPLE_HEAVY, title_justify="left")
     for c in ("strategy", "status", "ranks", "T x P x D", "micro", "images/s", "model states", "on NVMe", "formula",
               "DeepSpeed est.", "peak memory", "comm share", "TP bytes/step", "max micro batch"):
         t.add_column(c, justify="left" if c in ("strategy", "status") else "right")

@@ -60,7 +60,7 @@ def comm_table(g: ra.Group):
     from rich import box
     from rich.table import Table
 
-    t = Table(title=f"{g.sweep}: communication per rank and optimizer step (METRICS.md)", box=box.SIMPLE,
+    t = Table(title=f"{g.sweep}: communication per rank and optimizer step (docs/metrics.md)", box=box.SIMPLE,
               title_justify="left")
     for c in ("point", "sent (algorithm)", "wire", "analytic", "formula", "measured/analytic", "in flight", "share",
               "E = X/(N X1)", "ops (sent)"):
@@ -81,7 +81,7 @@ def memory_table(g: ra.Group):
     from rich import box
     from rich.table import Table
 
-    t = Table(title=f"{g.sweep}: model states per rank (METRICS.md)", box=box.SIMPLE, title_justify="left")
+    t = Table(title=f"{g.sweep}: model states per rank (docs/metrics.md)", box=box.SIMPLE, title_justify="left")
     for c in ("point", "measured", "params", "grads", "master", "optimizer", "formula", "DeepSpeed est.",
               "buffers"):
         t.add_column(c, justify="left" if c == "point" else "right")

@@ -45,6 +45,8 @@ def strategy_label(cfg: dict[str, Any]) -> str:
 
 
 def run_table(rec: dict[str, Any]) -> Table:
+    """The run's figures, one row each, in the order a reader asks: pace, parallelism, communication,
+    model states, training, FLOPs."""
     cfg = rec["config"]
     fig = rec.get("figures") or {}
     title = (f"bench run {rec.get('run_id', '')}: {cfg['model']} on {cfg['dataset']}, "
@@ -58,6 +60,12 @@ def run_table(rec: dict[str, Any]) -> Table:
         err = rec.get("error") or {}
         t.add_row("status", rec["status"], err.get("reason", ""))
         return t
+    for rows in (_pace_rows, _parallel_rows, _comm_rows, _model_state_rows, _training_rows):
+        rows(t, fig)
+    return t
+
+
+def _pace_rows(t: Table, fig: dict[str, Any]) -> None:
     step = fig["step_s"]
     parts = fig["parts_s"]
     t.add_row("images/s (global)", f"{fig['images_per_s']:,.1f}",
@@ -72,6 +80,9 @@ def run_table(rec: dict[str, Any]) -> Table:
             t.add_row(f"  {k}", _ms(parts.get(k)), "")
     else:
         t.add_row("  parts", "null", fig.get("parts_reason") or "")
+
+
+def _parallel_rows(t: Table, fig: dict[str, Any]) -> None:
     pipe = fig.get("pipeline")
     if pipe:
         stages = "; ".join(f"{s['stage']}: {s['layers'][0]}..{s['layers'][-1]} {s['params']:,} params"
@@ -85,6 +96,9 @@ def run_table(rec: dict[str, Any]) -> Table:
                   f"{tpf['how']}; split layers {tpf['split_params']:,} params, held per rank {local}; whole "
                   f"{tpf['replicated_params']:,}")
         t.add_row("  images/s per replica", f"{fig['images_per_s_per_replica']:,.1f}", "a TP group trains one")
+
+
+def _comm_rows(t: Table, fig: dict[str, Any]) -> None:
     comm = fig.get("comm") or {}
     analytic = comm.get("analytic") or {}
     if comm.get("bytes_per_step") is not None:
@@ -106,6 +120,9 @@ def run_table(rec: dict[str, Any]) -> Table:
               if comm.get("seconds_per_step") is not None else (fig.get("comm_share_reason") or ""))
     t.add_row("communication share", _pct(fig["comm_share"]),
               "in flight / step" if fig["comm_share"] is not None else "null: see above")
+
+
+def _model_state_rows(t: Table, fig: dict[str, Any]) -> None:
     states = (fig.get("model_states") or {})
     measured, formula = states.get("measured") or {}, states.get("formula") or {}
     if measured:
@@ -115,6 +132,9 @@ def run_table(rec: dict[str, Any]) -> Table:
         est = (states.get("deepspeed_estimate") or {}).get("bytes_per_rank")
         t.add_row("  formula", _mb(formula.get("total")),
                   "ZeRO paper" + (f"; DeepSpeed's estimate {_mb(est)} (mixed precision)" if est else ""))
+
+
+def _training_rows(t: Table, fig: dict[str, Any]) -> None:
     t.add_row("data share", _pct(fig["data_share"]), "")
     t.add_row("time per epoch" + (" (estimated)" if fig["epoch_s_estimated"] else " (measured)"),
               f"{fig['epoch_s']:,.1f} s", fig.get("epoch_s_how") or f"{fig['steps_per_epoch']} steps/epoch")
@@ -129,7 +149,6 @@ def run_table(rec: dict[str, Any]) -> Table:
         t.add_row("TFLOP/s", f"{fig['tflops']:.3f}", "analytic ViT FLOPs x images/s")
         t.add_row("MFU", _pct(fig.get("mfu")),
                   "over the GPU table's peak" if fig.get("mfu") is not None else fig.get("mfu_reason") or "no peak")
-    return t
 
 
 def ranks_table(rec: dict[str, Any]) -> Table:

@@ -44,8 +44,8 @@ def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int |
                "timeout_s": v.level.timeout / 2}
     cfg = v.run_config(list(resources), steps or v.level.steps)
     try:
-        rec = train.run(cfg, v.hosts.only(resources), quiet=True, inspected=_inspected(v, resources),
-                        start_barrier=barrier, independent=True)
+        rec = train.run(cfg, v.hosts.only(resources), train.Mode(quiet=True, inspected=_inspected(v, resources),
+                                                                 start_barrier=barrier, independent=True))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench run")
     v.runs[tag] = (rec or {}).get("run_dir", "")
@@ -57,7 +57,7 @@ def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict
     v.launches += 1
     cfg = v.run_config(list(resources), steps)
     try:
-        rec = train.run(cfg, v.hosts.only(resources), quiet=True, inspected=_inspected(v, resources))
+        rec = train.run(cfg, v.hosts.only(resources), train.Mode(quiet=True, inspected=_inspected(v, resources)))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench run")
     v.runs["training"] = (rec or {}).get("run_dir", "")

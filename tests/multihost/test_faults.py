@@ -15,7 +15,7 @@ test_hangs.py's, which runs them together)
 The bound: --timeout T (30 s here) sets both the ranks' collective timeout
 (plan.json collective_timeout_s = max(30, T)) and bench's watchdog (no new
 progress.json for T s stops the launcher's process group). After either,
-bench stops what is left by PID (bench.cleanup over ssh, at most 20 s per
+bench stops what is left by PID (bench.launch.cleanup over ssh, at most 20 s per
 host in parallel), so a job ends within T + 10 s (stop_group's grace) + 20 s
 (cleanup) + one step. BOUND_S = 2 T + 60 s leaves room for a loaded machine.
 A host whose link is cut cannot be reached to be stopped: its rank ends by

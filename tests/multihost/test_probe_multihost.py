@@ -1,4 +1,4 @@
-"""`bench probe` across real namespace hosts: over ssh and over mpirun (mpi4py)."""
+"""`bench probe` across real namespace hosts: over ssh (--launcher pdsh) and over mpirun (mpi4py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.conftest import bench, one_json
 pytestmark = [pytest.mark.multihost]
 
 
-@pytest.mark.parametrize("launcher", ["ssh", "openmpi"])
+@pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
 def test_probe_lists_each_host_once(cluster, launcher):
     proc = bench("probe", "--hostfile", str(cluster.hostfile), "--launcher", launcher, "--json",
                  env=cluster.env, timeout=300)
@@ -26,7 +26,7 @@ def test_probe_lists_each_host_once(cluster, launcher):
 def test_probe_names_a_host_that_does_not_answer(cluster_factory):
     c = cluster_factory(2)
     c.stop_sshd(c.hosts[1])
-    proc = bench("probe", "--hostfile", str(c.hostfile), "--json", "--timeout", "15", env=c.env, timeout=120)
+    proc = bench("probe", "--hostfile", str(c.hostfile), "--json", "--probe-timeout", "15", env=c.env, timeout=120)
     assert proc.returncode == 1
     doc = one_json(proc.stdout)
     assert list(doc["unreachable"]) == [c.hosts[1]] and [n["host"] for n in doc["nodes"]] == [c.hosts[0]]

@@ -149,7 +149,7 @@ def test_out_that_is_not_shared_is_named_and_nothing_launches(cluster, out_dir):
         procs = {
             "run": bench(*hostfile, "--dataset", "synthetic", "--steps", "6", *FAST, "--out", out_dir,
                          env=cluster.env, timeout=300),
-            "sweep": bench("sweep", "batch", "--values", "16", *hostfile, "--dataset", "synthetic", "--steps", "6",
+            "sweep": bench("sweep", "batch", "--micro-batches", "16", *hostfile, "--dataset", "synthetic", "--steps", "6",
                            *FAST, "--out", out_dir, env=cluster.env, timeout=300),
             "comm": bench("comm", *hostfile, "--sizes", "4K", "--out", out_dir, env=cluster.env, timeout=300),
         }

@@ -54,7 +54,7 @@ def test_probe_through_srun(slurm):
 
 
 def test_bench_in_allocation(slurm, out_dir):
-    # The sbatch recipe of README.md's "Clusters": no hostfile, the allocation is the hostfile.
+    # The sbatch recipe of docs/slurm.md: no hostfile, the allocation is the hostfile.
     # (--master-addr only because node names do not resolve on these test hosts.)
     argv = [sys.executable, "-m", "bench", "--launcher", "slurm", "--master-addr", slurm.addrs[0],
             "--dataset", "synthetic", "--steps", "20", "--json", *FAST, "--out", out_dir]

@@ -59,7 +59,7 @@ def prediction_holds(rec: dict) -> None:
     # The measured efficiency itself moves by up to +-8 points from run to run here (hosts time-slice two
     # cores); a prediction cannot agree more closely than the measurement repeats. The model gives a range:
     # with the slowest-of-n wait for independent jitter, and without it (jitter the ranks share, as these
-    # do: they slow down together). METRICS.md, predicted data-parallel efficiency.
+    # do: they slow down together). docs/metrics.md, predicted data-parallel efficiency.
     s = rec["measured"]["scaling"]
     lo, hi = sorted((s["predicted"], s["predicted_without_jitter"]))
     assert lo - 0.15 <= s["measured"] <= hi + 0.15, s

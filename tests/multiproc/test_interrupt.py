@@ -1,6 +1,6 @@
 """Ctrl-C and stray ranks: bench stops every rank it started, by PID, and keeps what finished.
 
-    test_cleanup_*   bench.cleanup on this machine: recorded, live ranks of the run die;
+    test_cleanup_*   bench.launch.cleanup on this machine: recorded, live ranks of the run die;
                      a reused PID, another run's rank and another host's entry are left alone
     test_sigint_*    SIGINT to a real `bench run` once it makes progress: exit 130, an
                      `interrupted` record appended, no rank or launcher left, earlier runs intact
@@ -53,7 +53,7 @@ def test_cleanup_kills_only_this_runs_recorded_ranks(tmp_path: Path) -> None:
         _record_pid(run, 2, me, reused.pid)
         _record_pid(run, 3, "some-other-node", elsewhere.pid)
         time.sleep(0.3)  # let the interpreters exec so /proc/PID/cmdline is theirs
-        out = subprocess.run([sys.executable, "-m", "bench.cleanup", str(run)], capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-m", "bench.launch.cleanup", str(run)], capture_output=True, text=True,
                              cwd=REPO, timeout=60)
         assert out.returncode == 0, out.stderr
         # Each PID's state just before the kill goes with it: a sleeping rank is S, a SIGSTOPped one T.

@@ -92,7 +92,7 @@ def _sweep(out: Path, cgroup: Path | None) -> subprocess.CompletedProcess:
     """bench sweep batch over BIG and SMALL into out, inside `cgroup` (None: bench's own, unlimited)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     argv = [sys.executable, "-m", "bench", "sweep", "batch", "--gpus", "1", "--dataset", "synthetic",
-            "--model", "vit-micro-p4-32", "--synthetic-size", str(BIG), "--values", f"{BIG},{SMALL}",
+            "--model", "vit-micro-p4-32", "--synthetic-size", str(BIG), "--micro-batches", f"{BIG},{SMALL}",
             "--steps", "3", "--timing-warmup", "1", "--no-eval", "--timeout", "300", "--out", str(out), "--json"]
     if cgroup is not None:
         argv = [sys.executable, "-c", _WRAPPER, str(cgroup / "cgroup.procs"), *argv]

@@ -60,7 +60,7 @@ def test_batch_interrupted_then_resumed(tmp_path):
     out = str(tmp_path / "res")
     d = os.path.join(out, "batch")
     ids = ["batch/mb=8/gpus=2", "batch/mb=16/gpus=2"]
-    argv = [sys.executable, "-m", "bench", "sweep", "batch", *COMMON, "--values", "8,16", "--gpu-counts", "2",
+    argv = [sys.executable, "-m", "bench", "sweep", "batch", *COMMON, "--micro-batches", "8,16", "--gpu-counts", "2",
             "--out", out, "--json"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     path = os.path.join(d, "results.jsonl")
@@ -80,14 +80,14 @@ def test_batch_interrupted_then_resumed(tmp_path):
     dirs_after_interrupt = len(run_dirs(d))
 
     # The same command resumes: only what is not recorded runs.
-    proc2, second = sweep(out, "batch", "--values", "8,16", "--gpu-counts", "2")
+    proc2, second = sweep(out, "batch", "--micro-batches", "8,16", "--gpu-counts", "2")
     assert proc2.returncode == 0, (proc2.stdout[-2000:], proc2.stderr[-2000:])
     assert second["skipped"] == kept and second["launched"] == [i for i in ids if i not in kept]
     assert sorted(r["point_id"] for r in records(d)) == sorted(ids)
     assert len(run_dirs(d)) == dirs_after_interrupt + len(second["launched"])
 
     # A finished sweep again launches nothing.
-    proc3, third = sweep(out, "batch", "--values", "8,16", "--gpu-counts", "2")
+    proc3, third = sweep(out, "batch", "--micro-batches", "8,16", "--gpu-counts", "2")
     assert proc3.returncode == 0 and third["launched"] == [] and third["skipped"] == ids
     assert len(records(d)) == 2 and len(run_dirs(d)) == dirs_after_interrupt + len(second["launched"])
     recs = records(d)
@@ -95,13 +95,13 @@ def test_batch_interrupted_then_resumed(tmp_path):
     assert {r["figures"]["world_size"] for r in recs} == {2}
 
     # Other options under the same name are refused before anything launches.
-    assert_bad_input(bench("sweep", "batch", *COMMON, "--steps", "7", "--values", "8,16", "--gpu-counts", "2",
+    assert_bad_input(bench("sweep", "batch", *COMMON, "--steps", "7", "--micro-batches", "8,16", "--gpu-counts", "2",
                            "--out", out, env=ENV), "was planned with steps=6, now 7")
 
 
 def test_accum(tmp_path):
     out = str(tmp_path)
-    proc, s = sweep(out, "accum", "--values", "2")
+    proc, s = sweep(out, "accum", "--grad-accums", "2")
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
     (rec,) = check_complete(out, "accum", s, ["accum/accum=2/gpus=2"])
     assert rec["figures"]["global_batch"] == 64 and rec["config"]["micro_batch"] == 16
@@ -145,7 +145,7 @@ def test_weak_share_grows(tmp_path):
 def test_zero(tmp_path):
     out = str(tmp_path)
     # One point: tests/multiproc/test_run.py runs every stage; this checks the suite's plumbing.
-    proc, s = sweep(out, "zero", "--values", "2+offload", "--precisions", "bf16")
+    proc, s = sweep(out, "zero", "--strategies", "2+offload", "--precisions", "bf16")
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
     (rec,) = check_complete(out, "zero", s, ["zero/stage=2+offload/bf16/gpus=2"])
     with open(os.path.join(rec["run_dir"], "ds_config.json")) as f:

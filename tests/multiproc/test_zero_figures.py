@@ -6,7 +6,7 @@ parameters released between forward and backward, as the ZeRO paper
 assumes. Two micro steps per optimizer step, so ZeRO-1 (gradients whole
 until the boundary) and ZeRO-2 (partitioned as they are reduced) differ.
 
-The analytic volume is the ZeRO paper's (METRICS.md), in ring figures: the
+The analytic volume is the ZeRO paper's (docs/metrics.md), in ring figures: the
 engines' patterns are compared with it through the ring's factors applied
 to the buffers each op was called with (`_ring`), whatever the backend.
 The record's own measured_over_analytic is gloo's sent bytes over it, where
@@ -44,7 +44,7 @@ PAPER_ZERO3 = {"zero_optimization": {"stage3_param_persistence_threshold": 0, "s
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("zero-figures")
-    proc = bench("sweep", "zero", "--values", "0,1,2,3", "--precisions", "fp32", *COMMON, "--out", str(root),
+    proc = bench("sweep", "zero", "--strategies", "0,1,2,3", "--precisions", "fp32", *COMMON, "--out", str(root),
                  "--json", timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     recs = {r["labels"]["zero_stage"]: r for r in results.read(str(root / "zero" / "results.jsonl")).records}

@@ -66,9 +66,8 @@ def test_a_dry_run_from_a_gpu_less_node_plans_the_gpu_nodes_with_nv(tmp_path, mo
     for k, v in IN_IMAGE.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
-    train.run(RunConfig(dataset="synthetic", launcher="openmpi", out=str(tmp_path / "out")),
-              HostSelection(hostfile=str(hf)), dry_run=True, inspected=(nodes, verdict(nodes)))
-    doc = json.loads(capsys.readouterr().out)
+    doc = train.dry_run(RunConfig(dataset="synthetic", launcher="openmpi", out=str(tmp_path / "out")),
+                        HostSelection(hostfile=str(hf)), inspected=(nodes, verdict(nodes)))
     assert doc["plan"]["device"] == "cuda"
     assert doc["plan"]["container"] == ["apptainer", "exec", "-B", str(tmp_path / "out"), "--nv", SIF]
 

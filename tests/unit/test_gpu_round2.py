@@ -3,7 +3,6 @@ recorded inventory a GPU cluster gives, since no GPU runs here (benchmarks/gpu-c
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -63,9 +62,8 @@ def _dry(tmp_path, monkeypatch, capsys, **cfg) -> dict:
     hf.write_text("10.0.0.1 slots=1\n10.0.0.2 slots=1\n")
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi: this node has no GPU
     nodes = _t4_nodes()
-    train.run(RunConfig(dataset="synthetic", launcher="openmpi", out=str(tmp_path / "out"), **cfg),
-              HostSelection(hostfile=str(hf)), dry_run=True, inspected=(nodes, verdict(nodes, cfg.get("precision"))))
-    return json.loads(capsys.readouterr().out)
+    return train.dry_run(RunConfig(dataset="synthetic", launcher="openmpi", out=str(tmp_path / "out"), **cfg),
+                         HostSelection(hostfile=str(hf)), inspected=(nodes, verdict(nodes, cfg.get("precision"))))
 
 
 def test_fp16_launched_from_a_gpu_less_node_onto_t4_nodes_is_not_refused(tmp_path, monkeypatch, capsys):
@@ -79,7 +77,7 @@ def test_fp16_is_still_refused_when_this_node_is_the_cpu_node(tmp_path, monkeypa
 
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(BadInput, match="--precision fp16"):
-        train.run(RunConfig(dataset="synthetic", precision="fp16", out=str(tmp_path)), HostSelection(), dry_run=True)
+        train.dry_run(RunConfig(dataset="synthetic", precision="fp16", out=str(tmp_path)), HostSelection())
 
 
 # --- 10. ZeRO-Offload / ZeRO-Infinity pin on GPU runs ----------------------------------------------------

@@ -188,7 +188,7 @@ def test_duplicates_differing_in_case_are_refused():
 def test_num_gpus_past_slots_is_refused():
     # DeepSpeed hands out GPU ids the host does not have.
     assert ds_resolve({"a": 1, "b": 1}, num_gpus=2) == {"a": [0, 1], "b": [0, 1]}
-    with pytest.raises(BadInput, match=r"^--num-gpus: 2 asked but host 'a' has 1 slot"):
+    with pytest.raises(BadInput, match=r"^--gpus: 2 asked but host 'a' has 1 slot"):
         resolve_resources({"a": 1, "b": 1}, num_gpus=2)
 
 
@@ -341,10 +341,10 @@ BAD_SPECS = [
     (dict(include="[::1]x"), "--include: unexpected 'x' after ']'"),
     (dict(include="worker-0", exclude="worker-1"), "--exclude: cannot be combined with --include"),
     (dict(include="worker-0", num_nodes=1), "--num-nodes: cannot be combined with --include/--exclude"),
-    (dict(exclude="worker-0", num_gpus=1), "--num-gpus: cannot be combined with --include/--exclude"),
+    (dict(exclude="worker-0", num_gpus=1), "--gpus: cannot be combined with --include/--exclude"),
     (dict(num_nodes=0), "--num-nodes: must be at least 1"),
-    (dict(num_gpus=0), "--num-gpus: must be at least 1"),
-    (dict(num_gpus=5), "--num-gpus: 5 asked but host 'worker-0' has 4 slot(s)"),
+    (dict(num_gpus=0), "--gpus: must be at least 1"),
+    (dict(num_gpus=5), "--gpus: 5 asked but host 'worker-0' has 4 slot(s)"),
 ]
 
 

@@ -87,7 +87,7 @@ def test_json_is_one_document_in_hostfile_order():
     [
         (["--hostfile", "hostfiles/tesla", "--exclude", "tesla-node5"],
          {f"tesla-node{i}": [0] for i in range(1, 5)}),
-        (["--hostfile", "hostfiles/vector", "--num-gpus", "1"],
+        (["--hostfile", "hostfiles/vector", "--gpus", "1"],
          {f"vector-t4-0{i}": [0] for i in range(1, 5)}),
         (["--hostfile", "hostfiles/vector", "--include", "vector-t4-03:1,0@vector-t4-01:7"],
          {"vector-t4-01": [7], "vector-t4-03": [0, 1]}),
@@ -185,7 +185,7 @@ def _heavy_imports(importtime_stderr: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "argv", [["hosts", "--help"], ["hosts", "--hostfile", "hostfiles/vector", "--num-gpus", "1"]]
+    "argv", [["hosts", "--help"], ["hosts", "--hostfile", "hostfiles/vector", "--gpus", "1"]]
 )
 @pytest.mark.process
 def test_does_not_import_torch(argv):

@@ -27,4 +27,4 @@ def test_every_folder_says_what_it_holds_and_may_import(folder):
 
 
 def test_top_level_holds_only_the_entry_points():
-    assert sorted(p.name for p in PKG.glob("*.py")) == ["__init__.py", "__main__.py", "cleanup.py", "cli.py"]
+    assert sorted(p.name for p in PKG.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py"]

@@ -58,5 +58,5 @@ def test_a_run_record_per_rank(tmp_path):
 def test_a_metrics_file_in_a_missing_folder_is_bad_input(tmp_path):
     proc = cli("--gpus", "2", "--dataset", "synthetic", "--metrics-file", str(tmp_path / "no" / "x.prom"),
                "--out", str(tmp_path / "out"))
-    assert proc.returncode == 2 and proc.stderr.startswith(f"bench: error: --metrics-file: {tmp_path / 'no'} is not")
+    assert proc.returncode == 2 and proc.stderr.startswith(f"bench run: error: --metrics-file: {tmp_path / 'no'} is not")
     assert not (tmp_path / "out").exists()

@@ -297,7 +297,7 @@ def test_probe_hostfile_local_names_and_an_unreachable_host(tmp_path):
     # localhost and 127.0.0.1 run without ssh (bench.remote); the .invalid name fails in ssh's resolver.
     hf = tmp_path / "hosts"
     hf.write_text("localhost slots=1\n127.0.0.1 slots=1\nno-such-host.invalid slots=1\n")
-    p = run_bench("probe", "--hostfile", str(hf), "--json", "--timeout", "30")
+    p = run_bench("probe", "--hostfile", str(hf), "--json", "--probe-timeout", "30")
     assert p.returncode == 1
     doc = json.loads(p.stdout)
     assert [n["host"] for n in doc["nodes"]] == ["localhost", "127.0.0.1"]

@@ -38,8 +38,9 @@ def test_batch_values_and_counts():
 
 
 @pytest.mark.parametrize("opts,needle", [
-    (SuiteOptions(values=("0",)), "--values"),
-    (SuiteOptions(values=("x",)), "--values"),
+    (SuiteOptions(micro_batches=("0",)), "--micro-batches: '0' is not a whole number"),
+    (SuiteOptions(micro_batches=("x",)), "--micro-batches: 'x' is not a whole number"),
+    (SuiteOptions(grad_accums=("2",)), "--grad-accums: the batch suite does not take it"),
     (SuiteOptions(gpu_counts=(4,)), "--gpu-counts: 4 asked but the pool has 2"),
 ])
 def test_batch_bad_options(opts, needle):
@@ -203,9 +204,11 @@ def _fake_runner(outcomes: dict[int, str], calls: list):
     from bench.core import results
     from tests.unit.test_report import point
 
-    def run_one(cfg, hosts, *, quiet, out_dir):
+    def run_one(cfg, hosts, mode):
         from bench.core.errors import NoRoom
 
+        assert mode.quiet  # a sweep's points print no notes of their own: its progress does
+        out_dir = mode.out_dir
         calls.append(cfg.micro_batch)
         status = outcomes.get(cfg.micro_batch, "ok")
         if status == "no room":  # what bench.jobs.train.run raises when --out filled up (storage.check_room)
