@@ -19,7 +19,7 @@ figures of the GPUs of one model (at least MIN_PEERS of them):
           shortfall is within the noise, where it cannot be told from luck.
 A figure below the median by more than `fail` FAILs, by more than `noise`
 (and less than `fail`) WARNs, else PASSes. Fewer peers: None, and the
-caller judges by the reference table's fixed lines. METRICS.md, "per-GPU
+caller judges by the reference table's fixed lines. docs/metrics.md, "per-GPU
 lines", defines the same.
 """
 

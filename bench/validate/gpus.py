@@ -3,7 +3,7 @@
 One launch covers every selected slot of every good node (bench.jobs.alone:
 one rank per GPU, a world of one each, no communication), so each node
 carries the load training puts on it, and each GPU's figure is its own:
-    X = micro batch / median steady step time          (METRICS.md, per-GPU throughput)
+    X = micro batch / median steady step time          (docs/metrics.md, per-GPU throughput)
 judged against the published reference for its GPU model, precision,
 model and micro batch when there is one, else against the median of the
 GPUs of the same model in the cluster (the "relative" tolerances), else
