@@ -93,7 +93,8 @@ class ValidateConfig:
     dcgm: str = opt("run DCGM's diagnostic where dcgmi answers: auto (level 1 at prolog, 2 at quick, 3 at full, "
                     "none at health), off, or a level 1-3", default="auto", choices=DCGM)
     checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); preflight and inventory "
-                                         "always run, the others are SKIPped with this reason",
+                                         "always run, the others are SKIPped with this reason (default: every "
+                                         "check of the level)",
                                          default=None, parse=csv_parser(str, dedupe=True), metavar="LIST")
     reference: str | None = opt("reference table (default bench/data/reference_throughput.json)", default=None,
                                 metavar="FILE")
