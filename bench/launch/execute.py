@@ -28,7 +28,6 @@ from bench.core.errors import StorageFailed
 from bench.launch import flight_dumps, memcg, stacks
 from bench.launch.base import LaunchPlan
 from bench.launch.diagnose import diagnose
-from bench.launch.plan import REPORT_GRACE_S
 from bench.launch.registry import get
 
 
@@ -90,11 +89,9 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     summary.json), so a clean exit of every rank is the whole of "ok".
     """
     plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
-    plan_timeout, watchdog = plan.get("collective_timeout_s"), plan.get("watchdog_s")
+    watchdog = plan.get("watchdog_s")
     if isinstance(watchdog, (int, float)):
         timeout = float(watchdog)
-    elif isinstance(plan_timeout, (int, float)):
-        timeout = max(timeout, plan_timeout + REPORT_GRACE_S)  # a plan from before watchdog_s
     startup = plan.get("startup_s")
     startup = max(float(startup), timeout) if isinstance(startup, (int, float)) else timeout
     log_path = os.path.join(storage.subdir(run_dir, "logs"), "launcher.log")
