@@ -138,12 +138,17 @@ def run(run_dir: str) -> dict:
     import torch
     import torch.distributed as dist
 
+    from bench.worker import comm_counter, flight
     from bench.worker.dist import init
 
     with open(os.path.join(run_dir, "comm.json")) as f:
         spec = json.load(f)
     with open(os.path.join(run_dir, "plan.json")) as f:
         plan = json.load(f)
+    # Before the group exists, as in a training rank (bench.worker.main.setup): the recorder reads its settings
+    # when a group is made; the counter numbers every collective for bench's stack request.
+    flight.enable(run_dir)
+    comm_counter.install(plan["device"])
     world, rank, local, device = init(plan, via_deepspeed=False)
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":

@@ -107,7 +107,7 @@ def setup(run_dir: str) -> Rank:
     me = env_rank()
     # Before the group exists: DeepSpeed binds its collectives when it starts (see comm_counter), and torch's
     # flight recorder reads its settings when a group is made (bench.worker.flight).
-    flight.enable(run_dir)
+    flight.enable(run_dir, launcher_rank=me if independent else None)
     counter = comm_counter.install(plan["device"])
     # Both engines start their group through DeepSpeed: the DDP baseline then differs in the engine alone.
     world, rank, local_rank, device = dist.init(plan, via_deepspeed=True)

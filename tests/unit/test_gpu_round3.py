@@ -1,0 +1,104 @@
+"""What a first GPU run would hit, round three (issue 31): each case on the recorded real output a GPU gives
+(NCCL watchdog logs from public issues, torch 2.7.1's libraries), since no GPU runs here (benchmarks/gpu-check.sh
+proves the rest on one)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import mmap
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.launch import diagnose as diagnose_mod
+from bench.launch import flight_dumps, nccl_watchdog, plan, stacks, whereabouts
+from bench.launch.cleanup import rank_pids
+from bench.launch.environment import rank_environment
+from bench.worker import flight
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+NCCL = FIXTURES / "nccl"
+_PREFIX = re.compile(r"\[rank(\d+)\]:")
+
+
+# --- 2. both flight-recorder names ------------------------------------------------------------------------
+
+def _names_torch_2_7_1() -> set[str]:
+    text = (FIXTURES / "torch" / "torch-2.7.1-cu126_env-names.txt").read_text()
+    return {line for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def _names_installed_torch(names: tuple[str, ...]) -> set[str]:
+    import torch
+
+    found = set()
+    for lib in ("libtorch_cpu.so", "libtorch_cuda.so"):
+        path = Path(torch.__file__).parent / "lib" / lib
+        if path.exists():
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                found |= {n for n in names if m.find(b"\0" + n.encode() + b"\0") >= 0}
+    return found
+
+
+def test_each_shipped_torch_finds_the_recorder_s_size_and_file_under_a_name_bench_sets(tmp_path, monkeypatch):
+    for var in (*flight._SIZE_VARS, *flight._FILE_VARS):
+        monkeypatch.delenv(var, raising=False)
+    flight.enable(str(tmp_path))
+    set_by_bench = {v for v in (*flight._SIZE_VARS, *flight._FILE_VARS) if os.environ.get(v)}
+    old = _names_torch_2_7_1()
+    assert "TORCH_FR_BUFFER_SIZE" not in old and "TORCH_NCCL_TRACE_BUFFER_SIZE" in old  # the fixture's point
+    new = _names_installed_torch((*flight._SIZE_VARS, *flight._FILE_VARS))
+    for known in (old, new):
+        assert known & set(flight._SIZE_VARS) & set_by_bench, known
+        assert known & set(flight._FILE_VARS) & set_by_bench, known
+    assert len({os.environ[v] for v in flight._SIZE_VARS}) == 1  # one value, whichever name a torch reads
+
+
+def test_a_user_s_size_under_either_name_reaches_the_other_and_enabled_reads_as_torch_does(tmp_path, monkeypatch):
+    for var in flight._SIZE_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "500")
+    flight.enable(str(tmp_path))
+    assert os.environ["TORCH_FR_BUFFER_SIZE"] == "500"
+    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "2000")
+    monkeypatch.setenv("TORCH_NCCL_TRACE_BUFFER_SIZE", "0")
+    assert flight.enabled("2.14.1+cu130") and not flight.enabled("2.7.1+cu126")  # 2.7.1 reads only the old name
+
+
+def test_an_independent_rank_s_own_dump_is_named_by_its_launcher_rank(tmp_path, monkeypatch):
+    for var in flight._FILE_VARS:
+        monkeypatch.delenv(var, raising=False)
+    flight.enable(str(tmp_path), launcher_rank=3)
+    prefix = os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+    assert prefix == os.environ["TORCH_FR_DUMP_TEMP_FILE"] == str(tmp_path / "flight" / "rank3-group-rank")
+    # torch appends the group's rank, 0 in a world of one: two independent ranks' real dumps, as torch names them.
+    recorded = FIXTURES / "hang" / "zero0-2ranks" / "flight"
+    shutil.copy(recorded / "rank0", prefix + "0")
+    shutil.copy(recorded / "rank1", tmp_path / "flight" / "rank5-group-rank0")
+    view = flight_dumps.read(str(tmp_path))
+    assert sorted(view["ranks"]) == ["3", "5"] and all("groups" in v for v in view["ranks"].values())
+    assert flight_dumps.start_analyzer(str(tmp_path), "cuda") is None  # worlds of one: nothing to match
+
+
+# --- 3. the link tests' recorder, counter and environment -------------------------------------------------
+
+def test_torch_fr_variables_reach_remote_ranks():
+    env = rank_environment("cuda", {"TORCH_FR_BUFFER_SIZE": "4000", "TORCH_FR_DUMP_TEMP_FILE": "/shared/fr/rank",
+                                    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"})
+    assert env["TORCH_FR_BUFFER_SIZE"] == "4000" and env["TORCH_FR_DUMP_TEMP_FILE"] == "/shared/fr/rank"
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+
+
+def test_comm_ranks_switch_the_recorder_and_counter_on_before_their_group_exists():
+    from bench.worker import comm
+
+    src = inspect.getsource(comm.run)
+    assert src.index("flight.enable(run_dir)") < src.index("init(plan")
+    assert src.index("comm_counter.install(") < src.index("init(plan")
+
+
