@@ -102,3 +102,22 @@ def test_comm_ranks_switch_the_recorder_and_counter_on_before_their_group_exists
     assert src.index("comm_counter.install(") < src.index("init(plan")
 
 
+# --- 7. device_id -----------------------------------------------------------------------------------------
+
+def test_a_comm_rank_binds_its_one_gpu_but_not_on_cpu_nor_on_the_torch_that_hangs_with_it():
+    import torch
+
+    from bench.worker import dist
+
+    gpu = torch.device("cuda", 1)
+    assert dist.bound_device(torch, gpu) == {"device_id": gpu}
+    assert dist.bound_device(torch, torch.device("cpu")) == {}
+
+    class Torch27:  # pytorch/pytorch#153960: 2.6.x-2.7.0 hang with a bound device
+        __version__ = "2.7.0+cu126"
+
+    assert dist.bound_device(Torch27, gpu) == {}
+    src = inspect.getsource(dist.init)
+    assert "init_process_group(backend=backend, timeout=timeout, **bound_device(torch, device))" in src
+
+
