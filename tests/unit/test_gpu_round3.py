@@ -121,3 +121,48 @@ def test_a_comm_rank_binds_its_one_gpu_but_not_on_cpu_nor_on_the_torch_that_hang
     assert "init_process_group(backend=backend, timeout=timeout, **bound_device(torch, device))" in src
 
 
+# --- 6. bench comm times k back-to-back collectives a sample ------------------------------------------------
+
+def test_a_sample_is_k_back_to_back_collectives_divided_by_k(monkeypatch):
+    """A real gloo group of one in this process: the collectives a size issues, and the time it records."""
+    import torch
+    import torch.distributed as dist
+
+    from bench.worker import comm
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        issued: list[int] = []
+        real = comm._run_op
+
+        def counted(*args):
+            issued.append(1)
+            return real(*args)
+
+        monkeypatch.setattr(comm, "_run_op", counted)
+        spec = {"op": "all_reduce", "sizes": [1024], "warmup": 2, "iters": 3}
+        (row,) = comm.measure_group(torch, dist, spec, [0], None, 0, torch.device("cpu"), lambda: None,
+                                    lambda size, final=True: None)
+        k = row["back_to_back"]
+        assert 1 <= k <= comm.MAX_BACK_TO_BACK and row["wrong"] == 0
+        # warm-up, the collectives k is chosen from, iters samples of k, the #wrong check's own collective
+        assert len(issued) == spec["warmup"] + comm.CALIBRATION + spec["iters"] * k + 1
+        assert len(row["times_s"]) == spec["iters"]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_k_is_the_group_s_largest_so_every_member_issues_as_many():
+    import torch
+    import torch.distributed as dist
+
+    from bench.worker import comm
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        one = comm.SAMPLE_S / 7.5
+        assert comm.back_to_back(torch, dist, one, None, torch.device("cpu")) == math.ceil(comm.SAMPLE_S / one)
+        assert comm.back_to_back(torch, dist, 10.0, None, torch.device("cpu")) == 1
+        assert comm.back_to_back(torch, dist, 0.0, None, torch.device("cpu")) == comm.MAX_BACK_TO_BACK
+    finally:
+        dist.destroy_process_group()
