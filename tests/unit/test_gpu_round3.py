@@ -26,6 +26,113 @@ NCCL = FIXTURES / "nccl"
 _PREFIX = re.compile(r"\[rank(\d+)\]:")
 
 
+def run_dir_of(log: Path, tmp_path: Path) -> Path:
+    """A run directory as bench keeps one, from a recorded multi-rank log: logs/rank<R>.log by torch's own
+    [rank<R>]: prefix, ranks/pid-<R> for every rank the excerpt shows or names as a dump signal's source."""
+    run = tmp_path / log.stem
+    (run / "logs").mkdir(parents=True)
+    (run / "ranks").mkdir()
+    per: dict[int, list[str]] = {}
+    named: set[int] = set()
+    for line in log.read_text().splitlines(keepends=True):
+        if (m := _PREFIX.search(line)) is not None:
+            per.setdefault(int(m[1]), []).append(line)
+        named.update(int(x) for x in re.findall(r"collective timeout from\s+rank (\d+)", line))
+    for r in sorted(set(per) | named):
+        (run / "logs" / f"rank{r}.log").write_text("".join(per.get(r, [])))
+        (run / "ranks" / f"pid-{r}").write_text(f"gpu-node{r // 4} {4000 + r}\n")
+    (run / "plan.json").write_text(json.dumps({"device": "cuda", "resources": {}}))
+    return run
+
+
+def nccl_diagnosis(log: str, tmp_path: Path, monkeypatch) -> dict:
+    run = run_dir_of(NCCL / log, tmp_path)
+    # Every rank died of SIGABRT, as NCCL's watchdog leaves them (what their launcher would say: no GPU here).
+    monkeypatch.setattr(diagnose_mod.exits, "signals", lambda run_dir, ranks: {r: "SIGABRT" for r, _, _ in ranks})
+    status, err = diagnose_mod.diagnose(str(run), 1, False, 300.0, [])
+    assert status == "failed"
+    return err
+
+
+# --- 1. a hang on NCCL named as on gloo -------------------------------------------------------------------
+
+def test_the_rank_with_nothing_pending_is_named_not_rank_0(tmp_path, monkeypatch):
+    err = nccl_diagnosis("simple-grpo-46_rank5-idle_excerpt.log", tmp_path, monkeypatch)
+    assert err["rank"] == 5, err["reason"]
+    assert "no collective pending when rank 2 timed out" in err["reason"] and "#136" in err["reason"]
+    assert err["nccl_watchdog"]["odd_ranks"][0] == 5
+    at = {e["rank"]: e for e in err["ranks_at"]}
+    assert at[2]["at"] == "waiting" and not at[2]["odd"]  # the rank whose timeout set off the dumps: an echo
+
+
+def test_the_rank_that_did_not_time_out_is_named_for_that_reason(tmp_path, monkeypatch):
+    err = nccl_diagnosis("accelerate-3861_validation-on-rank0_excerpt.log", tmp_path, monkeypatch)
+    assert err["rank"] == 0 and "no timeout of its own" in err["reason"]
+    assert "ranks 1, 2 timed out in collective #22 of PG 0 (default_pg)" in err["reason"]
+    assert "SIGABRT" not in err["reason"]
+
+
+@pytest.mark.parametrize("log, where", [("llamafactory-8261_every-rank-in-allreduce-2847_excerpt.log",
+                                         "every rank timed out in all_reduce #2847 of PG 1"),
+                                        ("sglang-1693_two-ranks-in-allgather-9141_excerpt.log",
+                                         "every rank timed out in all_gather #9141 of PG 3")])
+def test_when_every_rank_timed_out_in_one_collective_no_rank_is_blamed(log, where, tmp_path, monkeypatch):
+    err = nccl_diagnosis(log, tmp_path, monkeypatch)
+    assert err["where"] == "every rank" and err["rank"] is None
+    assert where in err["reason"] and "no rank stands out" in err["reason"]
+    assert all(e["at"] == "waiting" and not e["odd"] for e in err["ranks_at"])
+
+
+def test_the_watchdog_s_lines_are_read_in_each_of_their_forms():
+    lines = (NCCL / "llamafactory-8261_every-rank-in-allreduce-2847_excerpt.log").read_text().splitlines()
+    rank2 = nccl_watchdog.parse([x for x in lines if "[rank2]" in x], 2)
+    assert rank2.failed == [{"pg": "1", "seq": 2847, "op": "all_reduce", "ran_s": 600.08}]
+    assert rank2.status["1"] == {"enqueued": 2856, "completed": 2846, "desc": None}
+    rank1 = nccl_watchdog.parse([x for x in lines if "[rank1]" in x], 1)
+    assert rank1.own and rank1.failed == [] and rank1.status["0"]["desc"] == "default_pg"
+    sglang = (NCCL / "sglang-1693_two-ranks-in-allgather-9141_excerpt.log").read_text().splitlines()
+    rank4 = nccl_watchdog.parse([x for x in sglang if "[rank4]" in x], 4)
+    assert rank4.took_down and rank4.failed == [{"pg": "3", "seq": 9141, "op": "all_gather", "ran_s": 600.071}]
+    assert nccl_watchdog.parse(["[rank0]: a line of the training script"], 0) is None
+
+
+def test_a_gloo_run_s_logs_hold_no_nccl_watchdog_line_so_its_diagnosis_is_unchanged(tmp_path):
+    run = FIXTURES / "hang" / "zero0-2ranks"
+    assert nccl_watchdog.read(str(run), [0, 1]) == {}
+    assert nccl_watchdog.verdict({}, rank_pids(str(run))) is None
+
+
+def test_a_rank_nccl_took_down_before_bench_asked_is_an_echo_not_the_culprit():
+    # The recorded gloo hang (rank 1 blocked in data loading), with rank 0's answer gone as if NCCL's watchdog had
+    # aborted it before bench's stack request: rank 1 is still the one named, rank 0 is not "did not answer".
+    run = FIXTURES / "hang" / "zero0-2ranks"
+    answers = {int(p.stem[4:]): json.loads(p.read_text()) for p in (run / "stacks").glob("rank*.json")}
+    del answers[0]
+    p = json.loads((run / "plan.json").read_text())
+    v = whereabouts.verdict(rank_pids(str(run)), answers, {}, {}, None, p["resources"], "cuda",
+                            aborted={0: "NCCL's watchdog took it down after its own collective timed out"})
+    assert [e["rank"] for e in v.odd] == [1] and "data loading" in v.reason
+    at = {e["rank"]: e for e in v.ranks_at}
+    assert at[0]["at"] == "aborted" and not at[0]["odd"]
+    without = whereabouts.verdict(rank_pids(str(run)), answers, {}, {}, None, p["resources"], "cuda")
+    assert [e["rank"] for e in without.odd] == [0, 1]  # what bench said before: rank 0 "did not answer" first
+
+
+def test_on_gpus_bench_s_watchdog_fires_before_any_collective_times_out():
+    for timeout in (10.0, 300.0, 3600.0):
+        t = plan.timeouts("cuda", timeout)
+        assert t["first"] == "watchdog"
+        # bench asks every rank (stacks.WAIT_S) before a collective issued at the run's start could time out,
+        # whether the hang comes before the first step (startup) or after it (watchdog).
+        assert t["collective_timeout_s"] >= max(t["watchdog_s"], t["startup_s"]) + stacks.WAIT_S
+    # gloo keeps its order: the ranks' own timeouts first, bench's watchdog REPORT_GRACE_S later.
+    g = plan.timeouts("cpu", 10.0)
+    assert g["first"] == "collective" and g["watchdog_s"] == g["collective_timeout_s"] + plan.REPORT_GRACE_S
+    # A collective timeout the user chose is kept on GPUs too (then NCCL's watchdog may end the run first).
+    chosen = plan.timeouts("cuda", 300.0, collective_timeout=60.0)
+    assert chosen["collective_timeout_s"] == 60 and chosen["first"] == "collective"
+
+
 # --- 2. both flight-recorder names ------------------------------------------------------------------------
 
 def _names_torch_2_7_1() -> set[str]:
