@@ -273,3 +273,26 @@ def test_k_is_the_group_s_largest_so_every_member_issues_as_many():
         assert comm.back_to_back(torch, dist, 0.0, None, torch.device("cpu")) == comm.MAX_BACK_TO_BACK
     finally:
         dist.destroy_process_group()
+
+
+# --- 4. --compile below compute capability 7.0 ------------------------------------------------------------
+
+def test_compile_is_refused_in_the_verdict_naming_the_gpus_below_7_0(capsys):
+    from bench.cluster.hetero import verdict
+    from bench.cluster.inventory import selected
+    from bench.core.errors import RunFailed
+    from bench.jobs.gate import gate
+    from tests.unit.test_hetero import node, tesla
+
+    nodes = [selected(n) for n in tesla()]  # the study's cluster: 3 x RTX 3070, a GTX 1070, a Tesla P4 (recorded)
+    v = verdict(nodes, "fp32", compile=True)
+    (f,) = [x for x in v["findings"] if x["code"] == "compile-unsupported"]
+    assert v["level"] == "fail" and f["hosts"] == ["tesla-node4", "tesla-node5"]
+    assert "GTX 1070 (sm 6.1)" in f["message"] and "Tesla P4 (sm 6.1)" in f["message"]
+    assert "3070" not in f["message"] and "\n" not in f["message"] and "--exclude tesla-node4@tesla-node5" in f["message"]
+    assert "compile-unsupported" not in [x["code"] for x in verdict(nodes, "fp32")["findings"]]
+    t4 = [selected(node(h, "nvidia-smi_t4x5.txt")) for h in ("t4-a", "t4-b")]
+    assert "compile-unsupported" not in [x["code"] for x in verdict(t4, "fp32", compile=True)["findings"]]
+    with pytest.raises(RunFailed):
+        gate(nodes, "fp32", None, compile=True)
+    assert "[fail] compile-unsupported: --compile:" in capsys.readouterr().err
