@@ -35,6 +35,7 @@ def rank_record(cfg, rank, local_rank, world, mem, times, steps_per_epoch) -> di
         "steady_steps": len(step_s), "skipped_steps": len(skipped), "skipped_at": skipped,
         "steady_from": times.steady_from,
         "step_s": step_s,
+        "step_timing": times.timing,
         "epoch_wall_s": epoch_walls(times, steps_per_epoch),
         "parts_s": {k: sum(getattr(times, k)[steady]) / len(times.step[steady])
                     for k in ("data", "forward", "backward", "optimizer")} if times.forward else None,

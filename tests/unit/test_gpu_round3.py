@@ -296,3 +296,60 @@ def test_compile_is_refused_in_the_verdict_naming_the_gpus_below_7_0(capsys):
     with pytest.raises(RunFailed):
         gate(nodes, "fp32", None, compile=True)
     assert "[fail] compile-unsupported: --compile:" in capsys.readouterr().err
+
+
+# --- 8. the loop's overhead ---------------------------------------------------------------------------------
+
+def test_a_world_of_one_skips_deepspeed_s_gradient_all_reduce(monkeypatch):
+    """A real DeepSpeed ZeRO-0 engine in a gloo world of one (this process): its gradients are not all-reduced
+    over the one rank, and its settings say so."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    from bench.core import dsconfig, models
+    from bench.core.config import RunConfig
+    from bench.launch.plan import free_port
+    from bench.worker import dist as worker_dist
+    from bench.worker.engines import build_engine, create_model, settings
+
+    for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": str(free_port()), "DS_ACCELERATOR": "cpu"}.items():
+        monkeypatch.setenv(k, v)
+    worker_dist.init({"device": "cpu", "collective_timeout_s": 60}, via_deepspeed=True)
+    try:
+        cfg = RunConfig(model="vit-micro-p4-32", dataset="synthetic", micro_batch=4, steps=2, timing_warmup=1)
+        spec = models.resolve_model(cfg.model, None, 10)
+        x, y = torch.randn(4, 3, 32, 32), torch.arange(4)
+        engines = []
+        for skip in (True, False):
+            torch.manual_seed(0)
+            engine = build_engine(cfg, create_model(cfg, spec, 10), dsconfig.build(cfg, 1, 1), torch.device("cpu"))
+            if not skip:
+                engine.enable_backward_allreduce = True  # DeepSpeed's own behaviour, for the comparison
+            engines.append(engine)
+        reduced = []  # elements each all-reduce was given
+        monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: reduced.append((a[0] if a else k["tensor"]).numel()))
+        params = sum(p.numel() for p in engines[0].module.parameters())
+        for engine in engines:
+            before = len(reduced)
+            engine.backward(F.cross_entropy(engine(x), y))
+            engine.step()
+            engine.reduced = sum(reduced[before:])
+        skipped, kept = engines
+        # What is left is clipping's one norm; the gradients (every parameter's) are no longer sent to itself.
+        assert settings(skipped)["backward_allreduce"] is False and skipped.reduced < params
+        assert settings(kept)["backward_allreduce"] is True and kept.reduced >= params  # the path this removes
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_cpu_clock_is_the_host_s_and_says_how_it_timed():
+    import torch
+
+    from bench.worker.loop import StepClock
+
+    clock = StepClock(torch.device("cpu"))
+    a = clock.mark()
+    b = clock.mark()
+    assert clock.seconds(a, b) >= 0 and "host clock" in clock.how and not clock.cuda
