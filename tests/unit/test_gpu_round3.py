@@ -353,3 +353,57 @@ def test_the_cpu_clock_is_the_host_s_and_says_how_it_timed():
     a = clock.mark()
     b = clock.mark()
     assert clock.seconds(a, b) >= 0 and "host clock" in clock.how and not clock.cuda
+
+
+# --- 5. validate's per-GPU workload on GPUs -------------------------------------------------------------------
+
+def _validation(device: str, level: str = "quick"):
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate.config import ValidateConfig
+    from bench.validate.state import Validation
+
+    v = Validation(ValidateConfig(level=level), HostSelection(), {"n1": [0, 1], "n2": [0, 1]}, references.load(),
+                   "/nonexistent")
+    v.device = device
+    return v
+
+
+def test_the_cpu_levels_run_what_they_ran():
+    from bench.validate.config import LEVELS
+
+    for name, lv in LEVELS.items():
+        cfg = _validation("cpu", name).run_config(["n1"], 100)
+        assert (cfg.model, cfg.img_size, cfg.micro_batch) == (lv.model, None, lv.micro_batch)
+
+
+def test_on_gpus_a_step_of_the_per_gpu_workload_takes_tens_of_ms_at_fp32_even_on_the_fastest_gpu():
+    """METRICS.md's arithmetic, from the FLOP count and the peaks table: the step's FLOPs over the fastest
+    fp32 peak of bench/data/gpu_specs.json is tens of milliseconds; the micro model's was microseconds."""
+    from bench.core import gpus
+    from bench.core.flops import vit_train_flops
+    from bench.validate.config import LEVELS
+
+    fastest = max(s.fp32_tflops for s in gpus.table()) * 1e12
+    shapes = {"vit-b16-224": (16, 768, 12, 12), "vit-micro-p4-32": (4, 96, 4, 3)}
+    for name, lv in LEVELS.items():
+        v = _validation("cuda", name)
+        cfg = v.run_config(["n1"], 100)
+        assert (cfg.model, cfg.img_size, cfg.micro_batch) == (lv.cuda_model, lv.cuda_img_size, lv.cuda_micro_batch)
+        assert v.identity()["model"] == lv.cuda_model and v.identity()["micro_batch"] == lv.cuda_micro_batch
+        patch, width, depth, heads = shapes[lv.cuda_model]
+        step = vit_train_flops(lv.cuda_img_size, patch, width, depth, heads, num_classes=10) * lv.cuda_micro_batch
+        assert step / fastest >= 0.02, (name, step / fastest)
+    micro = vit_train_flops(32, 4, 96, 4, 3, num_classes=10) * LEVELS["quick"].micro_batch
+    assert micro / fastest < 1e-4  # what the quick level timed on a GPU before: the host, not the GPU
+
+
+def test_the_per_gpu_figure_on_gpus_is_the_cuda_micro_batch_over_the_step(monkeypatch):
+    from bench.validate import gpus, runs
+
+    v = _validation("cuda")
+    steps = {("n1", 0): 0.05, ("n1", 1): 0.05, ("n2", 0): 0.05, ("n2", 1): 0.05}
+    monkeypatch.setattr(runs, "alone", lambda v_, resources, tag, steps_=None: {"alone": [
+        {"host": h, "slot": s, "status": "ok", "step_s": [t] * 20, "params": 1} for (h, s), t in steps.items()]})
+    gpus.throughput(v)
+    assert v.figures["gpu_images_per_s"]["n1:0"] == pytest.approx(v.level.cuda_micro_batch / 0.05)
