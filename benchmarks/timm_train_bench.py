@@ -11,6 +11,8 @@ optimizer step, timed after warm-up with a device sync at both ends.
 
 Prints one JSON line: images/s, TFLOP/s and MFU (bench/flops.py's count, the
 peak from bench/gpus.py's table for the GPU torch reports), peak memory.
+make_step() is the step itself: benchmarks/bare_loop.py's `timm` arm runs it
+beside bench's loop, interleaved.
 """
 
 from __future__ import annotations
@@ -19,6 +21,25 @@ import argparse
 import json
 import sys
 import time
+
+
+def make_step(model, opt, x, y, precision: str, device):
+    """One train-mode step as timm's benchmark.py takes it: autocast (none in fp32), loss, scaled backward,
+    optimizer step, zero_grad; the same input every step. benchmarks/bare_loop.py's `timm` arm uses it too."""
+    import torch
+    import torch.nn.functional as F
+
+    dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+    return step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import timm
     import torch
-    import torch.nn.functional as F
 
     from bench.analysis import figures
     from bench.core import flops
@@ -56,22 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         model = model.to(memory_format=torch.channels_last)
     step_model = torch.compile(model) if args.compile else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05, fused=True)
-    dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[args.precision]
-    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
     x = torch.randn(args.batch, 3, args.img_size, args.img_size, device=device)
     if args.channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, args.num_classes, (args.batch,), device=device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     model.train()
-
-    def step() -> None:
-        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-            loss = F.cross_entropy(step_model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
+    step = make_step(step_model, opt, x, y, args.precision, device)
 
     for _ in range(args.warmup):
         step()

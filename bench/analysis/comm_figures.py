@@ -11,13 +11,19 @@ from typing import Any
 from bench.analysis import metrics
 
 
-def row(op: str, n: int, size: int, times_s: list[float], wrong: int, group: str) -> dict[str, Any]:
+# What a row's time is, said with every table and record of bench comm.
+TIMING = ("each sample times k back-to-back collectives between two synchronizes and divides by k (nccl-tests' "
+          "way; k per size so a sample lasts >= 5 ms, column k); the time is the median sample's")
+
+
+def row(op: str, n: int, size: int, times_s: list[float], wrong: int, group: str,
+        back_to_back: int = 1) -> dict[str, Any]:
     """One measured size as a JSON row; every figure from bench.analysis.metrics (docs/metrics.md)."""
     t = metrics.summary(times_s)
     nbytes = metrics.nccl_bytes(op, size, n)
     alg = metrics.algbw(nbytes, t.median)
     return {"group": group, "op": op, "ranks": n, "size": size, "bytes": nbytes, "iters": t.n,
-            "time_s": {"min": t.min, "median": t.median, "max": t.max},
+            "back_to_back": back_to_back, "time_s": {"min": t.min, "median": t.median, "max": t.max},
             "algbw": alg, "busbw": metrics.busbw(op, alg, n), "wrong": wrong}
 
 
@@ -35,5 +41,6 @@ def rows_from_summary(summary: dict, op: str, group_names: list[str]) -> list[di
             for k, first in enumerate(per_rank[0]):
                 times = [max(rows[k]["times_s"][i] for rows in per_rank) for i in range(len(first["times_s"]))]
                 wrong = sum(rows[k]["wrong"] for rows in per_rank)
-                out.append({**row(op, len(groups[gi]), first["size"], times, wrong, group_names[gi]), "round": ri})
+                out.append({**row(op, len(groups[gi]), first["size"], times, wrong, group_names[gi],
+                                  first.get("back_to_back", 1)), "round": ri})
     return out

@@ -213,6 +213,7 @@ def pace_figures(ranks: list[dict[str, Any]], summary: dict[str, Any], steady: i
         "images_per_s_per_rank": [r["images_per_s"] for r in ranks],
         "images_per_s_per_replica": images_per_s / data_parallel,
         "step_s": dataclasses.asdict(step),
+        "step_timing": rank0.get("step_timing"),
         "parts_s": parts,
         "parts_reason": None if parts else rank0.get("parts_reason"),
         "data_share": parts.get("data", 0.0) / step_mean if parts else None,

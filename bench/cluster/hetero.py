@@ -12,8 +12,8 @@ at all). Finding codes are stable, for grep: gpu-model-mixed,
 gpu-memory-mixed, gpu-cc-mixed, driver-mixed, <library>-version-mixed,
 <library>-missing, image-mixed, python-mixed, no-gpu, cpu-only, gpu-unknown,
 arch-not-built, arch-unknown, image-variant, precision-unsupported, precision-partial,
-precision-none, straggler, micro-batch-too-big, micro-batch-fits,
-memory-floor. Inventories are bench.cluster.probe.node_inventory dicts.
+precision-none, compile-unsupported, straggler, micro-batch-too-big,
+micro-batch-fits, memory-floor. Inventories: probe.node_inventory dicts.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import math
 from collections import defaultdict
 
 from bench.cluster import readiness, variants
-from bench.core.gpus import PRECISIONS, WHY_UNSUPPORTED, GpuSpec, is_truncated, lookup, peak_tflops, supports
+from bench.core.gpus import (PRECISIONS, WHY_UNSUPPORTED, GpuSpec, is_truncated, lookup, parse_cc, peak_tflops,
+                             supports)
 from bench.cluster.probe import LIBRARIES, torch_built_for
 
 # Codes that make a cluster non-uniform; the others are consequences or notes.
@@ -78,8 +79,10 @@ def verdict(
     precision: str | None = None,
     micro_batch: int | None = None,
     mem_per_sample_gb: float | None = None,
+    compile: bool = False,
 ) -> dict:
-    """The heterogeneity verdict; see the module docstring. mem_per_sample_gb is in GiB (2**30 bytes)."""
+    """The heterogeneity verdict; see the module docstring. mem_per_sample_gb is in GiB (2**30 bytes); compile:
+    the run asks for torch.compile (--compile)."""
     if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r} (expected one of {', '.join(PRECISIONS)})")
     f = _Findings()
@@ -111,6 +114,8 @@ def verdict(
     _arch(inventories, f)
     readiness.check(inventories, f)
     result["precisions"] = _precision(gpus, gpu_hosts, precision, f)
+    if compile:
+        _compile(gpus, f)
     result.update(_straggler(gpus, counts, precision or "fp32", f))
     result.update(_memory(gpus, micro_batch, mem_per_sample_gb, f))
     return _finish(result, f)
@@ -224,6 +229,21 @@ def _precision(gpus, gpu_hosts: list[str], precision: str | None, f: _Findings) 
         else:
             f.add("info", "precision-none", f"no node can train in {p}: {WHY_UNSUPPORTED[p]}", lacking)
     return common
+
+
+# Inductor (torch.compile's backend) writes Triton kernels: torch 2.7.1 and 2.14.1 raise GPUTooOldForTriton below
+# 7.0 at the first forward (torch/_inductor/scheduler.py, create_backend): Pascal, the Pascal image's audience.
+COMPILE_MIN_CC = (7, 0)
+
+
+def _compile(gpus, f: _Findings) -> None:
+    old = [(h, g, s) for h, g, s in gpus if (parse_cc(g.get("cc")) or (0, 0)) < COMPILE_MIN_CC]
+    if old:
+        who = _spread(_group((f"{_label(g, s)} (sm {g.get('cc') or '?'})", h) for h, g, s in old))
+        hosts = list(dict.fromkeys(h for h, _, _ in old))
+        f.add("fail", "compile-unsupported", f"--compile: torch.compile's Inductor writes Triton kernels, which need "
+              f"compute capability 7.0 or newer; {who} cannot run them: drop --compile or --exclude "
+              f"{'@'.join(hosts)}", hosts)
 
 
 def _straggler(gpus, counts: dict[str, int], precision: str, f: _Findings) -> dict:

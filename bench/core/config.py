@@ -144,9 +144,11 @@ class RunConfig(LaunchConfig):
                      default="fused", choices=ADAMW_IMPLS)
     # --- hangs --------------------------------------------------------------
     collective_timeout: float | None = opt(
-        "seconds a rank waits in one collective before it fails (default: --timeout, at least 30; bench's watchdog "
-        "then waits 15 s past it, so the ranks' own timeouts report first). Longer than --timeout, the watchdog "
-        "fires first, with every rank still waiting, as NCCL ranks in a CUDA stream do", default=None)
+        "seconds a rank waits in one collective before it fails. Default on CPU (gloo): --timeout, at least 30, "
+        "bench's watchdog 15 s past it, so the ranks' own timeouts report first. Default on GPUs (NCCL, whose "
+        "watchdog aborts a rank instead of reporting): bench's wait for the first step + 60 s, so bench's watchdog "
+        "fires first and asks every rank for its stack and flight record. Given shorter on GPUs, NCCL aborts the "
+        "ranks and bench names the culprit from their logs and dumps", default=None)
 
     def __post_init__(self) -> None:
         validate_launch(self)

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from bench.analysis.comm_figures import rows_from_summary
+from bench.analysis.comm_figures import TIMING, rows_from_summary
 from bench.cluster.hostfile import HostSelection
 from bench.core import collectives, provenance, results, storage
 from bench.core.config import LaunchConfig, validate_launch
@@ -156,6 +156,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     status = outcome.status
     if status == "ok" and outcome.summary is not None:
         body["rows"] = rows_from_summary(outcome.summary, op, names)
+        body["timing"] = TIMING
         body["wrong"] = sum(r["wrong"] for r in body["rows"])
         if body["wrong"]:
             status = "failed"

@@ -33,7 +33,8 @@ def inspect_cluster(cfg: LaunchConfig, placement: Placement, quiet: bool, *, pre
     nodes, unreachable = probe_any(kind.probe_via, placement.resources, 60.0, container_exec=cfg.container_exec)
     if unreachable:
         raise RunFailed("; ".join(f"probe: {h}: {why}" for h, why in unreachable.items()))
-    return nodes, gate([selected(n) for n in nodes], precision, micro_batch, strict=cfg.strict, quiet=quiet)
+    return nodes, gate([selected(n) for n in nodes], precision, micro_batch, strict=cfg.strict, quiet=quiet,
+                       compile=bool(getattr(cfg, "compile", False)))
 
 
 def preflight(cfg: LaunchConfig, placement: Placement, run_root: str | None = None) -> None:
@@ -49,9 +50,9 @@ def preflight(cfg: LaunchConfig, placement: Placement, run_root: str | None = No
 
 
 def gate(nodes: list[dict], precision: str, micro_batch: int | None, *, strict: bool = False,
-         quiet: bool = False) -> dict:
+         quiet: bool = False, compile: bool = False) -> dict:
     """The heterogeneity verdict of the selected GPUs, shown in one block; raises when refused."""
-    v = judge(nodes, precision, micro_batch)
+    v = judge(nodes, precision, micro_batch, compile=compile)
     shown = [f for f in v["findings"] if f["level"] in ("warn", "fail")]
     if (shown and not quiet) or v["level"] == "fail":
         print(f"bench: cluster verdict {v['level'].upper()} ({'uniform' if v['uniform'] else 'heterogeneous'}):",

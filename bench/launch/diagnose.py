@@ -5,7 +5,12 @@
 The first cause wins over its echoes (see diagnose). Reads only the run
 directory: the ranks' reports (ranks/rank<R>.json), their PID files and logs,
 their answers to the stack request of a hung run (stacks/rank<R>.json, see
-bench.launch.whereabouts) and the launcher's log (bench.launch.exits).
+bench.launch.whereabouts), what NCCL's watchdog wrote in their logs before it
+took them down (bench.launch.nccl_watchdog) and the launcher's log
+(bench.launch.exits). A rank NCCL's watchdog took down after its own
+collective timed out died of SIGABRT like the culprit: it is an echo, and
+the culprit is the rank the watchdogs' counts (and the flight recorder's
+dumps) show outside the collective the others timed out in.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import json
 import os
 from typing import Any
 
-from bench.launch import exits, whereabouts
+from bench.launch import exits, nccl_watchdog, whereabouts
 from bench.launch.cleanup import rank_pids
 from bench.launch.stacks import Stacks
 
@@ -58,11 +63,19 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
     extra = {k: v for k, v in (("failed_ranks", [r["rank"] for r in broken]),
                                ("silent_ranks", [r for r, _, _ in silent])) if v}
     extra.update(cleanup)
+    said = nccl_watchdog.read(run_dir, [r for r, _, _ in ranks])
+    nccl = nccl_watchdog.verdict(said, ranks, flight)
+    if nccl is not None:
+        extra["nccl_watchdog"] = {"waited_in": nccl.waited, "odd_ranks": [e["rank"] for e in nccl.odd],
+                                  "ranks_at": nccl.ranks_at}
     hang = None
     if hung and stalled is not None and ranks:
         plan = _plan(run_dir)
+        aborted = {r: "NCCL's watchdog took it down after its own collective timed out" for r, x in said.items()
+                   if x.own}
         hang = whereabouts.verdict(ranks, stalled.answers, {r["rank"]: r for r in rank_files if "rank" in r}, cleanup,
-                                   flight, plan.get("resources") or {}, str(plan.get("device", "cpu")), stalled.states)
+                                   flight, plan.get("resources") or {}, str(plan.get("device", "cpu")), stalled.states,
+                                   aborted)
         extra["ranks_at"] = hang.ranks_at
         extra["hang"] = {"step": hang.step, "waited_in": hang.waited, "odd_ranks": [e["rank"] for e in hang.odd],
                          "stack_request": {"asked": stalled.asked, "answered": sorted(stalled.answers),
@@ -88,6 +101,15 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
     if hang is not None and hang.odd:
         first = hang.odd[0]
         return "failed", rank_error(first["rank"], first["host"], hang.reason)
+    if nccl is not None:
+        # NCCL's watchdog ended the run (or the hang's stacks name no one): its counts name the rank, not the
+        # order in which the SIGABRTed ranks were found.
+        extra.setdefault("ranks_at", nccl.ranks_at)
+        if nccl.odd:
+            first = nccl.odd[0]
+            return "failed", rank_error(first["rank"], first["host"], nccl.reason)
+        if nccl.waited is not None:
+            return "failed", {"where": "every rank", "rank": None, "host": None, "reason": nccl.reason, **extra}
     if hang is not None and hang.waited is not None:
         return "failed", {"where": "every rank", "rank": None, "host": None, "reason": hang.reason, **extra}
     for host, why in cleanup.get("unreachable", {}).items():

@@ -16,8 +16,9 @@ from bench.core.errors import BadInput
 from bench.core.provenance import SECRET_WORDS
 
 # Forwarded to every rank when set here (DeepSpeed forwards only PYTHON*, UCX*,
-# MV2*, MLFLOW* and NCCL* by itself).
-FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_", "OMP_NUM_THREADS",
+# MV2*, MLFLOW* and NCCL* by itself). TORCH_FR_*: torch's flight recorder under its generic names (its buffer
+# size, dump file), which torch 2.8+ reads before the TORCH_NCCL_* ones.
+FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_", "TORCH_FR_", "OMP_NUM_THREADS",
                     "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR", "DEEPSPEED_TIMEOUT")
 NOT_FORWARDED = ("CUDA_VISIBLE_DEVICES",)
 # DeepSpeed's runner double-quotes values outside this set, which still lets a

@@ -3,12 +3,14 @@
 The runner process gets its own session, so bench can stop it and
 everything it forked (pdsh, ssh, local ranks) by process group, never by
 `pkill -f`. Ranks record their PIDs in ranks/rank<R>.json-style files; a
-hung run (no progress for `timeout` seconds, and at least the ranks'
-collective timeout + 15 s, unless the plan's collective timeout was chosen
-longer than `timeout`: plan.json watchdog_s) or Ctrl-C ends the group, then
-any rank still alive, on every host, by PID (bench.cleanup). Before a hung
-run is stopped, every rank is asked where it is (bench.launch.stacks), and
-the record says where each one was (bench.launch.whereabouts).
+hung run (no progress for plan.json watchdog_s: on gloo past the ranks'
+collective timeout, on NCCL before it, bench.launch.plan.timeouts) or Ctrl-C
+ends the group, then any rank still alive, on every host, by PID
+(bench.cleanup). Before a hung run is stopped, every rank is asked where it
+is (bench.launch.stacks), and the record says where each one was
+(bench.launch.whereabouts). The ranks' flight-recorder dumps are read
+whenever flight/ holds any (NCCL's watchdog writes them itself before it
+aborts a rank).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from bench.core.errors import StorageFailed
 from bench.launch import flight_dumps, memcg, stacks
 from bench.launch.base import LaunchPlan
 from bench.launch.diagnose import diagnose
-from bench.launch.plan import REPORT_GRACE_S
 from bench.launch.registry import get
 
 
@@ -90,11 +91,9 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     summary.json), so a clean exit of every rank is the whole of "ok".
     """
     plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
-    plan_timeout, watchdog = plan.get("collective_timeout_s"), plan.get("watchdog_s")
+    watchdog = plan.get("watchdog_s")
     if isinstance(watchdog, (int, float)):
         timeout = float(watchdog)
-    elif isinstance(plan_timeout, (int, float)):
-        timeout = max(timeout, plan_timeout + REPORT_GRACE_S)  # a plan from before watchdog_s
     startup = plan.get("startup_s")
     startup = max(float(startup), timeout) if isinstance(startup, (int, float)) else timeout
     log_path = os.path.join(storage.subdir(run_dir, "logs"), "launcher.log")
@@ -155,13 +154,19 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"
                   if oom_before is not None and oom_after is not None and oom_after > oom_before else "")
     flight = None
-    if stalled is not None:
-        timeline["cleaned"] = time.time() - fired
+    if stalled is not None or flight_dumps.holds_dumps(run_dir):
+        # Dumps come from bench's stack request (a hang bench's watchdog caught) or from torch itself: NCCL's
+        # watchdog dumps each rank's record on a collective timeout before it aborts the rank.
+        if stalled is not None:
+            timeline["cleaned"] = time.time() - fired
+        elif analyzer is None:
+            analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))
         flight = flight_dumps.read(run_dir)
         verdict = flight_dumps.finish_analyzer(analyzer)
         if flight is not None:
             flight["analyzer"] = verdict or flight_dumps.NOT_RUN
-        timeline["analysed"] = time.time() - fired
+        if stalled is not None:
+            timeline["analysed"] = time.time() - fired
     status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed, stalled, flight)
     if timeline and "hang" in error:
         error["hang"]["seconds_after_watchdog"] = {k: round(v, 2) for k, v in timeline.items()}

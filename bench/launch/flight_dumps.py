@@ -23,12 +23,15 @@ import io
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from typing import Any
 
 DIR = "flight"
 PREFIX = "rank"
+ALONE_SUFFIX = "-group-rank"
+_NAME = re.compile(rf"^{PREFIX}(?P<rank>\d+)(?P<alone>{ALONE_SUFFIX}\d+)?$")
 ANALYZER_TIMEOUT_S = 60.0
 NOT_RUN = {"ok": None, "reason": "torch's analyzer runs on NCCL's dumps only: a gloo dump's pg_config names no group "
                                  "(torch 2.14.1), which it cannot match; the per-rank view above is read from pg_status"}
@@ -72,13 +75,24 @@ def rank_view(dump: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dumps(run_dir: str) -> list[tuple[str, str]]:
+    """(rank, path) of every dump: flight/rank<R>, and an independent rank's own flight/rank<R>-group-rank0
+    (bench.worker.flight: there torch names its dump by the group's rank, 0 in every world of one), which
+    yields to a rank<R> of the same rank (the dump bench asked for, the later one)."""
     directory = os.path.join(run_dir, DIR)
     try:
         names = sorted(os.listdir(directory))
     except OSError:
         return []
-    return [(n[len(PREFIX):], os.path.join(directory, n)) for n in names
-            if n.startswith(PREFIX) and n[len(PREFIX):].isdigit()]
+    found: dict[str, str] = {}
+    for n in names:
+        m = _NAME.match(n)
+        if m and (m["alone"] is None or m["rank"] not in found):
+            found[m["rank"]] = os.path.join(directory, n)
+    return sorted(found.items(), key=lambda kv: int(kv[0]))
+
+
+def holds_dumps(run_dir: str) -> bool:
+    return bool(_dumps(run_dir))
 
 
 def read(run_dir: str) -> dict[str, Any] | None:
@@ -100,7 +114,10 @@ def read(run_dir: str) -> dict[str, Any] | None:
 
 def start_analyzer(run_dir: str, device: str) -> subprocess.Popen | None:
     """torch's analyzer over NCCL's dumps (python -m bench.worker.flight), started now, read after the stop."""
-    if device != "cuda" or not _dumps(run_dir):
+    dumps = _dumps(run_dir)
+    # torch's analyzer reads flight/rank<R> files of one world; an independent run's worlds of one hold nothing
+    # for it to match.
+    if device != "cuda" or not dumps or any(ALONE_SUFFIX in os.path.basename(p) for _, p in dumps):
         return None
     try:
         return subprocess.Popen([sys.executable, "-m", "bench.worker.flight", os.path.join(run_dir, DIR)],

@@ -15,6 +15,7 @@ started inside the image bench runs in (bench.cluster.container).
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 
@@ -96,34 +97,56 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
                       files=kind.files(job), gpu_by=kind.gpu_by)
 
 
-# How long past the ranks' collective timeout the watchdog waits: ranks blocked on a hung peer then report
+# How long past the ranks' collective timeout the watchdog waits (gloo): ranks blocked on a hung peer then report
 # their own timeout first, and the one still silent is the culprit.
 REPORT_GRACE_S = 15.0
 # Before the first step the watchdog waits at least this long: imports on a busy node, the rendezvous of every
 # rank, a JIT build of a DeepSpeed op (~40 s on 2 cores) are not a hang, whatever --timeout says about steps.
 STARTUP_FLOOR_S = 120.0
+# On GPUs (NCCL) the order is the other way round. torch's NCCL watchdog does not report a collective that timed
+# out to the rank's Python: it dumps its flight record (waiting up to TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC) and
+# aborts the process ("we are taking the entire process down"), so a rank's `except` never runs and the ranks
+# would die, SIGABRT, before bench's watchdog asked them anything. There bench's watchdog fires first: the
+# collective timeout is its wait (for the first step too) plus this, time enough to ask every rank for its stack
+# and flight record (bench.launch.stacks.WAIT_S, a few seconds) and to stop them.
+NCCL_ORDER_S = 60.0
+
+
+def timeouts(device: str, timeout: float, collective_timeout: float | None = None) -> dict[str, float | int | str]:
+    """The collective timeout, bench's watchdog and its wait for the first step, and which of them fires first.
+
+    The collective timeout is --collective-timeout when given (kept as given: the user's order wins, and a run
+    whose ranks NCCL took down is diagnosed from their logs and dumps, bench.launch.nccl_watchdog); else on
+    GPUs the watchdog's wait for the first step + NCCL_ORDER_S, so bench's watchdog fires first; else (gloo)
+    --timeout, at least 30 s, with the watchdog REPORT_GRACE_S past it, so the ranks' own reports come first.
+    """
+    chosen = collective_timeout is not None
+    if device == "cuda" and not chosen:
+        watchdog = float(timeout)
+        startup = max(watchdog, STARTUP_FLOOR_S)
+        return {"collective_timeout_s": math.ceil(startup + NCCL_ORDER_S), "watchdog_s": watchdog,
+                "startup_s": startup, "first": "watchdog"}
+    coll = max(1, int(collective_timeout)) if chosen else max(30, int(timeout))
+    watchdog = float(timeout) if chosen and coll > timeout else max(float(timeout), coll + REPORT_GRACE_S)
+    return {"collective_timeout_s": coll, "watchdog_s": watchdog, "startup_s": max(watchdog, STARTUP_FLOOR_S),
+            "first": "watchdog" if watchdog < coll else "collective"}
 
 
 def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, timeout: float,
               collective_timeout: float | None = None) -> dict:
     """The run's plan.json: what the ranks read (rendezvous, collective timeout) and the record keeps.
 
-    The collective timeout is the run's --collective-timeout, else its
-    --timeout, at least 30 s; the ranks apply it to every process group.
-    watchdog_s: how long bench's watchdog waits for progress: past the
-    collective timeout (REPORT_GRACE_S), unless one was chosen longer than
-    --timeout, when the watchdog fires first, with every rank still waiting;
-    startup_s: how long it waits for the first step (STARTUP_FLOOR_S at least).
-    orphan_after_s: how long a rank goes on without bench's heartbeat.
+    The timeouts are timeouts()'s: collective_timeout_s, which the ranks apply to every process group;
+    watchdog_s, how long bench's watchdog waits for progress; startup_s, how long it waits for the first step;
+    first_to_fire, which of the two ends a hang. orphan_after_s: how long a rank goes on without bench's
+    heartbeat.
     """
-    chosen = collective_timeout is not None
-    coll = max(1, int(collective_timeout)) if chosen else max(30, int(timeout))
-    watchdog = float(timeout) if chosen and coll > timeout else max(float(timeout), coll + REPORT_GRACE_S)
+    t = timeouts(device, timeout, collective_timeout)
     return {"world_size": sum(len(s) for s in resources.values()), "nodes": len(resources),
             "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
-            "master_port": lp.master_port, "collective_timeout_s": coll, "watchdog_s": watchdog,
-            "startup_s": max(watchdog, STARTUP_FLOOR_S), "command": lp.argv, "gpu_by": lp.gpu_by,
-            "container": lp.container, "orphan_after_s": heartbeat.ORPHAN_AFTER_S}
+            "master_port": lp.master_port, "collective_timeout_s": t["collective_timeout_s"],
+            "watchdog_s": t["watchdog_s"], "startup_s": t["startup_s"], "first_to_fire": t["first"],
+            "command": lp.argv, "gpu_by": lp.gpu_by, "container": lp.container, "orphan_after_s": heartbeat.ORPHAN_AFTER_S}
 
 
 def hostfile_text(slots: dict[str, int]) -> str:

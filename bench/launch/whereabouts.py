@@ -187,8 +187,10 @@ def describe(e: dict[str, Any], waited: dict[str, Any] | None) -> str:
 
 def verdict(ranks: list[tuple[int, str, int]], answers: dict[int, dict[str, Any]], reports: dict[int, dict[str, Any]],
             cleanup: dict[str, Any], flight: dict[str, Any] | None, resources: dict[str, list[int]],
-            device: str, local_states: dict[int, str] | None = None) -> Verdict:
-    """ranks: (rank, hostname, pid) as recorded; answers/reports by rank; cleanup: bench.launch.cleanup's summary."""
+            device: str, local_states: dict[int, str] | None = None, aborted: dict[int, str] | None = None) -> Verdict:
+    """ranks: (rank, hostname, pid) as recorded; answers/reports by rank; cleanup: bench.launch.cleanup's summary;
+    aborted: ranks that NCCL's watchdog took down after their own collective timed out (bench.launch.nccl_watchdog),
+    which could not answer: echoes of the hang, not its cause."""
     unreachable = cleanup.get("unreachable") or {}
     states = cleanup.get("states") or {}
     behind = _behind_in_flight(flight)
@@ -201,6 +203,8 @@ def verdict(ranks: list[tuple[int, str, int]], answers: dict[int, dict[str, Any]
                   unreachable.get(ph or "") or unreachable.get(host), flight, device)
         if rank in behind:
             e["behind"] = behind[rank]
+        if e["at"] == "no answer" and rank in (aborted or {}):
+            e.update(at="aborted", source="NCCL watchdog (log)", ended=aborted[rank])
         at.append(e)
     counts = Counter((e["collective"]["op"], e["collective"]["seq"]) for e in at if e["at"] == "waiting")
     waited = None
@@ -208,8 +212,9 @@ def verdict(ranks: list[tuple[int, str, int]], answers: dict[int, dict[str, Any]
         (op, seq), n = max(counts.items(), key=lambda kv: (kv[1], kv[0][1], kv[0][0]))
         waited = {"op": op, "seq": seq, "ranks": n}
     for e in at:
-        e["odd"] = waited is None or e["at"] != "waiting" or \
-            (e["collective"]["op"], e["collective"]["seq"]) != (waited["op"], waited["seq"])
+        e["odd"] = e["at"] != "aborted" and (waited is None or e["at"] != "waiting" or
+                                             (e["collective"]["op"], e["collective"]["seq"]) != (waited["op"],
+                                                                                                 waited["seq"]))
     # A host that stopped answering explains its peers (a rank one message ahead of the others, say): first.
     cut = [e for e in at if e.get("host_unreachable")]
     odd = cut + [e for e in at if e["odd"] and e not in cut]

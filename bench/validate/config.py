@@ -45,6 +45,12 @@ class Level:
     numerics_model: str
     numerics_steps: int
     matmul_n_gpu: int        # the timed matmul on a GPU (a CPU core gets 1024): large enough to reach the peak
+    # On GPUs the per-GPU and data-parallel runs train this instead of model/micro_batch: a step the GPU bounds,
+    # tens of milliseconds at fp32 even on the fastest GPU of bench/data/gpu_specs.json (docs/metrics.md, "The
+    # per-GPU workload on GPUs"), where the micro model's is microseconds of kernels and the figure the host's.
+    cuda_model: str
+    cuda_img_size: int
+    cuda_micro_batch: int
     checks: tuple[str, ...] = CHECKS
 
 
@@ -52,20 +58,24 @@ LEVELS = {
     # The smallest preset on synthetic data; messages of its gradient's size (1.8 MB).
     "quick": Level(model="vit-micro-p4-32", micro_batch=16, steps=24, timing_warmup=4, synthetic_size=1024,
                    dp_steps=30, fallback_size=1 << 20, iters=20, comm_warmup=5, timeout=240.0, pairs="ring",
-                   numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192),
+                   numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
+                   cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32),
     # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
     "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
                   dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
-                  numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192),
+                  numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
+                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",
                     numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
+                    cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32,
                     checks=("health", "numerics", "intra-node")),
     # The health check alone: counters, kernel log, ports; no rank starts, no GPU time (beside running jobs).
     "health": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=0, comm_warmup=0, timeout=60.0, pairs="ring",
-                    numerics_model="vit-micro-p4-32", numerics_steps=0, matmul_n_gpu=0, checks=("health",)),
+                    numerics_model="vit-micro-p4-32", numerics_steps=0, matmul_n_gpu=0, cuda_model="vit-b16-224",
+                    cuda_img_size=224, cuda_micro_batch=32, checks=("health",)),
 }
 # Levels that check this node alone when no --hostfile (or --launcher inside an allocation) names others.
 THIS_NODE = ("prolog", "health")

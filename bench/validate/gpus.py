@@ -57,7 +57,7 @@ def _round(v: Validation, res: dict[str, list[int]], tag: str) -> tuple[dict, di
         key = (r["host"], r["slot"])
         if r["status"] == "ok" and r.get("step_s"):
             steps = r["step_s"]
-            ok[key] = {"images_per_s": metrics.images_per_s(v.level.micro_batch, metrics.percentile(steps, 50)),
+            ok[key] = {"images_per_s": metrics.images_per_s(v.workload[2], metrics.percentile(steps, 50)),
                        "samples": steps, "se": relative_se(steps), "params": r.get("params")}
         else:
             failed[key] = (r.get("reason") or r["status"], bool(r.get("measured")))
@@ -114,15 +114,16 @@ def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[tuple
               lines: dict[str, Lines | None]) -> tuple:
     """(status, reference text, reason) of one GPU's images/s; peers: every GPU's figure in the same round."""
     name = v.gpu_name(*key)
-    r = v.table.throughput_for(name, v.cfg.precision, v.level.model, v.level.micro_batch)
+    model, _, micro_batch = v.workload
+    r = v.table.throughput_for(name, v.cfg.precision, model, micro_batch)
     ref = (r.value, r.lower, r.upper, f"{r.value:g} img/s ({r.gpu}, {r.precision})", r.source) if r else None
     got = judge_both(ips, ref, [x for k, x in peers.items() if v.gpu_name(*k) == name], v.table.relative,
                      lambda m: f"{name} {m:.1f} img/s", lines.get(name))
     if got is None:
-        return ("SKIP", "none", f"no published figure for {name} / {v.level.model} at micro batch "
-                f"{v.level.micro_batch} ({v.cfg.precision}) and no other GPU of this model here: nothing to judge "
+        return ("SKIP", "none", f"no published figure for {name} / {model} at micro batch "
+                f"{micro_batch} ({v.cfg.precision}) and no other GPU of this model here: nothing to judge "
                 "it against")
-    return got if r else (got[0], got[1], f"{got[2]}; no published figure for {name} / {v.level.model}")
+    return got if r else (got[0], got[1], f"{got[2]}; no published figure for {name} / {model}")
 
 
 def throughput(v: Validation) -> None:

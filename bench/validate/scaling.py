@@ -41,7 +41,7 @@ def _rank_view(v: Validation) -> dict[tuple[str, int], float]:
 
 
 def stragglers(v: Validation) -> None:
-    gpu_step = {_slot_key(k): v.level.micro_batch / x for k, x in v.figures["gpu_images_per_s"].items() if x}
+    gpu_step = {_slot_key(k): v.workload[2] / x for k, x in v.figures["gpu_images_per_s"].items() if x}
     params = v.figures.get("params") or 0
     n = (v.figures.get("dp") or {}).get("world_size") or sum(len(s) for s in v.resources.values())
     samples = [len(xs) for xs in (v.figures.get("gpu_step_samples") or {}).values()]
@@ -100,7 +100,7 @@ def scaling(v: Validation) -> None:
         v.add("scaling", CLUSTER, "SKIP", reason=where)
         return
     median_ips = metrics.percentile(solo, 50)
-    t_compute = v.level.micro_batch / median_ips
+    t_compute = v.workload[2] / median_ips
     pools = [(v.figures.get("gpu_step_samples") or {}).get(k) or [] for k in keys]
     # Every rank waits for the slowest each step: the expected slowest of one draw per rank.
     t_sync = metrics.expected_slowest(pools) if all(pools) else t_compute

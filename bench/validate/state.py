@@ -147,9 +147,18 @@ class Validation:
     def identity(self) -> dict[str, Any]:
         """What this run measured with: validate runs are compared (bench compare, --baseline) only where it is
         the same. Which checks ran is not part of it: a GPU's figure is the same whatever else was checked."""
+        model, img_size, micro_batch = self.workload
+        return {"level": self.cfg.level, "precision": self.cfg.precision, "model": model, "micro_batch": micro_batch,
+                "steps": self.level.steps, **({"img_size": img_size} if img_size else {})}
+
+    @property
+    def workload(self) -> tuple[str, int | None, int]:
+        """(model, image size or None for the preset's, micro batch) of the per-GPU and data-parallel runs: the
+        level's on CPU, its GPU-bound one on GPUs (config.Level's cuda_* fields)."""
         lv = self.level
-        return {"level": self.cfg.level, "precision": self.cfg.precision, "model": lv.model,
-                "micro_batch": lv.micro_batch, "steps": lv.steps}
+        if self.device == "cuda":
+            return lv.cuda_model, lv.cuda_img_size, lv.cuda_micro_batch
+        return lv.model, None, lv.micro_batch
 
     # ------------------------------------------------------------------ how its jobs run
     @property
@@ -168,8 +177,9 @@ class Validation:
 
     def run_config(self, hosts: list[str], steps: int) -> RunConfig:
         lv = self.level
-        return RunConfig(model=lv.model, dataset="synthetic", synthetic_size=lv.synthetic_size, steps=steps,
-                         timing_warmup=lv.timing_warmup, micro_batch=lv.micro_batch, eval=False,
+        model, img_size, micro_batch = self.workload
+        return RunConfig(model=model, img_size=img_size, dataset="synthetic", synthetic_size=lv.synthetic_size,
+                         steps=steps, timing_warmup=lv.timing_warmup, micro_batch=micro_batch, eval=False,
                          launcher=self.launcher_for(hosts), precision=self.cfg.precision, device=self.device,
                          timeout=lv.timeout, out=os.path.join(self.vdir, "runs"))
 

@@ -16,6 +16,21 @@ known exactly (bench.core.collectives, the one table of ops). After the timed
 iterations the result is compared with it and the mismatches counted
 (nccl-tests' #wrong). Start and end: bench.worker.bootstrap.
 
+Timing, as nccl-tests times: a sample is k back-to-back collectives between
+two synchronizes, its time divided by k, with k chosen per size so that a
+sample lasts at least SAMPLE_S (synchronised collectives timed alone after
+the warm-up, the fastest of three; the group's largest k, since every
+member must issue as many). A 1 KiB collective alone is a launch and a
+device round trip, which swamp it; k of them in a row are what the link
+does. The timed collectives run on
+their own results (an in-place all-reduce sums its sum again); the #wrong
+check is one more collective on the restored input.
+
+The flight recorder and the comm counter are on as in a training rank
+(bench.worker.flight, comm_counter): a pair that hangs is named from every
+rank's dump and collective number, not from stacks that all show the same
+synchronize.
+
 Groups are measured in rounds: the groups of one round at the same time
 (disjoint: bench validate's node pairs of one matching, or every node's own
 GPUs), the rounds one after another with a barrier of the whole world
@@ -26,6 +41,7 @@ shares its links. Without "rounds", each group is a round of its own.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import sys
@@ -36,6 +52,11 @@ from bench.core.results import write_json_atomic
 from bench.worker.bootstrap import rank_main
 
 
+# A sample lasts at least this long (k back-to-back collectives); k at most MAX_BACK_TO_BACK. k comes from the
+# fastest of CALIBRATION synchronised collectives: one preempted on a busy node would make k 1.
+SAMPLE_S = 0.005
+MAX_BACK_TO_BACK = 1000
+CALIBRATION = 3
 # Elements built or compared at once: the check holds at most this much beside the buffers (64 MiB of float32),
 # not an int64 index of n x count elements (12 GiB for an all_gather of 256M on 8 ranks, over a T4's 16 GB).
 CHUNK = 1 << 24
@@ -103,9 +124,19 @@ def _run_op(dist, op: str, work, out, group, root: int) -> None:
         raise ValueError(f"unknown op {op!r}")
 
 
+def back_to_back(torch, dist, one_s: float, group, device) -> int:
+    """k for one size: SAMPLE_S over the time of one synchronised collective (1..MAX_BACK_TO_BACK), the largest
+    over the group (a collective itself: every member must issue the same number of collectives)."""
+    k = max(1, min(MAX_BACK_TO_BACK, math.ceil(SAMPLE_S / max(one_s, 1e-9))))
+    agreed = torch.tensor([k], dtype=torch.int64, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
+    return int(agreed.item())
+
+
 def measure_group(torch, dist, spec: dict, members: list[int], group, rank: int, device, sync,
                   progress) -> list[dict]:
-    """This rank's times and wrong count for every size, over one group it belongs to."""
+    """This rank's times (one collective's, from samples of k back-to-back ones) and wrong count for every size,
+    over one group it belongs to."""
     op, n = spec["op"], len(members)
     out_rows = []
     for size in spec["sizes"]:
@@ -116,20 +147,31 @@ def measure_group(torch, dist, spec: dict, members: list[int], group, rank: int,
             _run_op(dist, op, work, out, group, members[0])
         sync()
         dist.barrier(group=group)
-        times = []
-        for _ in range(spec["iters"]):
-            work.copy_(src)  # in-place ops overwrite their input: restore it, untimed
-            sync()
+        alone = []
+        for _ in range(CALIBRATION):
             t0 = time.perf_counter()
             _run_op(dist, op, work, out, group, members[0])
             sync()
-            times.append(time.perf_counter() - t0)
+            alone.append(time.perf_counter() - t0)
+        k = back_to_back(torch, dist, min(alone), group, device)
+        times = []
+        for _ in range(spec["iters"]):
+            work.copy_(src)  # untimed: the k collectives of a sample then start from the pattern
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(k):
+                _run_op(dist, op, work, out, group, members[0])
+            sync()
+            times.append((time.perf_counter() - t0) / k)
             # A 256M all_gather on 32 nodes over 10 GbE takes seconds an iteration: say so each time, so the
             # watchdog sees a slow but healthy run making progress, not a hung one.
             progress(size, final=False)
+        work.copy_(src)  # the check's own collective, on the pattern (the timed ones ran on their results)
+        _run_op(dist, op, work, out, group, members[0])
+        sync()
         result = out if out is not None else work
         wrong = count_wrong(torch, result, op, members, rank, count)
-        out_rows.append({"size": size, "count": count, "times_s": times, "wrong": wrong})
+        out_rows.append({"size": size, "count": count, "times_s": times, "back_to_back": k, "wrong": wrong})
         progress(size)
     return out_rows
 
@@ -138,12 +180,17 @@ def run(run_dir: str) -> dict:
     import torch
     import torch.distributed as dist
 
+    from bench.worker import comm_counter, flight
     from bench.worker.dist import init
 
     with open(os.path.join(run_dir, "comm.json")) as f:
         spec = json.load(f)
     with open(os.path.join(run_dir, "plan.json")) as f:
         plan = json.load(f)
+    # Before the group exists, as in a training rank (bench.worker.main.setup): the recorder reads its settings
+    # when a group is made; the counter numbers every collective for bench's stack request.
+    flight.enable(run_dir)
+    comm_counter.install(plan["device"])
     world, rank, local, device = init(plan, via_deepspeed=False)
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":

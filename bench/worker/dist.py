@@ -39,6 +39,25 @@ def _skip_shm_comm_build() -> None:
     ds_torch.build_shm_op = lambda: None
 
 
+def bound_device(torch, device) -> dict:
+    """init_process_group's device_id for a rank that owns one GPU (bench comm's ranks; DeepSpeed binds its own).
+
+    Bound, torch creates NCCL's communicator at once (a rank that cannot reach its peers fails in init, not at
+    its first collective), builds every later group by splitting it (every rank calls new_group, members or
+    not: bench comm does), and never guesses the device from the rank. Not on CPU, and not on torch 2.6.x-2.7.0,
+    where a bound device could hang (pytorch/pytorch#153960, the range DeepSpeed 0.19.8 skips too).
+    """
+    if device.type != "cuda":
+        return {}
+    try:
+        version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:3])
+    except ValueError:
+        version = ()
+    if (2, 6, 0) < version < (2, 7, 1):
+        return {}
+    return {"device_id": device}
+
+
 def init(plan: dict, *, via_deepspeed: bool):
     """(world size, rank, local rank, torch.device) of this rank, its process group initialised.
 
@@ -65,6 +84,8 @@ def init(plan: dict, *, via_deepspeed: bool):
     if plan.get("independent"):
         # A world of one: DeepSpeed (and anything reading RANK/WORLD_SIZE) must see that world, not the
         # launcher's; LOCAL_RANK stays, it picks this rank's GPU. The caller kept the launcher's rank.
+        # No device_id here: DeepSpeed 0.19.8 binds none in a world of one either (its #8248: a one-rank NCCL
+        # group bound to its device failed with CUDA error 600 where the unbound one ran).
         os.environ.update(RANK="0", WORLD_SIZE="1")
         dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
         if via_deepspeed:
@@ -78,5 +99,5 @@ def init(plan: dict, *, via_deepspeed: bool):
         _skip_shm_comm_build()
         deepspeed.init_distributed(dist_backend=backend, timeout=timeout)
     else:
-        dist.init_process_group(backend=backend, timeout=timeout)
+        dist.init_process_group(backend=backend, timeout=timeout, **bound_device(torch, device))
     return dist.get_world_size(), dist.get_rank(), local_rank, device

@@ -51,7 +51,24 @@ def build_engine(cfg: RunConfig, model, ds_config: dict[str, Any], device):
     sharded = shard_zero3(model, ds_config, device) if stage == 3 else None
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
     engine.sharded_from = sharded
+    if stage == 0:
+        skip_allreduce_alone(engine)
     return engine
+
+
+def skip_allreduce_alone(engine) -> None:
+    """No gradient all-reduce in a data-parallel world of one (validate's per-GPU runs, `--gpus 1`).
+
+    DeepSpeed 0.19.8 at ZeRO-0 reduces anyway: it flattens every gradient into a buffer, all-reduces it over
+    the one rank, divides by 1 and copies it back (engine.allreduce_gradients -> buffered_allreduce_fallback),
+    which profiled at ~5 ms of a ~300 ms vit-micro step on one CPU core (benchmarks/README.md) and is a copy of
+    every gradient twice on a GPU. A sum over one rank is the identity: DeepSpeed's own switch skips it.
+    ZeRO-1+ only: they keep their reduction (their optimizers keep books in it).
+    """
+    import torch.distributed as dist
+
+    if dist.get_world_size() == 1 and getattr(engine, "enable_backward_allreduce", False) is True:
+        engine.enable_backward_allreduce = False
 
 
 def _autotp_engine(cfg: RunConfig, model, ds_config: dict[str, Any]):
@@ -90,6 +107,8 @@ def settings(engine) -> dict[str, Any]:
         value = getattr(opt, attr, None)
         if isinstance(value, bool):
             out[attr] = value
+    if isinstance(getattr(engine, "enable_backward_allreduce", None), bool):
+        out["backward_allreduce"] = engine.enable_backward_allreduce
     return out
 
 

@@ -23,6 +23,22 @@ directory of one file per rank, which is what torch's analyzer
 (torch.distributed.flight_recorder.fr_trace) reads. A user's own
 `TORCH_FR_BUFFER_SIZE` / `TORCH_NCCL_TRACE_BUFFER_SIZE` (0 turns it off) wins.
 
+Both names, for both torch builds bench ships. torch 2.7.1 (the Pascal
+image) reads only `TORCH_NCCL_TRACE_BUFFER_SIZE`, default 0 (off): its
+libtorch_cuda.so and libtorch_cpu.so hold no `TORCH_FR_` string (the
+2.7.1+cu126 wheel, git e2d141db), and the generic name came with
+pytorch/pytorch#152563 (May 2025), whose diff shows the line before it,
+`getCvarInt({"TORCH_NCCL_TRACE_BUFFER_SIZE"}, 0)`. torch 2.14.1 reads
+`TORCH_FR_BUFFER_SIZE` first and warns once that the old name is
+deprecated. So enable() sets both to the same value (a user's value of
+either is copied to the other), and the dump file's prefix under both of
+its names (`TORCH_FR_DUMP_TEMP_FILE`, `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`).
+
+An independent run (bench validate's per-GPU runs) gives every rank a
+world of one, where torch names its own dump by the group's rank, 0 on
+every rank: there the prefix carries the launcher's rank
+(flight/rank<R>-group-rank0), so no rank's dump overwrites another's.
+
 Known limit (torch 2.14.1, tried): a gloo dump's `pg_config` lists every
 group under the empty name '' (gloo registers a group with the recorder
 before the group is named), so torch's analyzer stops with a KeyError on it;
@@ -40,27 +56,56 @@ from typing import Any
 BUFFER_ENTRIES = 2000   # collectives kept per rank: a few steps of ZeRO-3's per-layer gathers
 DIR = "flight"
 PREFIX = "rank"         # files flight/rank<R>: torch's analyzer takes the digits after the prefix as the rank
-# torch 2.14.1 reads both and warns that the second (NCCL's older name) is deprecated: bench sets the first.
+# The generic name first (torch 2.14.1 reads it first), NCCL's older one second (all torch 2.7.1 reads).
 _SIZE_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+_FILE_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+ALONE_SUFFIX = "-group-rank"  # flight/rank<R>-group-rank0: an independent rank's own dump, R the launcher's rank
 
 
-def enable(run_dir: str) -> None:
-    """Switch the recorder on for the process groups this rank creates from now (environment, read at creation)."""
-    if not any(os.environ.get(v, "").strip() for v in _SIZE_VARS):
-        os.environ["TORCH_FR_BUFFER_SIZE"] = str(BUFFER_ENTRIES)
+def enable(run_dir: str, launcher_rank: int | None = None) -> None:
+    """Switch the recorder on for the process groups this rank creates from now (environment, read at creation).
+
+    launcher_rank: given in an independent run (a world of one per rank), where torch would name every rank's
+    dump flight/rank0.
+    """
+    _same_value(_SIZE_VARS, str(BUFFER_ENTRIES))
     os.makedirs(os.path.join(run_dir, DIR), exist_ok=True)
     os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
-    os.environ.setdefault("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", os.path.join(run_dir, DIR, PREFIX))
+    prefix = os.path.join(run_dir, DIR, PREFIX if launcher_rank is None else f"{PREFIX}{launcher_rank}{ALONE_SUFFIX}")
+    _same_value(_FILE_VARS, prefix)
 
 
-def enabled() -> bool:
-    return any(os.environ.get(v, "").strip() not in ("", "0") for v in _SIZE_VARS)
+def _same_value(names: tuple[str, ...], default: str) -> None:
+    """Every name of `names` set: to the value the user gave one of them (the first set), else to `default`."""
+    given = next((os.environ[v] for v in names if os.environ.get(v, "").strip()), default)
+    for v in names:
+        if not os.environ.get(v, "").strip():
+            os.environ[v] = given
+
+
+def enabled(torch_version: str | None = None) -> bool:
+    """Whether this torch records: the first of its names that is set, as torch reads them (2.7 knows one)."""
+    if torch_version is None and "torch" in sys.modules:
+        torch_version = getattr(sys.modules["torch"], "__version__", None)
+    names = _SIZE_VARS[1:] if torch_version and _before_generic_name(torch_version) else _SIZE_VARS
+    value = next((os.environ[v].strip() for v in names if os.environ.get(v, "").strip()), "")
+    return value not in ("", "0")
+
+
+def _before_generic_name(version: str) -> bool:
+    """torch before 2.8 (pytorch/pytorch#152563 landed for 2.8): TORCH_NCCL_TRACE_BUFFER_SIZE only, default 0."""
+    try:
+        major, minor = (int(x) for x in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < (2, 8)
 
 
 def dump(run_dir: str, rank: int) -> dict[str, Any]:
     """Write this rank's record to flight/rank<R> (atomically); says what it wrote, or why nothing."""
     if not enabled():
-        return {"path": None, "reason": "the flight recorder is off (TORCH_FR_BUFFER_SIZE=0)"}
+        return {"path": None, "reason": "the flight recorder is off (TORCH_FR_BUFFER_SIZE / "
+                                        "TORCH_NCCL_TRACE_BUFFER_SIZE = 0)"}
     if "torch" not in sys.modules:
         return {"path": None, "reason": "torch not loaded yet: no process group to record"}
     import torch.distributed as dist

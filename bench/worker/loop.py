@@ -1,13 +1,19 @@
 """The timed training loop of one rank, and test-set evaluation.
 
-Each optimizer step is timed in parts with a device sync around each part,
-so the parts add up to the step:
+Each optimizer step is timed in parts that add up to the step:
   data      fetching and augmenting the micro batch(es)
   forward   model forward + loss (ZeRO-3's parameter all-gathers happen here)
   backward  engine.backward: autograd, and the gradient reductions an engine
             issues during it (DDP's bucketed all-reduce, ZeRO's reduce buckets)
   optimizer engine.step (ZeRO-0/1's boundary all-reduce at DeepSpeed's
             step, ZeRO-1/2's all-gather of the updated partitions)
+How the boundaries are read (StepClock): on CPU the host clock, the device
+being the host; on CUDA events recorded on the stream between the parts,
+read after the step's one synchronize (the loss and accuracy fetch), so the
+host queues a whole step ahead as a training script does and the parts are
+the device's own times. Five synchronizes per micro step (the loop before)
+made every part boundary a host round trip, which a small model on a fast
+GPU spends more time in than in its kernels.
 Communication is counted apart, by what was issued in each step
 (bench.worker.comm_counter), because it happens inside all three parts.
 The first `timing_warmup` steps are kept apart and excluded from throughput.
@@ -38,6 +44,8 @@ class StepTimes:
     # model-state measurement took: whole epochs are measured from these (epoch_walls).
     began: float | None = None
     ended: list[float] = field(default_factory=list)
+    timing: str | None = None
+    """How the step and its parts were timed (StepClock.how): the record says it beside the figures."""
 
 
 def step_applied(engine) -> bool:
@@ -73,12 +81,42 @@ def epoch_walls(times: StepTimes, steps_per_epoch: int) -> list[float]:
             for e in range((len(marks) - 1) // steps_per_epoch)]
 
 
-def _sync_fn(device) -> Callable[[], None]:
-    import torch
+class StepClock:
+    """A step's boundaries: mark() one, seconds(a, b) between two once the step has ended.
 
-    if device.type == "cuda":
-        return torch.cuda.synchronize
-    return lambda: None
+    CPU: perf_counter. CUDA: an event recorded on the current stream (a pool reused step after step), read
+    only after the step's synchronize, so marking never waits for the device.
+    """
+
+    def __init__(self, device):
+        import torch
+
+        self.cuda = device.type == "cuda"
+        self._torch = torch
+        self._pool: list = []
+        self._used = 0
+        self.how = ("CUDA events on the stream between the parts, one synchronize per step" if self.cuda else
+                    "the host clock (CPU: the device is the host)")
+
+    def begin_step(self) -> None:
+        self._used = 0
+
+    def mark(self):
+        if not self.cuda:
+            return time.perf_counter()
+        if self._used == len(self._pool):
+            self._pool.append(self._torch.cuda.Event(enable_timing=True))
+        event = self._pool[self._used]
+        self._used += 1
+        event.record()
+        return event
+
+    def seconds(self, a, b) -> float:
+        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
+
+    def sync(self) -> None:
+        if self.cuda:
+            self._torch.cuda.synchronize()
 
 
 def batches_forever(batches, start_epoch: int = 0):
@@ -96,72 +134,75 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
 
     on_last_step_backward() runs after each backward of the last step, before its engine.step: gradients
     and optimizer states both exist then (at every micro step: ZeRO-1 accumulates whole gradients until
-    the boundary, ZeRO-2 partitions them as it goes). Its time is not the step's.
+    the boundary, ZeRO-2 partitions them as it goes). Its time is not the step's: the device is
+    synchronized around it (the last step only) and the interval between its marks left out.
     on_steady() runs once, before the first steady step (warmup_steps): bench resets the device's peak
     memory statistics there, so the peak covers steady steps only.
     """
     import torch
     import torch.nn.functional as F
 
-    sync = _sync_fn(device)
-    times = StepTimes()
+    clock = StepClock(device)
+    times = StepTimes(timing=clock.how)
     stream = batches_forever(batches)
     engine.train()
-    excluded_total = 0.0
-    sync()
+    excluded_total = 0.0  # host seconds of the measurement, out of the wall-clock marks (epoch_walls)
+    clock.sync()
     times.began = time.perf_counter()
     for step in range(total_steps):
         if step == warmup_steps:
             times.steady_from = step
             if on_steady is not None:
                 on_steady()
-        t_data = t_fwd = t_bwd = t_opt = 0.0
-        # Loss and hits stay on the device until the step ends: one fetch per
-        # step, not two per micro batch (each fetch is a device sync).
+        # Loss and hits stay on the device until the step ends: one fetch per step, the step's one synchronize.
         loss_dev = correct_dev = None
         seen = 0
-        sync()
+        clock.begin_step()
         if counter is not None:
             counter.begin_step()
-        t_step = time.perf_counter()
+        wall = time.perf_counter()
+        begin = clock.mark()
+        marks, left_out = [], []
         for micro in range(accum):
-            t0 = time.perf_counter()
+            t0 = clock.mark()
             _, x, y = next(stream)
-            sync()
-            t1 = time.perf_counter()
+            t1 = clock.mark()
             out = engine(x)
             loss = F.cross_entropy(out.float(), y)
-            sync()
-            t2 = time.perf_counter()
+            t2 = clock.mark()
             engine.backward(loss)
-            sync()
-            t3 = time.perf_counter()
-            t_bwd += t3 - t2
+            t3 = t3b = clock.mark()
             if on_last_step_backward is not None and step + 1 == total_steps:
+                clock.sync()
+                h = time.perf_counter()
                 on_last_step_backward()
-                excluded = time.perf_counter() - t3  # the measurement is not part of the step
-                t_step += excluded
-                t3 += excluded
-                excluded_total += excluded
+                clock.sync()
+                excluded_total += time.perf_counter() - h
+                t3b = clock.mark()
+                left_out.append((t3, t3b))
             engine.step()
-            sync()
-            t4 = time.perf_counter()
-            t_data += t1 - t0
-            t_fwd += t2 - t1
-            t_opt += t4 - t3
+            t4 = clock.mark()
+            marks.append((t0, t1, t2, t3, t3b, t4))
             with torch.no_grad():
                 hits = (out.argmax(dim=1) == y).sum()
                 loss_dev = loss.detach() if loss_dev is None else loss_dev + loss.detach()
                 correct_dev = hits if correct_dev is None else correct_dev + hits
                 seen += y.numel()
-        loss_sum, correct = torch.stack([loss_dev.double(), correct_dev.double()]).tolist()
-        step_time = time.perf_counter() - t_step
+        end = clock.mark()
+        loss_sum, correct = torch.stack([loss_dev.double(), correct_dev.double()]).tolist()  # the synchronize
+        if clock.cuda:
+            end.synchronize()  # done already on this stream; an engine's side streams joined it in engine.step
+        times.ended.append(time.perf_counter() - excluded_total)
+        sec = clock.seconds
+        parts = {"data": sum(sec(m[0], m[1]) for m in marks), "forward": sum(sec(m[1], m[2]) for m in marks),
+                 "backward": sum(sec(m[2], m[3]) for m in marks), "optimizer": sum(sec(m[4], m[5]) for m in marks)}
+        step_time = sec(begin, end) - sum(sec(a, b) for a, b in left_out)
+        if not clock.cuda:  # the host clock: the step ends with its fetch, as it always did
+            step_time = time.perf_counter() - wall - sum(b - a for a, b in left_out)
         times.applied.append(step_applied(engine))
-        times.ended.append(t_step + step_time - excluded_total)
         if counter is not None:
             counter.end_step()
-        for name, value in (("data", t_data), ("forward", t_fwd), ("backward", t_bwd),
-                            ("optimizer", t_opt), ("step", step_time), ("loss", loss_sum / accum),
+        for name, value in (*parts.items(), ("step", step_time), ("loss", loss_sum / accum),
                             ("acc", correct / max(seen, 1))):
             getattr(times, name).append(value)
         if not math.isfinite(loss_sum):
