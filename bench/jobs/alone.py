@@ -34,6 +34,15 @@ def read_json(path: str) -> dict[str, Any] | None:
     return got if isinstance(got, dict) else None
 
 
+def measured(report: dict[str, Any]) -> bool:
+    """Whether a failed rank was measured before it failed (its GPU's fault, a FAIL) or not (nothing is known of
+    its GPU: validate's ERROR): it trained a step, or ran out of memory (the GPU had less than the model needs);
+    not where its own report could not be written (bench's storage, not the GPU)."""
+    if str(report.get("error") or "").startswith("StorageFailed"):
+        return False
+    return report.get("status") == "oom" or bool(((report.get("at") or {}).get("step") or 0) > 0)
+
+
 def silent_rank(run_dir: str, rank: int, run_failed: bool) -> str:
     """Why a rank left no report: it never started (no pid file: it died before bench's rank code ran, e.g. at an
     import), or it was stopped when its run ended."""
@@ -69,7 +78,7 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
             # Whether it was measured before it failed: it trained a step (or ran out of memory: the GPU had
             # less than its model needs). Else nothing is known of its GPU: it never started (validate: ERROR).
             entry.update(status="oom" if own.get("status") == "oom" else "failed", reason=reason,
-                         measured=own.get("status") == "oom" or bool(((own.get("at") or {}).get("step") or 0) > 0))
+                         measured=measured(own))
         per_rank.append(entry)
     bad = [r for r in per_rank if r["status"] != "ok"]
     body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "config": cfg.to_dict(), "plan": plan,

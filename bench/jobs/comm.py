@@ -27,6 +27,7 @@ from bench.core.config import LaunchConfig, validate_launch
 from bench.core.errors import BadInput
 from bench.core.options import opt
 from bench.core.sizes import parse_sizes
+from bench.jobs import numerics as numerics_job
 from bench.jobs.gate import device_of, inspect_cluster
 from bench.jobs.plan import plan_resources
 from bench.launch.execute import execute
@@ -118,12 +119,14 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
             rounds: list[list[int]] | None = None, timeout: float = 120.0, slots_of: dict[str, int] | None = None,
             master_addr: str | None = None, master_port: int | None = None,
             environ: dict[str, str] | None = None, container_exec: str | None = None,
-            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+            extra: dict[str, Any] | None = None, numerics: dict[str, Any] | None = None) -> dict[str, Any]:
     """Launch the comm ranks, wait, and return a "comm" record (also appended to its results.jsonl).
 
     groups: lists of global ranks (default: all ranks); group_names label them in the rows (default
     "all" / "g<i>"). rounds: lists of indices into groups: the groups of a round are measured at the same
     time (they must not share a rank), the rounds one after another (default: one group a round).
+    numerics: plan.json's "numerics" (bench.jobs.numerics.first): every rank runs validate's numerics job
+    before its group exists; the record's "numerics" has each rank's entry (the prolog's one launch).
     """
     if op not in collectives.MEASURED:
         raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {op!r}")
@@ -144,6 +147,8 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     lp = build(resources, launcher, run_dir, device, master_addr, master_port, environ=environ,
                module="bench.worker.comm", container_exec=container_exec)
     plan = plan_json(lp, resources, device, timeout)
+    if numerics:
+        plan["numerics"] = numerics
     spec = {"op": op, "sizes": sizes, "iters": iters, "warmup": warmup, "dtype": "float32",
             "groups": groups, "group_names": names, "rounds": rounds}
     results.write_json_atomic(os.path.join(run_dir, "comm.json"), spec)
@@ -164,6 +169,8 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
                              "a rank received data other than what was sent (see the #wrong column)"}
     else:
         body["error"] = outcome.error or {"where": "launcher", "reason": "no summary"}
+    if numerics:
+        body["numerics"] = numerics_job.collect(run_dir, resources, outcome, folder="numerics")
     rec = results.make_record("comm", status, **body)
     results.append(os.path.join(run_dir, "results.jsonl"), rec)
     return rec

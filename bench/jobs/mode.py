@@ -34,3 +34,6 @@ class Mode:
     independent: bool = False
     """Every rank trains alone, in a world of one, with no communication (validate's per-GPU runs); the
     record's "alone" lists each rank's own figures (bench.jobs.alone)."""
+    numerics: dict[str, Any] | None = None
+    """plan.json's "numerics" (bench.jobs.numerics.first): every rank runs validate's numerics job first, its
+    report in the record's "numerics" (one launch for the per-GPU checks)."""

@@ -18,8 +18,8 @@ from typing import Any
 
 from bench.core import provenance, results, storage
 from bench.core.placement import rank_slots
-from bench.jobs.alone import read_json, silent_rank
-from bench.launch.execute import execute
+from bench.jobs.alone import measured, read_json, silent_rank
+from bench.launch.execute import Outcome, execute
 from bench.launch.plan import build, plan_json, write_files
 
 
@@ -42,6 +42,32 @@ class NumericsSpec:
         return {k: v for k, v in asdict(self).items() if not k.startswith("matmul")}
 
 
+def first(spec: NumericsSpec, barrier_dir: str, ranks: int, timeout: float) -> dict[str, Any]:
+    """plan.json's "numerics" for ranks that run the job first and then train or measure links (one launch for
+    bench validate's per-GPU checks): the spec, and the file barrier their timed matmuls start behind."""
+    return {"spec": asdict(spec), "barrier": {"dir": barrier_dir, "count": ranks, "timeout_s": timeout / 2}}
+
+
+def collect(run_dir: str, resources: dict[str, list[int]], outcome: Outcome, folder: str = "ranks") -> list[dict]:
+    """One entry per rank: ok with its curve, matmuls and stack (folder/rank<R>.json: "ranks" for the job's own
+    launch, "numerics" where ranks ran it first), or failed with why (its own report, the launch's diagnosis)."""
+    named = (outcome.error or {}).get("rank")
+    out = []
+    for rank, (host, slot) in enumerate(rank_slots(resources)):
+        got = read_json(os.path.join(run_dir, folder, f"rank{rank}.json")) or {}
+        entry: dict[str, Any] = {"rank": rank, "host": host, "slot": slot}
+        if got.get("status") == "ok":
+            entry.update({k: got.get(k) for k in ("hostname", "stack", "losses", "params_sha256", "matmul_exact",
+                                                  "matmul", "device_index")}, status="ok", hostname=got.get("host"))
+        else:
+            own = read_json(os.path.join(run_dir, "ranks", f"rank{rank}.json")) or {}
+            reason = ((outcome.error or {}).get("reason") if rank == named else None) or own.get("error") or \
+                silent_rank(run_dir, rank, outcome.status != "ok")
+            entry.update(status="failed", reason=reason, measured=measured(own))
+        out.append(entry)
+    return out
+
+
 def run(resources: dict[str, list[int]], launcher: str, device: str, spec: NumericsSpec, *, out_root: str,
         timeout: float = 300.0, slots_of: dict[str, int] | None = None, environ: dict[str, str] | None = None,
         container_exec: str | None = None, master_addr: str | None = None) -> dict[str, Any]:
@@ -60,19 +86,7 @@ def run(resources: dict[str, list[int]], launcher: str, device: str, spec: Numer
     results.write_json_atomic(os.path.join(run_dir, "plan.json"), plan)
     write_files(lp, resources, slots_of)
     outcome = execute(lp, run_dir, timeout=timeout, expect_summary=False)
-    named = (outcome.error or {}).get("rank")
-    ranks = []
-    for rank, (host, slot) in enumerate(rank_slots(resources)):
-        got = read_json(os.path.join(run_dir, "ranks", f"rank{rank}.json")) or {}
-        entry: dict[str, Any] = {"rank": rank, "host": host, "slot": slot}
-        if got.get("status") == "ok":
-            entry.update({k: got.get(k) for k in ("hostname", "stack", "losses", "params_sha256", "matmul_exact",
-                                                  "matmul", "device_index")}, status="ok", hostname=got.get("host"))
-        else:
-            reason = ((outcome.error or {}).get("reason") if rank == named else None) or got.get("error") or \
-                silent_rank(run_dir, rank, outcome.status != "ok")
-            entry.update(status="failed", reason=reason, measured=((got.get("at") or {}).get("step") or 0) > 0)
-        ranks.append(entry)
+    ranks = collect(run_dir, resources, outcome)
     status = "ok" if all(r["status"] == "ok" for r in ranks) else \
         "interrupted" if outcome.status == "interrupted" else "failed"
     body: dict[str, Any] = {"run_id": run_id, "run_dir": run_dir, "duration_s": outcome.duration_s,

@@ -29,6 +29,7 @@ from bench.core import dsconfig, parallel, provenance, results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.jobs import alone, nvme
+from bench.jobs import numerics as numerics_job
 from bench.jobs.mode import Mode
 from bench.jobs.gate import check_precision, device_follows_nodes, device_of, inspect_cluster
 from bench.jobs.plan import Placement, plan_resources
@@ -72,6 +73,8 @@ def run(cfg: RunConfig, hosts: HostSelection, mode: Mode = Mode()) -> dict[str, 
         rec = alone.record(cfg, plan, run_id, run_dir, outcome, extra, ds, figures_of)
     else:
         rec = record(cfg, plan, run_id, run_dir, outcome, extra, ds_config=ds)
+    if mode.numerics:  # the job every rank ran first: its own entry per rank, as its own launch would give
+        rec["numerics"] = numerics_job.collect(run_dir, p.placement.resources, outcome, folder="numerics")
     results.append(os.path.join(run_dir, "results.jsonl"), rec)
     return rec
 
@@ -137,6 +140,8 @@ def _launch_plan(p: _Planned, verdict: dict, run_dir: str,
         plan["start_barrier"] = mode.start_barrier
     if mode.independent:
         plan["independent"] = True
+    if mode.numerics:
+        plan["numerics"] = mode.numerics
     return device, ds, lp, plan
 
 

@@ -49,9 +49,13 @@ def relative_se(steps: list[float]) -> float:
     return (var ** 0.5) / len(steps) ** 0.5 / mean
 
 
-def _round(v: Validation, res: dict[str, list[int]], tag: str) -> tuple[dict, dict]:
-    """One launch: ({(host, slot): figures}, {(host, slot): (why it has none, whether it was measured)})."""
-    rec = runs.alone(v, res, tag)
+def _round(v: Validation, res: dict[str, list[int]], tag: str, with_numerics: bool = False) -> tuple[dict, dict]:
+    """One launch: ({(host, slot): figures}, {(host, slot): (why it has none, whether it was measured)}); with
+    numerics, every rank runs the numerics job first and its entries wait in v.numerics_ahead for that check."""
+    rec = runs.alone(v, res, tag, with_numerics=with_numerics)
+    if with_numerics:
+        v.numerics_ahead = {"resources": res, "ranks": rec.get("numerics") or [], "run_dir": rec.get("run_dir"),
+                            "error": rec.get("error")}
     ok, failed = {}, {}
     for r in rec.get("alone") or []:
         key = (r["host"], r["slot"])
@@ -133,7 +137,9 @@ def throughput(v: Validation) -> None:
     if not res:
         return
     repeats = v.cfg.repeats
-    rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}") for r in range(repeats)]
+    # The numerics job runs first in the first round's ranks: one launch (one start-up) for the per-GPU checks.
+    rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}",
+                     with_numerics=r == 0 and v.cfg.wanted("numerics")) for r in range(repeats)]
     first = rounds[0][0]
     if repeats == 1 and v.confirm_stragglers and len(first) >= 2 and \
             metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= \

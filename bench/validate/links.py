@@ -96,7 +96,8 @@ def link_ref(v: Validation, scope: str, host: str):
     return v.table.link_for(scope, v.inventory.get(host) or {}, gpus_per_node=len(v.good_slots(host)))
 
 
-def with_pairs(v: Validation, res: dict[str, list[int]], multi: dict[str, list[int]], size: int) -> dict[str, Any]:
+def with_pairs(v: Validation, res: dict[str, list[int]], multi: dict[str, list[int]], size: int,
+               with_numerics: bool = False) -> dict[str, Any]:
     """One launch for both link checks: every node's own all-reduce (one round, all nodes at once), then the
     inter-node check's rounds of pairs and the whole set, over the same ranks. The ranks' start-up is paid
     once (the larger part of a link launch on small messages); the pairs' rows wait in v.links_ahead for the
@@ -108,9 +109,28 @@ def with_pairs(v: Validation, res: dict[str, list[int]], multi: dict[str, list[i
     base = len(groups)
     groups += [ranks[h] for h in multi]
     names += list(multi)
-    rec = runs.comm(v, res, groups, names, [list(range(base, len(groups))), *rounds], [size], "links")
+    rec = runs.comm(v, res, groups, names, [list(range(base, len(groups))), *rounds], [size], "links",
+                    with_numerics=with_numerics)
     bw, wrong = pairing.pair_figures([r for r in rec.get("rows") or [] if r["group"] not in multi])
     v.links_ahead = {"hosts": hosts, "bw": bw, "wrong": wrong, "rec": rec}
+    return rec
+
+
+def first_launch(v: Validation, res: dict[str, list[int]], multi: dict[str, list[int]], size: int, stage: str,
+                 with_numerics: bool = False) -> dict[str, Any]:
+    """The link checks' launch: with the pairs where inter-node is asked too, else the nodes' own all-reduce."""
+    if stage == "intra-node" and v.cfg.wanted("inter-node") and len(res) >= 2:
+        return with_pairs(v, res, multi, size, with_numerics)
+    ranks = runs.ranks_of(multi)
+    return runs.comm(v, multi, [ranks[h] for h in multi], list(multi), [list(range(len(multi)))], [size], stage,
+                     with_numerics=with_numerics)
+
+
+def intra_with_numerics(v: Validation, res: dict[str, list[int]]) -> dict[str, Any]:
+    """The numerics job run first by the link launch's ranks, where no per-GPU run precedes it (the prolog: one
+    launch, one start-up, for this node's numerics and its all-reduce); the link rows wait in v.intra_ahead."""
+    rec = first_launch(v, res, res, message_size(v), "intra-node", with_numerics=True)
+    v.intra_ahead = {"resources": res, "rec": rec}
     return rec
 
 
@@ -126,14 +146,13 @@ def intra_node(v: Validation) -> None:
     if not multi:
         return
     size = message_size(v)
-    ranks = runs.ranks_of(multi)
-    groups, names = [ranks[h] for h in multi], list(multi)
 
     def measure(stage: str) -> dict[str, dict[str, Any]] | None:
-        if stage == "intra-node" and v.cfg.wanted("inter-node") and len(res) >= 2:
-            rec = with_pairs(v, res, multi, size)
+        ahead = v.intra_ahead
+        if stage == "intra-node" and ahead is not None and ahead["resources"] == res:
+            rec = ahead["rec"]  # measured with the numerics job, over the same GPUs (intra_with_numerics)
         else:
-            rec = runs.comm(v, multi, groups, names, [list(range(len(groups)))], [size], stage)
+            rec = first_launch(v, res, multi, size, stage)
         if "rows" in rec:
             return {r["group"]: r for r in rec["rows"] if r["group"] in multi}
         err = rec.get("error") or {}

@@ -31,11 +31,25 @@ from bench.validate.state import RANK, Validation
 SHIPPED = "data/numerics_reference.json"
 
 
-def spec_for(v: Validation) -> NumericsSpec:
-    lv = v.level
-    cuda = v.device == "cuda"
-    return NumericsSpec(model=lv.numerics_model, steps=lv.numerics_steps, matmul_check_n=2048 if cuda else 512,
-                        matmul_n=lv.matmul_n_gpu if cuda else 1024, matmul_dtype="auto")
+def entries(v: Validation, res: dict[str, list[int]], spec: NumericsSpec) -> dict[str, Any]:
+    """The numerics job's entry per GPU of res: from the per-GPU runs that ran it first where they did (only
+    the GPUs still in are judged), else from the link launch it shares with the node's all-reduce where the
+    level measures no throughput (the prolog), else its own launch."""
+    ahead = v.numerics_ahead
+    if ahead is not None:
+        keep = {(h, s) for h, slots in res.items() for s in slots}
+        ranks = [r for r in ahead["ranks"] if (r["host"], r["slot"]) in keep]
+        v.runs.setdefault("numerics", ahead.get("run_dir") or "")
+        return {"ranks": ranks, "error": ahead.get("error")} if ranks else {"error": ahead.get("error") or {
+            "where": "numerics", "reason": "the per-GPU runs gave no numerics entry"}}
+    if not v.cfg.wanted("throughput") and v.cfg.wanted("intra-node") and all(len(s) >= 2 for s in res.values()):
+        from bench.validate.links import intra_with_numerics
+
+        rec = intra_with_numerics(v, res)
+        if rec.get("numerics"):
+            return {"ranks": rec["numerics"], "error": rec.get("error")}
+        return rec
+    return runs.numerics(v, res, spec)
 
 
 def load_references(path: str | None) -> tuple[list[dict], str]:
@@ -82,8 +96,8 @@ def numerics(v: Validation) -> None:
     if not res:
         return
     curves, where = load_references(v.cfg.numerics_reference)
-    spec = spec_for(v)
-    rec = runs.numerics(v, res, spec)
+    spec = runs.numerics_spec(v)
+    rec = entries(v, res, spec)
     ranks = rec.get("ranks") or []
     if not ranks:
         err = rec.get("error") or {}

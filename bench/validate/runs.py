@@ -12,6 +12,7 @@ Every job is launched by bench.jobs without its own preflight and probe
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from bench.core.errors import BadInput, RunFailed
@@ -36,18 +37,53 @@ def _inspected(v: Validation, hosts) -> tuple[list[dict], dict]:
     return [v.inventory[h] for h in hosts if h in v.inventory], v.figures.get("verdict") or {}
 
 
-def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int | None = None) -> dict[str, Any]:
-    """Every slot of resources trains alone, all at once, their first steps together (a barrier)."""
+def numerics_spec(v: Validation) -> numerics_job.NumericsSpec:
+    """The level's numerics job for the nodes' device."""
+    lv = v.level
+    cuda = v.device == "cuda"
+    return numerics_job.NumericsSpec(model=lv.numerics_model, steps=lv.numerics_steps,
+                                     matmul_check_n=2048 if cuda else 512,
+                                     matmul_n=lv.matmul_n_gpu if cuda else 1024, matmul_dtype="auto")
+
+
+def _first(v: Validation, resources: dict[str, list[int]], tag: str, with_numerics: bool) -> dict | None:
+    """plan.json's "numerics" where the launch runs the numerics job first (bench.jobs.numerics.first)."""
+    if not with_numerics:
+        return None
+    return numerics_job.first(numerics_spec(v), os.path.join(v.vdir, "barriers", f"{tag}-numerics-{v.launches}"),
+                              sum(len(s) for s in resources.values()), v.level.timeout)
+
+
+def _started(v: Validation, rec: dict[str, Any], t0: float) -> None:
+    """The launch's start-up, apart from its checks: from the launch until its last rank began its first
+    measured phase (bench.worker.bootstrap.mark_started); added to the stage's (state.Validation.startup_s)."""
+    run_dir = rec.get("run_dir") or ""
+    try:
+        marks = [float(open(os.path.join(run_dir, "ranks", n)).read()) for n in os.listdir(os.path.join(run_dir, "ranks"))
+                 if n.startswith("started-")]
+    except (OSError, ValueError):
+        marks = []
+    if marks:
+        v.startup_s += max(marks) - t0
+
+
+def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int | None = None,
+          with_numerics: bool = False) -> dict[str, Any]:
+    """Every slot of resources trains alone, all at once, their first steps together (a barrier); with_numerics,
+    each runs the numerics job first (the record's "numerics": one launch for the per-GPU checks)."""
     v.launches += 1
     world = sum(len(s) for s in resources.values())
     barrier = {"dir": os.path.join(v.vdir, "barriers", f"{tag}-{v.launches}"), "count": world,
                "timeout_s": v.level.timeout / 2}
     cfg = v.run_config(list(resources), steps or v.level.steps)
+    t0 = time.time()
     try:
-        rec = train.run(cfg, v.hosts.only(resources), train.Mode(quiet=True, inspected=_inspected(v, resources),
-                                                                 start_barrier=barrier, independent=True))
+        rec = train.run(cfg, v.hosts.only(resources), train.Mode(
+            quiet=True, inspected=_inspected(v, resources), start_barrier=barrier, independent=True,
+            numerics=_first(v, resources, tag, with_numerics)))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench run")
+    _started(v, rec or {}, t0)
     v.runs[tag] = (rec or {}).get("run_dir", "")
     return _done(rec or {})
 
@@ -56,36 +92,44 @@ def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict
     """One short data-parallel run over resources, recorded as `bench run` records it."""
     v.launches += 1
     cfg = v.run_config(list(resources), steps)
+    t0 = time.time()
     try:
         rec = train.run(cfg, v.hosts.only(resources), train.Mode(quiet=True, inspected=_inspected(v, resources)))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench run")
+    _started(v, rec or {}, t0)
     v.runs["training"] = (rec or {}).get("run_dir", "")
     return _done(rec or {})
 
 
 def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.NumericsSpec) -> dict[str, Any]:
     v.launches += 1
+    t0 = time.time()
     try:
         rec = numerics_job.run(resources, v.launcher_for(list(resources)), v.device, spec,
                                out_root=os.path.join(v.vdir, "runs"), timeout=v.level.timeout)
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "numerics")
+    _started(v, rec, t0)
     v.runs["numerics"] = rec.get("run_dir", "")
     return _done(rec)
 
 
 def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]], names: list[str],
-         rounds: list[list[int]], sizes: list[int], tag: str) -> dict[str, Any]:
-    """All-reduce over groups of global ranks of resources, the groups of a round at the same time."""
+         rounds: list[list[int]], sizes: list[int], tag: str, with_numerics: bool = False) -> dict[str, Any]:
+    """All-reduce over groups of global ranks of resources, the groups of a round at the same time; with_numerics,
+    every rank runs the numerics job first (the record's "numerics")."""
     v.launches += 1
+    t0 = time.time()
     try:
         rec = comm_job.measure(resources, v.launcher_for(list(resources)), v.device, op="all_reduce", sizes=sizes,
                                iters=v.level.iters, warmup=v.level.comm_warmup,
                                out_root=os.path.join(v.vdir, "runs"), groups=groups, group_names=names,
-                               rounds=rounds, timeout=v.level.timeout)
+                               rounds=rounds, timeout=v.level.timeout,
+                               numerics=_first(v, resources, tag, with_numerics))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench comm")
+    _started(v, rec, t0)
     v.runs[tag] = rec.get("run_dir", "")
     return _done(rec)
 

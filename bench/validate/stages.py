@@ -130,8 +130,10 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
                 skip(v, name, why)
                 continue
             s0, launches, ranks = time.time(), v.launches, sum(len(s) for s in v.good_resources().values())
+            up = v.startup_s
             stage(v)
-            v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches))
+            v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches,
+                                  v.startup_s - up if v.launches > launches else None))
             if name == "preflight" and v.failed() and not cfg.keep_going:
                 # The cluster as given cannot pass; say so in seconds, with the way on.
                 lost = [h for h in v.resources if h not in v.good]

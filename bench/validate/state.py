@@ -54,6 +54,7 @@ class Stage:
     duration_s: float
     ranks: int
     launches: int = 0
+    startup_s: float | None = None  # of duration_s, the launches' start-up: until their last rank began to measure
 
 
 class Validation:
@@ -80,6 +81,11 @@ class Validation:
         # The inter-node check's pairs, measured in the intra-node check's launch (bench.validate.links).
         self.links_ahead: dict[str, Any] | None = None
         self.launches = 0
+        self.startup_s = 0.0   # every launch's start-up so far (bench.validate.runs), apart from its checks
+        # Measured in an earlier stage's launch, for a later stage to judge: the numerics job run first by the
+        # per-GPU runs or the link launch, the link rows measured with the numerics job (bench.validate.numerics).
+        self.numerics_ahead: dict[str, Any] | None = None
+        self.intra_ahead: dict[str, Any] | None = None
         # A GPU that looks like a straggler in the first round is measured again before it is named one; a
         # soak, which measures every GPU round after round, judges each round as it comes.
         self.confirm_stragglers = True

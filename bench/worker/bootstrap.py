@@ -29,6 +29,7 @@ import json
 import os
 import socket
 import sys
+import time
 import traceback
 from typing import Callable, NoReturn
 
@@ -89,6 +90,15 @@ def bind_device(visible: int, plan: dict | None = None, environ=None) -> tuple[i
     if "OMPI_COMM_WORLD_LOCAL_RANK" in environ:
         environ["OMPI_COMM_WORLD_LOCAL_RANK"] = str(index)
     return local, index
+
+
+def mark_started(run_dir: str, rank: int) -> None:
+    """This rank begins its first measured phase (its imports and device done): once, as ranks/started-<R>
+    holding the time, so the launch side can tell the launch's start-up apart from its checks."""
+    path = os.path.join(run_dir, "ranks", f"started-{rank}")
+    if not os.path.exists(path):
+        with contextlib.suppress(OSError), open(path, "w") as f:
+            f.write(f"{time.time()}\n")
 
 
 def set_threads(device: str, environ=None, cpus: int | None = None) -> dict:

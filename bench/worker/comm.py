@@ -49,7 +49,7 @@ import time
 
 from bench.core import collectives
 from bench.core.results import write_json_atomic
-from bench.worker.bootstrap import rank_main
+from bench.worker.bootstrap import mark_started, rank_main
 
 
 # A sample lasts at least this long (k back-to-back collectives); k at most MAX_BACK_TO_BACK. k comes from the
@@ -176,6 +176,24 @@ def measure_group(torch, dist, spec: dict, members: list[int], group, rank: int,
     return out_rows
 
 
+def numerics_first(run_dir: str, plan: dict) -> None:
+    """bench validate's numerics job on this rank's GPU before its group exists (the prolog: one launch for the
+    numerics and the node's all-reduce). No rank waits on another in it but at its matmul's file barrier."""
+    import torch
+
+    from bench.core.placement import gpu_index
+    from bench.worker import numerics
+    from bench.worker.bootstrap import env_local_rank, env_rank
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", numerics.CUBLAS_WORKSPACE)
+    rank, local = env_rank(), env_local_rank()
+    device = torch.device("cpu")
+    if plan["device"] == "cuda":
+        device = torch.device("cuda", gpu_index(plan, rank, local, torch.cuda.device_count()))
+        torch.cuda.set_device(device)
+    numerics.first(run_dir, rank, plan, device, local)
+
+
 def run(run_dir: str) -> dict:
     import torch
     import torch.distributed as dist
@@ -187,6 +205,8 @@ def run(run_dir: str) -> dict:
         spec = json.load(f)
     with open(os.path.join(run_dir, "plan.json")) as f:
         plan = json.load(f)
+    if plan.get("numerics"):
+        numerics_first(run_dir, plan)
     # Before the group exists, as in a training rank (bench.worker.main.setup): the recorder reads its settings
     # when a group is made; the counter numbers every collective for bench's stack request.
     flight.enable(run_dir)
@@ -219,6 +239,7 @@ def run(run_dir: str) -> dict:
             write_json_atomic(progress_path, {"step": done[0], "total": total, "loss": 0.0, "size": size,
                                               "time": now})
 
+    mark_started(run_dir, rank)
     mine = []
     for ri, round_groups in enumerate(rounds):
         gi = next((g for g in round_groups if rank in groups[g]), None)

@@ -10,6 +10,7 @@ the result record. Start and end: bench.worker.bootstrap.
 run() reads as the rank's phases, one function each, in the order they run:
 
     rank = setup(run_dir)                    # config, flight recorder, comm counter, process group
+    numerics.first(...)                      # bench validate's numerics job first, where the plan asks it
     data = load_data(rank)                   # this rank's shard, the model spec, the step count
     model, engine = build(rank, data)        # the timm model, its FLOPs, the engine that trains it
     trained = train(rank, data, engine)      # the timed loop (or pipeline), memory, the NIC counters
@@ -84,6 +85,10 @@ def run(run_dir: str) -> dict:
     """Train this rank's part of the run; in an independent run (plan.json "independent": bench validate's
     per-GPU runs) the rank trains alone in a world of one and writes alone/rank<R>.json, a summary of its own."""
     rank = setup(run_dir)
+    if rank.plan.get("numerics"):  # bench validate's numerics job first: its per-GPU checks in one launch
+        from bench.worker import numerics
+
+        numerics.first(run_dir, rank.me, rank.plan, rank.device, rank.local_rank)
     data = load_data(rank)
     model, engine = build(rank, data)
     trained = train(rank, data, engine)
@@ -102,6 +107,11 @@ def setup(run_dir: str) -> Rank:
         plan = json.load(f)
     with open(os.path.join(run_dir, "ds_config.json")) as f:
         ds_config = json.load(f)
+    if plan.get("numerics"):
+        # Before any CUDA matmul: the numerics job run first is deterministic only with a fixed cuBLAS workspace.
+        from bench.worker.numerics import CUBLAS_WORKSPACE
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     torch.manual_seed(cfg.seed)
     independent = bool(plan.get("independent"))
     me = env_rank()
@@ -167,7 +177,10 @@ def train(r: Rank, d: Data, engine) -> Trained:
     watchdog, the model states measured at the last step, memory and the host's NIC counters around it."""
     from bench.worker import loop, memory, model_states, wire
 
+    from bench.worker.bootstrap import mark_started
+
     cfg = r.cfg
+    mark_started(r.run_dir, r.me)
     if r.plan.get("start_barrier"):
         from bench.worker.barrier import wait
         waited = wait(r.run_dir, r.plan["start_barrier"], r.rank, entry=f"rank{r.me}" if r.independent else None)

@@ -34,11 +34,19 @@ import sys
 import time
 
 from bench.core.results import write_json_atomic
-from bench.worker.bootstrap import env_local_rank, rank_main
+from bench.core.storage import subdir
+from bench.worker.bootstrap import env_local_rank, mark_started, rank_main
 from bench.worker.position import POSITION
 
+# cuBLAS is deterministic only with a fixed workspace (torch's docs); read when its first handle is made.
+CUBLAS_WORKSPACE = ":4096:8"
 
-def _determinism(torch) -> None:
+
+def _determinism(torch) -> dict:
+    """Deterministic fp32 from here on; returns what it changed, for _restore (a rank that trains after the job)."""
+    saved = {"deterministic": torch.are_deterministic_algorithms_enabled(),
+             "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic,
+             "matmul_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn_tf32": torch.backends.cudnn.allow_tf32}
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
@@ -46,6 +54,15 @@ def _determinism(torch) -> None:
     # check is of fp32 arithmetic, and the exact matmul needs exact products.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    return saved
+
+
+def _restore(torch, saved: dict) -> None:
+    torch.use_deterministic_algorithms(saved["deterministic"])
+    torch.backends.cudnn.benchmark = saved["cudnn_benchmark"]
+    torch.backends.cudnn.deterministic = saved["cudnn_deterministic"]
+    torch.backends.cuda.matmul.allow_tf32 = saved["matmul_tf32"]
+    torch.backends.cudnn.allow_tf32 = saved["cudnn_tf32"]
 
 
 def _cpu() -> dict[str, str]:
@@ -90,11 +107,18 @@ def train_curve(torch, spec: dict, device, on_step) -> tuple[list[float], str]:
     from timm.layers import set_fused_attn
 
     # Attention as explicit matmuls and softmax, not a fused SDPA kernel: its backward on GPUs need not be
-    # deterministic (atomics), and the job must give the same bits every time on the same stack.
+    # deterministic (atomics), and the job must give the same bits every time on the same stack. timm reads the
+    # setting when a model is made: restored at once, so a model the rank makes after this job is as it was.
+    from timm.layers import config as timm_config
+
+    fused = timm_config._USE_FUSED_ATTN
     set_fused_attn(False)
     torch.manual_seed(spec["seed"])
     m = models.resolve_model(spec["model"], None, 10)
-    model = timm.create_model(m.timm_name, pretrained=False, num_classes=10, img_size=m.img_size, **m.kwargs)
+    try:
+        model = timm.create_model(m.timm_name, pretrained=False, num_classes=10, img_size=m.img_size, **m.kwargs)
+    finally:
+        timm_config._USE_FUSED_ATTN = fused
     model = model.to(device).train()
     data = synthetic.synthetic(spec["batch"], 10, seed=spec["seed"], split="train")
     mean = torch.tensor(CIFAR_MEAN, device=device).view(1, 3, 1, 1)
@@ -165,9 +189,51 @@ def timed_matmul(torch, n: int, dtype_name: str, iters: int, device) -> dict:
             "median_flops_per_s": 2 * n ** 3 / median, "figure": "the best of the timed iterations"}
 
 
+def measure(torch, run_dir: str, rank: int, spec: dict, barrier: dict | None, device, local: int) -> dict:
+    """The job on this rank's device: the deterministic curve, the exact matmul, then (all ranks together behind
+    `barrier`) the timed matmul; determinism and TF32 as they were afterwards. The rank's report (not written)."""
+    mark_started(run_dir, rank)
+    saved = _determinism(torch)
+    progress = os.path.join(run_dir, "progress.json")
+    total = spec["steps"] + 2
+
+    def on_step(step: int) -> None:  # every rank reports: the watchdog sees progress while any rank makes it
+        POSITION.begin_step()  # a failure from here on was measured (bench.jobs: "measured")
+        write_json_atomic(progress, {"step": step + 1, "total": total, "loss": 0.0, "time": time.time()})
+
+    try:
+        losses, digest = train_curve(torch, spec, device, on_step)
+        exact = exact_matmul(torch, spec["matmul_check_n"], spec["seed"], device)
+        on_step(spec["steps"])
+        if barrier:
+            from bench.worker.barrier import wait
+            print(f"matmul barrier: waited {wait(run_dir, barrier, rank, entry=f'rank{rank}'):.2f} s", flush=True)
+        timed = timed_matmul(torch, spec["matmul_n"], spec["matmul_dtype"], spec["matmul_iters"], device)
+    finally:
+        _restore(torch, saved)
+    return {"rank": rank, "local_rank": local, "host": socket.gethostname(), "pid": os.getpid(), "status": "ok",
+            "device_index": device.index, "stack": stack(torch, device), "losses": losses, "params_sha256": digest,
+            "matmul_exact": exact, "matmul": timed, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def first(run_dir: str, rank: int, plan: dict, device, local: int) -> dict:
+    """The job run first by a rank that then trains alone or measures links (plan.json "numerics": {"spec",
+    "barrier"}): bench validate's per-GPU checks share one launch, and the prolog's numerics its all-reduce's.
+    Its report is numerics/rank<R>.json. Call it before the rank's first CUDA matmul (see run: the cuBLAS
+    workspace is read once)."""
+    import torch
+
+    job = plan["numerics"]
+    rec = measure(torch, run_dir, rank, job["spec"], job.get("barrier"), device, local)
+    write_json_atomic(os.path.join(subdir(run_dir, "numerics"), f"rank{rank}.json"), rec)
+    print(f"numerics: loss {rec['losses'][0]:.6f} -> {rec['losses'][-1]:.6f}, {rec['matmul_exact']['wrong']} wrong, "
+          f"matmul {rec['matmul']['flops_per_s'] / 1e12:.3g} TFLOP/s", flush=True)
+    return rec
+
+
 def run(run_dir: str, rank: int) -> dict:
     # Before torch starts CUDA: cuBLAS is deterministic only with a fixed workspace (torch's docs).
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     import torch
 
     with open(os.path.join(run_dir, "numerics.json")) as f:
@@ -181,26 +247,7 @@ def run(run_dir: str, rank: int) -> dict:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
-    _determinism(torch)
-    progress = os.path.join(run_dir, "progress.json")
-    total = spec["steps"] + 2
-
-    def on_step(step: int) -> None:  # every rank reports: the watchdog sees progress while any rank makes it
-        POSITION.begin_step()  # a failure from here on was measured (bench.jobs: "measured")
-        write_json_atomic(progress, {"step": step + 1, "total": total, "loss": 0.0, "time": time.time()})
-
-    losses, digest = train_curve(torch, spec, device, on_step)
-    exact = exact_matmul(torch, spec["matmul_check_n"], spec["seed"], device)
-    on_step(spec["steps"])
-    if plan.get("start_barrier"):
-        from bench.worker.barrier import wait
-        print(f"matmul barrier: waited {wait(run_dir, plan['start_barrier'], rank, entry=f'rank{rank}'):.2f} s",
-              flush=True)
-    timed = timed_matmul(torch, spec["matmul_n"], spec["matmul_dtype"], spec["matmul_iters"], device)
-    rec = {"rank": rank, "local_rank": local, "host": socket.gethostname(), "pid": os.getpid(), "status": "ok",
-           "device_index": device.index, "stack": stack(torch, device), "losses": losses, "params_sha256": digest,
-           "matmul_exact": exact, "matmul": timed,
-           "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    rec = measure(torch, run_dir, rank, spec, plan.get("start_barrier"), device, local)
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
     return rec
 

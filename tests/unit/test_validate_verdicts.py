@@ -246,7 +246,7 @@ def _intra(monkeypatch, looks: list[dict[str, tuple[float, int]]], checks=("intr
                    "/nonexistent")
     asked = []
 
-    def comm(v_, resources, groups, names, rounds, sizes, tag):
+    def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
         asked.append((tag, names))
         answer = looks[len(asked) - 1]
         return {"rows": [{"group": h, "busbw": answer[h][0], "wrong": answer[h][1]} for h in names]}
@@ -311,7 +311,7 @@ def _throughput(monkeypatch, rounds: list[dict[str, list[float]]]):
                    "/nonexistent")
     asked = []
 
-    def alone(v_, resources, tag, steps=None):
+    def alone(v_, resources, tag, steps=None, with_numerics=False):
         asked.append(tag)
         got = rounds[len(asked) - 1]
         return {"alone": [{"host": k.split(":")[0], "slot": int(k.split(":")[1]), "status": "ok", "step_s": xs,
