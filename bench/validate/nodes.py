@@ -12,6 +12,7 @@ or an inventory the verdict refuses is a FAIL. Either is left out of the rest.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from bench.cluster.hetero import verdict
@@ -92,3 +93,21 @@ def inventory(v: Validation) -> None:
           reason="; ".join(shown) or "one kind of node", t0=t0)
     if v.device == "cpu" and cpu_refusal(v.cfg.precision):
         raise BadInput(f"--precision {v.cfg.precision}: the nodes have no GPU and {cpu_refusal(v.cfg.precision)}")
+
+
+def reread_health(v: Validation, since: float | None) -> None:
+    """Each good node's health read again (one probe launch, the inventory's way): a soak's round ends with what
+    its stress raised. Kernel-log events from `since` on."""
+    good = {h: v.resources[h] for h in v.good}
+    if not good:
+        return
+    kind = get(v.launcher_for(list(good)))
+    ask = health_request(v)
+    if ask is None:
+        return
+    fresh, unreachable = probe_any(kind.probe_via, good, 30.0 if kind.preflight_via == "ssh" else 60.0,
+                                   health=dataclasses.replace(ask, since=since))
+    for n in fresh:
+        v.inventory.setdefault(n["host"], {})["health"] = n.get("health")
+    for host in unreachable:
+        v.inventory.setdefault(host, {})["health"] = None

@@ -5,7 +5,10 @@
 
 New GPU batches fail in their first days; a burn-in finds them. Preflight and
 inventory run once per invocation, then rounds of throughput, numerics,
-intra-node and inter-node (narrowed by --checks) until the rounds' time adds
+intra-node and inter-node (narrowed by --checks), each ending with every
+node's health read again (the Xids and counters the round's stress raised:
+the first round's since boot or --since, later ones since the soak began),
+until the rounds' time adds
 up to DURATION, or a round has a FAIL (--soak-keep-going goes on). Every
 round is a validate record appended to OUT/soak-<key>/results.jsonl as soon
 as it ends (key: the hosts, level, checks and precision, so the same command
@@ -28,7 +31,7 @@ from bench.analysis import references, soak as trends
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import gpus, links, nodes, numerics, pairs, stages
+from bench.validate import gpus, health, links, nodes, numerics, pairs, stages
 from bench.validate.config import ValidateConfig
 from bench.validate.state import Stage, Validation
 from bench.validate.where import where
@@ -62,6 +65,15 @@ def folder(cfg: ValidateConfig, ident: dict[str, Any]) -> str:
     return os.path.abspath(os.path.join(cfg.out, f"soak-{key}"))
 
 
+def _started_at(d: str) -> float | None:
+    """When the soak in folder d began (its soak.json), for a resumed invocation."""
+    try:
+        with open(os.path.join(d, "soak.json")) as f:
+            return json.load(f).get("started_at")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def done_rounds(path: str) -> list[dict[str, Any]]:
     """The rounds already recorded in the soak's results.jsonl (a torn last line is skipped)."""
     if not os.path.exists(path):
@@ -87,7 +99,9 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
     storage.check_room(cfg.out, sum(len(s) for s in resources.values()))
     path = os.path.join(d, "results.jsonl")
     rounds = done_rounds(path)
-    results.write_json_atomic(os.path.join(d, "soak.json"), {**ident, "duration_s": duration})
+    started = _started_at(d) if rounds else None
+    started = started or time.time()  # kept across resumes: "since the soak began" is the first invocation's
+    results.write_json_atomic(os.path.join(d, "soak.json"), {**ident, "duration_s": duration, "started_at": started})
     elapsed = sum(r["duration_s"] for r in rounds)
     base: Validation | None = None
     stopped = None
@@ -115,6 +129,13 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
             s0, launches, ranks = time.time(), v.launches, sum(len(s) for s in v.good_resources().values())
             stage(v)
             v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches))
+        if cfg.wanted("health"):
+            # Each round ends with every node's health read again: the Xids and counters its stress raised (the
+            # first round since boot or --since, the others since the soak began).
+            s0 = time.time()
+            nodes.reread_health(v, health.since_of(cfg) if k == 1 else started)
+            health.health(v)
+            v.stages.append(Stage("health", time.time() - s0, 0, 0))
         rec = stages.record(v, f"soak-{os.path.basename(d)}-round-{k}", time.time() - t0)
         rec["soak"] = {"round": k, "elapsed_s": elapsed + rec["duration_s"], "duration_s": duration, "folder": d}
         results.append(path, rec)

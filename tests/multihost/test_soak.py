@@ -50,7 +50,7 @@ def _interrupt_after(argv, env, out, rounds: int) -> None:
 def test_soak_resumes_after_sigint_and_names_the_round_a_host_slowed(cluster, tmp_path):
     out = tmp_path / "results"
     base = [sys.executable, "-m", "bench", "validate", "--hostfile", str(cluster.write_hostfile(1)), "--level",
-            "quick", "--checks", "inter-node", "--soak-keep-going", "--out", str(out), "--metrics-file",
+            "quick", "--checks", "health,inter-node", "--soak-keep-going", "--out", str(out), "--metrics-file",
             str(tmp_path / "soak.prom")]
     env = dict(cluster.env, PYTHONUNBUFFERED="1")
     _interrupt_after([*base, "--soak", "10m"], env, out, rounds=1)
@@ -78,6 +78,11 @@ def test_soak_resumes_after_sigint_and_names_the_round_a_host_slowed(cluster, tm
         assert trends[("inter-node", host)]["since"] is None, trends[("inter-node", host)]
     assert trends[("inter-node", f"{cluster.hosts[2]}+{cluster.hosts[0]}")]["since"] is None
     assert rec["result"] == "FAIL" and rec["failed_rounds"] == [2] and proc.returncode == 1
+    # Every round ends with each node's health read again (the Xids its stress raised): a row per host, PASS.
+    for r in rounds:
+        assert r["stages"][-1]["stage"] == "health", r["stages"]
+        assert {c["node"]: c["status"] for c in r["checks"] if c["check"] == "health"} == \
+            dict.fromkeys(cluster.hosts, "PASS")
     # The metrics file is the last round's; the plot is written beside the rounds.
     from tests.metrics_check import parse, values
     got = parse((tmp_path / "soak.prom").read_text())
