@@ -130,74 +130,83 @@ def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[tuple
     return got if r else (got[0], got[1], f"{got[2]}; no published figure for {name} / {model}")
 
 
-def throughput(v: Validation) -> None:
-    t0 = time.time()
-    v.skip_left_out("throughput", per_gpu=True)
-    res = v.good_resources()
-    if not res:
-        return
-    repeats = v.cfg.repeats
-    # The numerics job runs first in the first round's ranks: one launch (one start-up) for the per-GPU checks.
+def _rounds(v: Validation, res: dict[str, list[int]]) -> list[tuple[dict, dict]]:
+    """The per-GPU launches: --repeats rounds, or one and, where its costliest GPU would be named a straggler,
+    one more. The first round's ranks run the numerics job first: one launch (one start-up) for the per-GPU
+    checks."""
     rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}",
-                     with_numerics=r == 0 and v.cfg.wanted("numerics")) for r in range(repeats)]
+                     with_numerics=r == 0 and v.cfg.wanted("numerics")) for r in range(v.cfg.repeats)]
     first = rounds[0][0]
-    if repeats == 1 and v.confirm_stragglers and len(first) >= 2 and \
+    if v.cfg.repeats == 1 and v.confirm_stragglers and len(first) >= 2 and \
             metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= \
             straggler_line([s["se"] for s in first.values()])[0]:
         # One slow GPU in one measurement is not yet a straggler: GPUs that share cores, power or cooling can
         # be unlucky once. Measure every GPU again and keep each one's faster round: slow in both is slow. (A
         # cost under the line the stragglers check draws would not name one: no second launch for it.)
         rounds.append(_round(v, res, "throughput-repeat"))
-    v.figures["gpu_rounds"] = len(rounds)
-    keys = [(h, s) for h, slots in res.items() for s in slots]
-    # Each GPU's figure: its median round (with 2, the faster): one bad round does not make a GPU slow.
+    return rounds
+
+
+def _chosen(v: Validation, keys: list[tuple[str, int]], rounds: list[tuple[dict, dict]]) -> dict:
+    """Each GPU's figures: its median round (with 2, the faster: one bad round does not make a GPU slow); the
+    figures every later check reads (images/s, step samples and their standard error, the model's size)."""
     per_key = {k: sorted((r[0][k] for r in rounds if k in r[0]), key=lambda s: s["images_per_s"]) for k in keys}
     chosen = {k: xs[len(xs) // 2] for k, xs in per_key.items() if xs}
-    ips = {k: s["images_per_s"] for k, s in chosen.items()}
     for k, s in chosen.items():
         name = f"{k[0]}:{k[1]}"
-        v.figures["gpu_images_per_s"][name] = ips[k]
+        v.figures["gpu_images_per_s"][name] = s["images_per_s"]
         v.figures.setdefault("gpu_step_samples", {})[name] = s["samples"]
         v.figures.setdefault("gpu_step_se", {})[name] = s["se"]
         if s["params"]:
             v.figures.setdefault("params", s["params"])
+    v.figures["gpu_rounds"] = len(rounds)
     if len(rounds) > 1:
         v.figures["gpu_images_per_s_rounds"] = {f"{h}:{s}": [r[0][(h, s)]["images_per_s"] if (h, s) in r[0] else None
                                                             for r in rounds] for h, s in keys}
-    ses = {k: s["se"] for k, s in chosen.items()}
-    by_round = {k: [r[0][k]["images_per_s"] for r in rounds if k in r[0]] for k in keys}
-    lines = model_lines(v, ips, ses, {k: xs for k, xs in by_round.items() if len(xs) == len(rounds)})
-    v.figures["gpu_lines"] = {name: (dataclasses.asdict(x) if x else None) for name, x in lines.items()}
-    statuses: dict[tuple[str, int], str] = {}
-    for k in keys:
-        host, slot = k
-        if k not in ips:
-            why, measured = next((r[1][k] for r in reversed(rounds) if k in r[1]), ("no figure", False))
-            # Failed while it trained: the GPU's (FAIL). Never started: nothing is known of the GPU (ERROR).
-            status = "FAIL" if measured else "ERROR"
-            v.add_gpu("throughput", host, slot, status, reason=f"its run failed: {why}" if measured else
-                      f"could not be measured: {why}", t0=t0)
-            statuses[k] = status
+    return chosen
+
+
+def _over_repeats(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]], status: str,
+                  reason: str) -> tuple[str, str]:
+    """--repeats: (status, reason) from the GPU's verdict in each round: FAIL only when it failed every one; the
+    median round's status where no round could be judged."""
+    verdicts = []
+    for r in rounds:
+        if k not in r[0]:
+            verdicts.append("FAIL")
             continue
-        status, reference, reason = judge_gpu(v, k, ips[k], ips, lines)
-        value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and repeats == 1 else "")
-        if repeats > 1:
-            verdicts = []
-            for r in rounds:
-                if k not in r[0]:
-                    verdicts.append("FAIL")
-                    continue
-                figs = {q: x["images_per_s"] for q, x in r[0].items()}
-                verdicts.append(judge_gpu(v, k, figs[k], figs,
-                                          model_lines(v, figs, {q: x["se"] for q, x in r[0].items()}, {}))[0])
-            judged = [x for x in verdicts if x != "SKIP"]
-            failed = sum(x != "PASS" for x in judged)
-            if judged:
-                status = "FAIL" if all(x == "FAIL" for x in judged) else "WARN" if failed else "PASS"
-            value = f"{ips[k]:.1f} img/s (median of {repeats})"
-            reason = f"not PASS in {failed} of {len(judged)} rounds ({', '.join(verdicts)}); median round: {reason}"
-        v.add_gpu("throughput", host, slot, status, value, reference, reason, t0=t0, figure=ips[k])
-        statuses[k] = status
+        figs = {q: x["images_per_s"] for q, x in r[0].items()}
+        verdicts.append(judge_gpu(v, k, figs[k], figs,
+                                  model_lines(v, figs, {q: x["se"] for q, x in r[0].items()}, {}))[0])
+    judged = [x for x in verdicts if x != "SKIP"]
+    failed = sum(x != "PASS" for x in judged)
+    if judged:
+        status = "FAIL" if all(x == "FAIL" for x in judged) else "WARN" if failed else "PASS"
+    return status, f"not PASS in {failed} of {len(judged)} rounds ({', '.join(verdicts)}); median round: {reason}"
+
+
+def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]], ips: dict, lines: dict,
+             t0: float) -> str:
+    """One GPU's row; its status."""
+    host, slot = k
+    if k not in ips:
+        why, measured = next((r[1][k] for r in reversed(rounds) if k in r[1]), ("no figure", False))
+        # Failed while it trained: the GPU's (FAIL). Never started: nothing is known of the GPU (ERROR).
+        status = "FAIL" if measured else "ERROR"
+        v.add_gpu("throughput", host, slot, status, reason=f"its run failed: {why}" if measured else
+                  f"could not be measured: {why}", t0=t0)
+        return status
+    status, reference, reason = judge_gpu(v, k, ips[k], ips, lines)
+    value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and v.cfg.repeats == 1 else "")
+    if v.cfg.repeats > 1:
+        status, reason = _over_repeats(v, k, rounds, status, reason)
+        value = f"{ips[k]:.1f} img/s (median of {v.cfg.repeats})"
+    v.add_gpu("throughput", host, slot, status, value, reference, reason, t0=t0, figure=ips[k])
+    return status
+
+
+def _node_rows(v: Validation, res: dict[str, list[int]], ips: dict, statuses: dict, t0: float) -> None:
+    """A node's row sums its GPUs and names the slowest: a summary (its GPUs' rows carry the verdicts)."""
     for host, slots in res.items():
         mine = {s: ips[(host, s)] for s in slots if (host, s) in ips}
         worst = max((statuses[(host, s)] for s in slots), key=_ORDER.__getitem__)
@@ -211,3 +220,21 @@ def throughput(v: Validation) -> None:
               f"{host}:{slow} {mine[slow]:.1f} img/s", "its GPUs' rows",
               ("; ".join(bad) if bad else "every GPU of the node as its own row says") + " (summary row)", t0=t0,
               figure=sum(mine.values()))
+
+
+def throughput(v: Validation) -> None:
+    t0 = time.time()
+    v.skip_left_out("throughput", per_gpu=True)
+    res = v.good_resources()
+    if not res:
+        return
+    rounds = _rounds(v, res)
+    keys = [(h, s) for h, slots in res.items() for s in slots]
+    chosen = _chosen(v, keys, rounds)
+    ips = {k: s["images_per_s"] for k, s in chosen.items()}
+    by_round = {k: [r[0][k]["images_per_s"] for r in rounds if k in r[0]] for k in keys}
+    lines = model_lines(v, ips, {k: s["se"] for k, s in chosen.items()},
+                        {k: xs for k, xs in by_round.items() if len(xs) == len(rounds)})
+    v.figures["gpu_lines"] = {name: (dataclasses.asdict(x) if x else None) for name, x in lines.items()}
+    statuses = {k: _gpu_row(v, k, rounds, ips, lines, t0) for k in keys}
+    _node_rows(v, res, ips, statuses, t0)

@@ -20,6 +20,7 @@ is at fault cannot be told, so both nodes carry the verdict.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 from bench.analysis import metrics
 from bench.validate import pairing, runs
@@ -43,6 +44,168 @@ def _pair_ref(v: Validation, a: str, b: str):
     return None if None in refs else min(refs, key=lambda r: r.busbw)
 
 
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """Two nodes measured together, in the order the pair was first named ("a+b" in the rows)."""
+
+    a: str
+    b: str
+
+    @classmethod
+    def of(cls, name: str) -> "Pair":
+        a, b = name.split("+")  # host names never hold "+" (bench.cluster.hostnames)
+        return cls(a, b)
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}+{self.b}"
+
+    @property
+    def key(self) -> frozenset[str]:
+        """The pair whatever the order it is named in (a second look may name it b+a)."""
+        return frozenset((self.a, self.b))
+
+    def has(self, host: str) -> bool:
+        return host in (self.a, self.b)
+
+
+@dataclass(slots=True)
+class Link:
+    """A pair's busbw in each look (None: not measured in it), its wrong values, and its verdict."""
+
+    pair: Pair
+    first: float | None = None
+    second: float | None = None
+    wrong: int = 0
+    verdict: tuple[str, str, str] = ("SKIP", "none", "")
+
+    @property
+    def busbw(self) -> float:
+        """The better look: slow in one look only is not slow."""
+        return max(x for x in (self.first, self.second) if x is not None)
+
+
+@dataclass(slots=True)
+class Links:
+    """What the inter-node check measured: the pairs, and the whole set's all-reduce where it ran."""
+
+    pairs: dict[frozenset[str], Link] = field(default_factory=dict)
+    whole: list[float] = field(default_factory=list)
+    whole_wrong: int = 0
+
+    def add(self, bw: dict[str, list[float]], wrong: dict[str, int], look: str) -> None:
+        """One launch's rows (bench.validate.pairing.pair_figures), as the first or second look."""
+        for name, xs in bw.items():
+            if name == "all":
+                self.whole, self.whole_wrong = xs, wrong.get("all", 0)
+                continue
+            p = Pair.of(name)
+            link = self.pairs.setdefault(p.key, Link(p))
+            setattr(link, look, metrics.percentile(xs, 50))
+            link.wrong += wrong.get(name, 0)
+
+    def of(self, host: str) -> list[Link]:
+        return [x for x in self.pairs.values() if x.pair.has(host)]
+
+    def passed(self) -> set[str]:
+        return {h for x in self.pairs.values() if x.verdict[0] == "PASS" for h in (x.pair.a, x.pair.b)}
+
+
+def _first_look(v: Validation, hosts: list[str]) -> tuple[dict[str, list[float]], dict[str, int], dict]:
+    """The level's pairs and the whole set: measured in the intra-node check's launch over the same nodes
+    (bench.validate.links: no second start), else now."""
+    ahead = v.links_ahead
+    if ahead is not None and ahead["hosts"] == hosts:
+        return ahead["bw"], ahead["wrong"], ahead["rec"]
+    return _launch(v, hosts, pairing.first_rounds(v.level.pairs, len(hosts)), len(hosts) > 2, "inter-node")
+
+
+def _judge(v: Validation, hosts: list[str], links: Links) -> dict[str, float]:
+    """Every pair's verdict (judge_link: the NICs' published figure, else the nodes' median best pair, and the
+    floor); returns each node's best pair's busbw."""
+    best = {h: max(x.busbw for x in links.of(h)) for h in hosts}
+    peers = list(best.values()) if len(hosts) > 2 else []   # two nodes: the one pair is its own median
+    for x in links.pairs.values():
+        ranks = len(v.good_slots(x.pair.a)) + len(v.good_slots(x.pair.b))
+        x.verdict = judge_link(v, x.busbw, x.wrong, ranks, _pair_ref(v, x.pair.a, x.pair.b), peers)
+    return best
+
+
+def _second_look(v: Validation, hosts: list[str], links: Links) -> bool:
+    """Every pair that did not PASS once more, and each node with no PASS pair against two nodes that have one
+    (bisection), in one launch; False when nothing needed it."""
+    idx = {h: i for i, h in enumerate(hosts)}
+    passed = links.passed()
+    again = [(idx[x.pair.a], idx[x.pair.b]) for x in links.pairs.values() if x.verdict[0] != "PASS"]
+    known = {frozenset(p) for p in again}
+    again += [p for p in pairing.retest_pairs([idx[h] for h in hosts if h not in passed],
+                                              [idx[h] for h in hosts if h in passed]) if frozenset(p) not in known]
+    if again:
+        bw, wrong, _ = _launch(v, hosts, pairing.schedule(again), False, "inter-node-again")
+        links.add(bw, wrong, "second")
+    return bool(again)
+
+
+def _pair_rows(v: Validation, links: Links, t0: float) -> None:
+    for x in links.pairs.values():
+        looks = f" (better of {rate(x.first)}, {rate(x.second)})" if x.first is not None and x.second is not None \
+            else ""
+        v.add("inter-node", x.pair.name, x.verdict[0], f"{rate(x.busbw)} busbw{looks}", x.verdict[1],
+              f"all-reduce of {message_size(v)} B over both nodes' GPUs; {x.verdict[2]}", t0=t0, figure=x.busbw)
+    v.figures["pair_busbw"] = {x.pair.name: x.busbw for x in links.pairs.values()}
+    v.figures["pair_busbw_looks"] = {x.pair.name: [x.first, x.second] for x in links.pairs.values()}
+
+
+def _node_rows(v: Validation, hosts: list[str], links: Links, best: dict[str, float], t0: float) -> None:
+    """Each node: PASS with a PASS pair; FAIL where it still has none against nodes found good (this node, not its
+    neighbours); else the worst of its pairs, and why which end is at fault cannot be told."""
+    passed = links.passed()
+    against_good = {h: [x for x in links.of(h) if (x.pair.b if x.pair.a == h else x.pair.a) in passed]
+                    for h in hosts if h not in passed}
+    against_good = {h: xs for h, xs in against_good.items() if xs}
+    if against_good:
+        v.figures["bisection"] = {h: [{"against": x.pair.b if x.pair.a == h else x.pair.a, "busbw": x.busbw,
+                                       "status": x.verdict[0]} for x in xs] for h, xs in against_good.items()}
+    v.figures["node_busbw"] = dict(best)
+    for h in hosts:
+        mine = links.of(h)
+        if h in passed:
+            v.add_node("inter-node", h, "PASS", f"{rate(best[h])} busbw (best pair)", "its pairs",
+                       f"PASS in {sum(x.verdict[0] == 'PASS' for x in mine)} of {len(mine)} pair(s)", t0=t0,
+                       figure=best[h])
+        elif h in against_good:
+            tries = against_good[h]
+            top = max(x.busbw for x in tries)
+            shown = ", ".join(f"{x.pair.b if x.pair.a == h else x.pair.a} {rate(x.busbw)} {x.verdict[0]}"
+                              for x in tries)
+            v.figures["node_busbw"][h] = top
+            v.add_node("inter-node", h, "FAIL", f"{rate(top)} busbw (best against good nodes)", "nodes found good",
+                       f"no PASS in its {len(mine)} pair(s), each looked at twice; measured again against "
+                       f"{len(tries)} node(s) found good: {shown}; this node, not its neighbours", t0=t0, figure=top)
+        else:
+            worst = min((x.verdict for x in mine), key=lambda j: {"FAIL": 0, "WARN": 1}.get(j[0], 2))
+            why = ("two nodes: one link, and which end is at fault cannot be told (a third good node would say)"
+                   if len(hosts) == 2 else "no pair of any node PASSed: the network, or every node")
+            v.add_node("inter-node", h, worst[0], f"{rate(best[h])} busbw (best pair)", worst[1],
+                       f"{why}; {worst[2]}", t0=t0, figure=best[h])
+
+
+def _cluster_row(v: Validation, hosts: list[str], links: Links, best: dict[str, float], t0: float) -> None:
+    """The whole set's all-reduce against the nodes' median best pair; two nodes: their one pair."""
+    if links.whole:
+        whole, median = metrics.percentile(links.whole, 50), metrics.percentile(list(best.values()), 50)
+        dev = whole / median - 1
+        v.figures["inter_all"] = {"busbw": whole, "ranks": sum(len(v.good_slots(h)) for h in hosts)}
+        v.add("inter-node", CLUSTER, "FAIL" if links.whole_wrong else "WARN" if dev < v.table.busbw.fail_lower
+              else "PASS", f"{rate(whole)} busbw, {len(hosts)} nodes", f"node median {rate(median)}",
+              f"whole-set all-reduce, {pct(dev)} from the nodes' median best pair (its ring runs at its slowest "
+              f"link: a slow node shows here too, and its own row names it); #wrong {links.whole_wrong}", t0=t0)
+    else:
+        only = next(iter(links.pairs.values()))
+        v.add("inter-node", CLUSTER, only.verdict[0], f"{rate(only.busbw)} busbw, 2 nodes", only.verdict[1],
+              "two nodes: the whole set is the one pair", t0=t0)
+
+
 def inter_node(v: Validation) -> None:
     t0 = time.time()
     v.skip_left_out("inter-node")
@@ -52,13 +215,7 @@ def inter_node(v: Validation) -> None:
             v.add("inter-node", h, "SKIP", reason="fewer than two good nodes: no link between nodes", host=h)
         v.add("inter-node", CLUSTER, "SKIP", reason="fewer than two good nodes")
         return
-    ahead = v.links_ahead
-    if ahead is not None and ahead["hosts"] == hosts:
-        # Measured in the intra-node check's launch, over the same nodes (bench.validate.links): no second start.
-        bw, wrong, rec = ahead["bw"], ahead["wrong"], ahead["rec"]
-    else:
-        bw, wrong, rec = _launch(v, hosts, pairing.first_rounds(v.level.pairs, len(hosts)), len(hosts) > 2,
-                                 "inter-node")
+    bw, wrong, rec = _first_look(v, hosts)
     if "rows" not in rec:
         err = rec.get("error") or {}
         why = f"could not be measured: the all-reduce run failed at {err.get('where')}: {err.get('reason')}"
@@ -67,77 +224,11 @@ def inter_node(v: Validation) -> None:
         v.add("inter-node", CLUSTER, "ERROR", reason=why, t0=t0)
         return
     v.figures["busbw_rows"] = rec["rows"]
-    pair = {name: metrics.percentile(xs, 50) for name, xs in bw.items() if name != "all"}
-    first = dict(pair)
-    ranks_of_pair = {f"{a}+{b}": len(v.good_slots(a)) + len(v.good_slots(b)) for a in hosts for b in hosts}
-    idx = {h: i for i, h in enumerate(hosts)}
-
-    def judge_all() -> tuple[dict[str, float], dict[str, tuple]]:
-        best = {h: max(x for p, x in pair.items() if h in p.split("+")) for h in hosts}
-        peers = list(best.values()) if len(hosts) > 2 else []   # two nodes: the one pair is its own median
-        return best, {name: judge_link(v, x, wrong.get(name, 0), ranks_of_pair[name],
-                                       _pair_ref(v, *name.split("+")), peers) for name, x in pair.items()}
-
-    best, judged = judge_all()
-    passed = {h for name, j in judged.items() if j[0] == "PASS" for h in name.split("+")}
-    suspects = [h for h in hosts if h not in passed]
-    again = [tuple(idx[h] for h in name.split("+")) for name, j in judged.items() if j[0] != "PASS"]
-    known = {frozenset(p) for p in again}
-    again += [p for p in pairing.retest_pairs([idx[h] for h in suspects], [idx[h] for h in hosts if h in passed])
-              if frozenset(p) not in known]
-    second: dict[str, float] = {}
-    if again:
-        bw2, wrong2, _ = _launch(v, hosts, pairing.schedule(again), False, "inter-node-again")
-        for name, xs in bw2.items():
-            a, b = name.split("+")
-            key = name if name in pair or f"{b}+{a}" not in pair else f"{b}+{a}"
-            second[key] = metrics.percentile(xs, 50)
-            pair[key] = max(pair.get(key, 0.0), second[key])
-            wrong[key] = wrong.get(key, 0) + wrong2.get(name, 0)
-        best, judged = judge_all()
-    for name, busbw in pair.items():
-        looks = f" (better of {rate(first[name])}, {rate(second[name])})" if name in first and name in second else ""
-        v.add("inter-node", name, judged[name][0], f"{rate(busbw)} busbw{looks}", judged[name][1],
-              f"all-reduce of {message_size(v)} B over both nodes' GPUs; {judged[name][2]}", t0=t0, figure=busbw)
-    v.figures["pair_busbw"] = pair
-    v.figures["pair_busbw_looks"] = {k: [first.get(k), second.get(k)] for k in pair}
-    passed = {h for name, j in judged.items() if j[0] == "PASS" for h in name.split("+")}
-    retest = {s: [(o, x, judged[n][0]) for n, x in pair.items() for o in n.split("+")
-                  if s in n.split("+") and o != s and o in passed] for s in hosts if s not in passed}
-    retest = {s: xs for s, xs in retest.items() if xs}
-    if retest:
-        v.figures["bisection"] = {s: [{"against": o, "busbw": x, "status": st} for o, x, st in xs]
-                                  for s, xs in retest.items()}
-    v.figures["node_busbw"] = {h: best[h] for h in hosts}
-    for h in hosts:
-        mine = {p: j for p, j in judged.items() if h in p.split("+")}
-        if h in passed:
-            v.add_node("inter-node", h, "PASS", f"{rate(best[h])} busbw (best pair)", "its pairs",
-                       f"PASS in {sum(j[0] == 'PASS' for j in mine.values())} of {len(mine)} pair(s)", t0=t0,
-                       figure=best[h])
-        elif h in retest:
-            tries = retest[h]
-            shown = ", ".join(f"{o} {rate(x)} {st}" for o, x, st in tries)
-            v.figures["node_busbw"][h] = max(x for _, x, _ in tries)
-            v.add_node("inter-node", h, "FAIL", f"{rate(max(x for _, x, _ in tries))} busbw (best against good "
-                       "nodes)", "nodes found good", f"no PASS in its {len(mine)} pair(s), each looked at twice; "
-                       f"measured again against {len(tries)} node(s) found good: {shown}; this node, not its "
-                       "neighbours", t0=t0, figure=max(x for _, x, _ in tries))
-        else:
-            worst = min(mine.values(), key=lambda j: {"FAIL": 0, "WARN": 1}.get(j[0], 2))
-            why = ("two nodes: one link, and which end is at fault cannot be told (a third good node would say)"
-                   if len(hosts) == 2 else "no pair of any node PASSed: the network, or every node")
-            v.add_node("inter-node", h, worst[0], f"{rate(best[h])} busbw (best pair)", worst[1],
-                       f"{why}; {worst[2]}", t0=t0, figure=best[h])
-    if "all" in bw:
-        whole, median = metrics.percentile(bw["all"], 50), metrics.percentile(list(best.values()), 50)
-        dev = whole / median - 1
-        v.figures["inter_all"] = {"busbw": whole, "ranks": sum(len(v.good_slots(h)) for h in hosts)}
-        v.add("inter-node", CLUSTER, "FAIL" if wrong.get("all") else "WARN" if dev < v.table.busbw.fail_lower
-              else "PASS", f"{rate(whole)} busbw, {len(hosts)} nodes", f"node median {rate(median)}",
-              f"whole-set all-reduce, {pct(dev)} from the nodes' median best pair (its ring runs at its slowest "
-              f"link: a slow node shows here too, and its own row names it); #wrong {wrong.get('all', 0)}", t0=t0)
-    else:
-        only = next(iter(pair))
-        v.add("inter-node", CLUSTER, judged[only][0], f"{rate(pair[only])} busbw, 2 nodes", judged[only][1],
-              "two nodes: the whole set is the one pair", t0=t0)
+    links = Links()
+    links.add(bw, wrong, "first")
+    best = _judge(v, hosts, links)
+    if _second_look(v, hosts, links):
+        best = _judge(v, hosts, links)
+    _pair_rows(v, links, t0)
+    _node_rows(v, hosts, links, best, t0)
+    _cluster_row(v, hosts, links, best, t0)
