@@ -20,10 +20,12 @@ that failed and the round from which a part stayed bad (bench.analysis.soak).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import signal
 import time
 from typing import Any, Callable
 
@@ -63,6 +65,18 @@ def identity(cfg: ValidateConfig, resources: dict[str, list[int]]) -> dict[str, 
 def folder(cfg: ValidateConfig, ident: dict[str, Any]) -> str:
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:10]
     return os.path.abspath(os.path.join(cfg.out, f"soak-{key}"))
+
+
+@contextlib.contextmanager
+def _no_interrupt():
+    """Ctrl-C (or SIGTERM) held back for the block and delivered right after it: a round's record is never on disk
+    without the metrics file written from it (a scraper would read the round before)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _started_at(d: str) -> float | None:
@@ -138,11 +152,12 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
             v.stages.append(Stage("health", time.time() - s0, 0, 0))
         rec = stages.record(v, f"soak-{os.path.basename(d)}-round-{k}", time.time() - t0)
         rec["soak"] = {"round": k, "elapsed_s": elapsed + rec["duration_s"], "duration_s": duration, "folder": d}
-        results.append(path, rec)
+        with _no_interrupt():  # the round's record and what is written for it (the metrics file) together
+            results.append(path, rec)
+            if on_round is not None:
+                on_round(rec)
         rounds.append(rec)
         elapsed += rec["duration_s"]
-        if on_round is not None:
-            on_round(rec)
         if rec["result"] == "FAIL" and not cfg.soak_keep_going:
             stopped = f"round {k} has a FAIL (--soak-keep-going goes on)"
             break
