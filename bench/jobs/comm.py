@@ -113,6 +113,24 @@ def cap_sizes(sizes: list[int], op: str, n: int, min_memory_mib: float | None) -
     return kept, {"dropped": dropped, "limit_bytes": limit, "min_memory_mib": min_memory_mib, "reason": reason}
 
 
+def _layout(op: str, iters: int, warmup: int, world: int, groups: list[list[int]] | None,
+            group_names: list[str] | None, rounds: list[list[int]] | None) -> tuple[list, list[str], list]:
+    """(groups, their names, rounds) with the defaults filled in; BadInput for a bad op or count, ValueError for
+    groups of one round that share a rank (a caller's bug)."""
+    if op not in collectives.MEASURED:
+        raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {op!r}")
+    if iters < 1 or warmup < 0:
+        raise BadInput(f"--iters/--timing-warmup: need iters >= 1 and timing warm-up >= 0, got {iters}/{warmup}")
+    groups = groups or [list(range(world))]
+    names = group_names or ["all" if len(g) == world else f"g{i}" for i, g in enumerate(groups)]
+    rounds = rounds or [[gi] for gi in range(len(groups))]
+    for r in rounds:
+        taken = [rank for gi in r for rank in groups[gi]]
+        if len(taken) != len(set(taken)):
+            raise ValueError(f"comm rounds: groups measured at the same time share a rank: {r}")
+    return groups, names, rounds
+
+
 def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: str = "all_reduce",
             sizes: list[int], iters: int = 20, warmup: int = 5, out_root: str = "results",
             groups: list[list[int]] | None = None, group_names: list[str] | None = None,
@@ -128,19 +146,9 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     numerics: plan.json's "numerics" (bench.jobs.numerics.first): every rank runs validate's numerics job
     before its group exists; the record's "numerics" has each rank's entry (the prolog's one launch).
     """
-    if op not in collectives.MEASURED:
-        raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {op!r}")
-    if iters < 1 or warmup < 0:
-        raise BadInput(f"--iters/--timing-warmup: need iters >= 1 and timing warm-up >= 0, got {iters}/{warmup}")
     environ = dict(os.environ if environ is None else environ)
     world = sum(len(s) for s in resources.values())
-    groups = groups or [list(range(world))]
-    names = group_names or ["all" if len(g) == world else f"g{i}" for i, g in enumerate(groups)]
-    rounds = rounds or [[gi] for gi in range(len(groups))]
-    for r in rounds:
-        taken = [rank for gi in r for rank in groups[gi]]
-        if len(taken) != len(set(taken)):
-            raise ValueError(f"comm rounds: groups measured at the same time share a rank: {r}")
+    groups, names, rounds = _layout(op, iters, warmup, world, groups, group_names, rounds)
     storage.check_room(out_root, world)
     run_id = results.new_run_id(out_root, prefix="comm-")
     run_dir = os.path.abspath(os.path.join(out_root, run_id))

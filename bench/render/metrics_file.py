@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 HELP = {
     "vitbench_run_success": "1 when the bench run ended ok, else 0",
@@ -66,6 +66,9 @@ def _line(name: str, labels: dict[str, Any], value: float) -> str:
     return f"{name}{{{inner}}} {value!r}"
 
 
+Add = Callable[..., None]
+
+
 def samples(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any], float]]:
     """(metric, labels, value) for every figure the record has; none for a figure it lacks."""
     out: list[tuple[str, dict[str, Any], float]] = []
@@ -75,55 +78,13 @@ def samples(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any], float]]:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             out.append((name, {**base, **labels}, float(value)))
 
-    kind, fig = rec.get("kind"), rec.get("figures") or {}
+    kind = rec.get("kind")
     if kind in ("run", "point"):
-        cfg = rec.get("config") or {}
-        what = {"model": cfg.get("model"), "engine": cfg.get("engine"), "zero_stage": cfg.get("zero_stage"),
-                "precision": cfg.get("precision"), "world_size": fig.get("world_size")}
-        add("vitbench_run_success", 1 if rec.get("status") == "ok" else 0, **what)
-        add("vitbench_images_per_second", fig.get("images_per_s"), **what)
-        devices = {d.get("rank"): d for d in (rec.get("provenance") or {}).get("devices") or []}
-        for rank, ips in enumerate(fig.get("images_per_s_per_rank") or []):
-            d = devices.get(rank, {})
-            add("vitbench_rank_images_per_second", ips, rank=rank, host=d.get("host"), gpu_model=d.get("device"),
-                model=cfg.get("model"))
-        for stat in ("mean", "median", "p90"):
-            add("vitbench_step_seconds", (fig.get("step_s") or {}).get(stat), stat=stat, **what)
+        _run(rec, add)
     elif kind == "comm":
-        spec, plan = rec.get("comm") or {}, rec.get("plan") or {}
-        for row in rec.get("rows") or []:
-            add("vitbench_comm_busbw_bytes_per_second", row.get("busbw"), op=row.get("op"), group=row.get("group"),
-                size_bytes=row.get("size"), ranks=row.get("ranks"), nodes=plan.get("nodes"),
-                device=plan.get("device") or spec.get("device"))
+        _comm(rec, add)
     elif kind == "validate":
-        m = rec.get("measured") or {}
-        models = m.get("gpu_model") or {}
-        for c in rec.get("checks") or []:
-            if c.get("status") != "SKIP":
-                add("vitbench_validate_check", 1 if c["status"] == "PASS" else 0, check=c.get("check"),
-                    node=c.get("node"), status=c.get("status"), level=rec.get("level"))
-        for name, ips in (m.get("gpu_images_per_s") or {}).items():
-            host, slot = name.rsplit(":", 1)
-            add("vitbench_gpu_images_per_second", ips, host=host, slot=slot, gpu_model=models.get(host),
-                level=rec.get("level"))
-        for host, ips in (m.get("node_images_per_s") or {}).items():
-            add("vitbench_node_images_per_second", ips, host=host, gpu_model=models.get(host), level=rec.get("level"))
-        for host, bw in (m.get("intra_busbw") or {}).items():
-            add("vitbench_node_intra_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
-        for host, bw in (m.get("node_busbw") or {}).items():
-            add("vitbench_node_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
-        for e in rec.get("drain") or []:
-            add("vitbench_validate_drain", 1, host=e.get("host"), gpu=e.get("gpu"), check=e.get("check"))
-        for host, n in (rec.get("nodes") or {}).items():
-            add("vitbench_node_verdict", VERDICT_VALUE.get(n.get("verdict"), 2), host=host, verdict=n.get("verdict"),
-                level=rec.get("level"))
-        for host, report in (m.get("health") or {}).items():
-            for f in report.get("findings") or []:
-                add("vitbench_health_finding", 1, host=host, code=f.get("code"), severity=f.get("severity"),
-                    action=f.get("action"), gpu=f.get("gpu_index"))
-        dp = m.get("dp") or {}
-        add("vitbench_cluster_images_per_second", dp.get("images_per_s"), world_size=dp.get("world_size"),
-            level=rec.get("level"))
+        _validate(rec, add)
     stamp = rec.get("time")
     if isinstance(stamp, str):
         try:
@@ -131,6 +92,58 @@ def samples(rec: dict[str, Any]) -> list[tuple[str, dict[str, Any], float]]:
         except ValueError:
             pass
     return out
+
+
+def _run(rec: dict[str, Any], add: Add) -> None:
+    cfg, fig = rec.get("config") or {}, rec.get("figures") or {}
+    what = {"model": cfg.get("model"), "engine": cfg.get("engine"), "zero_stage": cfg.get("zero_stage"),
+            "precision": cfg.get("precision"), "world_size": fig.get("world_size")}
+    add("vitbench_run_success", 1 if rec.get("status") == "ok" else 0, **what)
+    add("vitbench_images_per_second", fig.get("images_per_s"), **what)
+    devices = {d.get("rank"): d for d in (rec.get("provenance") or {}).get("devices") or []}
+    for rank, ips in enumerate(fig.get("images_per_s_per_rank") or []):
+        d = devices.get(rank, {})
+        add("vitbench_rank_images_per_second", ips, rank=rank, host=d.get("host"), gpu_model=d.get("device"),
+            model=cfg.get("model"))
+    for stat in ("mean", "median", "p90"):
+        add("vitbench_step_seconds", (fig.get("step_s") or {}).get(stat), stat=stat, **what)
+
+
+def _comm(rec: dict[str, Any], add: Add) -> None:
+    spec, plan = rec.get("comm") or {}, rec.get("plan") or {}
+    for row in rec.get("rows") or []:
+        add("vitbench_comm_busbw_bytes_per_second", row.get("busbw"), op=row.get("op"), group=row.get("group"),
+            size_bytes=row.get("size"), ranks=row.get("ranks"), nodes=plan.get("nodes"),
+            device=plan.get("device") or spec.get("device"))
+
+
+def _validate(rec: dict[str, Any], add: Add) -> None:
+    m, level = rec.get("measured") or {}, rec.get("level")
+    models = m.get("gpu_model") or {}
+    for c in rec.get("checks") or []:
+        if c.get("status") != "SKIP":
+            add("vitbench_validate_check", 1 if c["status"] == "PASS" else 0, check=c.get("check"),
+                node=c.get("node"), status=c.get("status"), level=level)
+    for name, ips in (m.get("gpu_images_per_s") or {}).items():
+        host, slot = name.rsplit(":", 1)
+        add("vitbench_gpu_images_per_second", ips, host=host, slot=slot, gpu_model=models.get(host), level=level)
+    for host, ips in (m.get("node_images_per_s") or {}).items():
+        add("vitbench_node_images_per_second", ips, host=host, gpu_model=models.get(host), level=level)
+    for host, bw in (m.get("intra_busbw") or {}).items():
+        add("vitbench_node_intra_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
+    for host, bw in (m.get("node_busbw") or {}).items():
+        add("vitbench_node_busbw_bytes_per_second", bw, host=host, gpu_model=models.get(host))
+    for e in rec.get("drain") or []:
+        add("vitbench_validate_drain", 1, host=e.get("host"), gpu=e.get("gpu"), check=e.get("check"))
+    for host, n in (rec.get("nodes") or {}).items():
+        add("vitbench_node_verdict", VERDICT_VALUE.get(n.get("verdict"), 2), host=host, verdict=n.get("verdict"),
+            level=level)
+    for host, report in (m.get("health") or {}).items():
+        for f in report.get("findings") or []:
+            add("vitbench_health_finding", 1, host=host, code=f.get("code"), severity=f.get("severity"),
+                action=f.get("action"), gpu=f.get("gpu_index"))
+    dp = m.get("dp") or {}
+    add("vitbench_cluster_images_per_second", dp.get("images_per_s"), world_size=dp.get("world_size"), level=level)
 
 
 def text(rec: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ import os
 import re
 import signal
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from bench.analysis import references, soak as trends
@@ -95,65 +96,86 @@ def done_rounds(path: str) -> list[dict[str, Any]]:
     return [r for r in results.read(path).records if r.get("kind") == "validate" and r.get("soak")]
 
 
-def soak(cfg: ValidateConfig, hosts: HostSelection,
-         on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    duration = parse_duration(cfg.soak or "")
-    w = where(cfg, hosts)
-    resources = w.resources
-    table = references.load(cfg.reference)
-    numerics.load_references(cfg.numerics_reference)
+def _timed(v: Validation, name: str, stage: Callable[[Validation], None]) -> None:
+    s0, launches, ranks = time.time(), v.launches, sum(len(s) for s in v.good_resources().values())
+    stage(v)
+    v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches))
+
+
+@dataclass
+class _Base:
+    """What the first round learnt that every round reuses: the inventory, and what preflight and inventory ruled
+    out (each round judges every GPU again: only those stay out)."""
+
+    v: Validation
+    hosts: set[str]
+    gpus: set[tuple[str, int]]
+
+
+def _one_round(v: Validation, base: _Base | None, cfg: ValidateConfig, since: float | None) -> _Base:
+    """A round's checks into v; the first round also preflights and takes the inventory."""
+    if base is None:
+        for name, stage in (("preflight", nodes.preflight), ("inventory", nodes.inventory)):
+            _timed(v, name, stage)
+        base = _Base(v, set(v.failed_hosts), set(v.failed_gpus))
+    else:
+        v.hostname_of, v.inventory, v.device = base.v.hostname_of, base.v.inventory, base.v.device
+        v.figures["verdict"] = base.v.figures.get("verdict")
+        v.failed_hosts, v.failed_gpus = set(base.hosts), set(base.gpus)
+    for name, stage in ROUND:
+        if cfg.wanted(name):
+            _timed(v, name, stage)
+    if cfg.wanted("health"):
+        # Each round ends with every node's health read again: the Xids and counters its stress raised.
+        s0 = time.time()
+        nodes.reread_health(v, since)
+        health.health(v)
+        v.stages.append(Stage("health", time.time() - s0, 0, 0))
+    return base
+
+
+def _folder(cfg: ValidateConfig, hosts: HostSelection, resources: dict[str, list[int]], hostfile_text: str | None,
+            duration: float) -> tuple[str, HostSelection, list[dict[str, Any]], float]:
+    """(the soak's folder, the hosts its launches read, the rounds already recorded, when it began)."""
     ident = identity(cfg, resources)
     if not ident["checks"]:
         raise BadInput(f"--checks: none of {', '.join(n for n, _ in ROUND)} asked: a soak repeats those")
     d = folder(cfg, ident)
     os.makedirs(d, exist_ok=True)
-    if w.hostfile_text is not None:  # a Slurm allocation: its hosts, as every round's launches read them
-        results.write_text_atomic(os.path.join(d, "hostfile"), w.hostfile_text)
+    if hostfile_text is not None:  # a Slurm allocation: its hosts, as every round's launches read them
+        results.write_text_atomic(os.path.join(d, "hostfile"), hostfile_text)
         hosts = HostSelection(hostfile=os.path.join(d, "hostfile"))
     storage.check_room(cfg.out, sum(len(s) for s in resources.values()))
-    path = os.path.join(d, "results.jsonl")
-    rounds = done_rounds(path)
-    started = _started_at(d) if rounds else None
-    started = started or time.time()  # kept across resumes: "since the soak began" is the first invocation's
+    rounds = done_rounds(os.path.join(d, "results.jsonl"))
+    # Kept across resumes: "since the soak began" is the first invocation's.
+    started = (_started_at(d) if rounds else None) or time.time()
     results.write_json_atomic(os.path.join(d, "soak.json"), {**ident, "duration_s": duration, "started_at": started})
+    return d, hosts, rounds, started
+
+
+def soak(cfg: ValidateConfig, hosts: HostSelection,
+         on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    duration = parse_duration(cfg.soak or "")
+    w = where(cfg, hosts)
+    table = references.load(cfg.reference)
+    numerics.load_references(cfg.numerics_reference)
+    d, hosts, rounds, started = _folder(cfg, hosts, w.resources, w.hostfile_text, duration)
     elapsed = sum(r["duration_s"] for r in rounds)
-    base: Validation | None = None
+    base: _Base | None = None
     stopped = None
     t_start = time.time()
     while elapsed < duration:
         k = len(rounds) + 1
-        v = Validation(cfg, hosts, resources, table, os.path.join(d, f"round-{k}-{int(time.time())}"),
+        v = Validation(cfg, hosts, w.resources, table, os.path.join(d, f"round-{k}-{int(time.time())}"),
                        launcher=w.launcher)
         v.confirm_stragglers = False
         t0 = time.time()
-        if base is None:
-            for name, stage in (("preflight", nodes.preflight), ("inventory", nodes.inventory)):
-                s0 = time.time()
-                stage(v)
-                v.stages.append(Stage(name, time.time() - s0, sum(len(s) for s in resources.values()), 0))
-            # Each round judges every GPU again: only what preflight and inventory ruled out stays out.
-            base, out = v, (set(v.failed_hosts), set(v.failed_gpus))
-        else:
-            v.hostname_of, v.inventory, v.device = base.hostname_of, base.inventory, base.device
-            v.figures["verdict"] = base.figures.get("verdict")
-            v.failed_hosts, v.failed_gpus = set(out[0]), set(out[1])
-        for name, stage in ROUND:
-            if not cfg.wanted(name):
-                continue
-            s0, launches, ranks = time.time(), v.launches, sum(len(s) for s in v.good_resources().values())
-            stage(v)
-            v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches))
-        if cfg.wanted("health"):
-            # Each round ends with every node's health read again: the Xids and counters its stress raised (the
-            # first round since boot or --since, the others since the soak began).
-            s0 = time.time()
-            nodes.reread_health(v, health.since_of(cfg) if k == 1 else started)
-            health.health(v)
-            v.stages.append(Stage("health", time.time() - s0, 0, 0))
+        # The first round's health counts events since boot (or --since), the later ones' since the soak began.
+        base = _one_round(v, base, cfg, health.since_of(cfg) if k == 1 else started)
         rec = stages.record(v, f"soak-{os.path.basename(d)}-round-{k}", time.time() - t0)
         rec["soak"] = {"round": k, "elapsed_s": elapsed + rec["duration_s"], "duration_s": duration, "folder": d}
         with _no_interrupt():  # the round's record and what is written for it (the metrics file) together
-            results.append(path, rec)
+            results.append(os.path.join(d, "results.jsonl"), rec)
             if on_round is not None:
                 on_round(rec)
         rounds.append(rec)
