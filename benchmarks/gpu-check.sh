@@ -23,12 +23,23 @@
 # reason) are printed under the table.
 #
 # Then a hung run (issue 22): `bench run` on 2 GPUs (1 when the node has one) whose last rank blocks in
-# data loading from its 3rd batch (tests/faults.py's sitecustomize, so it needs a checkout), --timeout 20,
-# --collective-timeout 600: bench's watchdog fires with the other rank's all-reduce still on NCCL's stream.
-# Checked: the failure line and ranks_at name the blocked rank "in data loading"; the other rank is
-# "waiting" in all_reduce by the flight recorder (its host thread left the call long ago); every dump was
-# written by _dump_nccl_trace; torch's own analyzer read the NCCL dumps (ok). With --dry-run the same run
-# goes on CPU ranks (gloo), and the NCCL-only checks show "-".
+# data loading from its 3rd batch (tests/faults.py's sitecustomize, so it needs a checkout), --timeout 20
+# and bench's default collective timeout (issue 31: on GPUs bench's watchdog fires first by default, no
+# --collective-timeout 600 needed): bench's watchdog fires with the other rank's all-reduce still on NCCL's
+# stream. Checked: the plan says the watchdog fires first; the failure line and ranks_at name the blocked
+# rank "in data loading"; the other rank is "waiting" in all_reduce by the flight recorder (its host thread
+# left the call long ago); a dump per rank, every one written by _dump_nccl_trace; torch's own analyzer read
+# the NCCL dumps (ok). With 2 GPUs the same stall again with --collective-timeout 30 --timeout 120, so that
+# NCCL's watchdog aborts the ranks first: the blocked rank must still be the one named (from the ranks' own
+# watchdog lines and dumps, bench.launch.nccl_watchdog), not rank 0 "killed by SIGABRT". With --dry-run the
+# runs go on CPU ranks (gloo), and the NCCL-only checks show "-".
+#
+# Issue 31's other checks (before the hang): validate's per-GPU workload on this GPU (bench validate
+# --level quick --checks throughput: ViT-B/16 @224, batch 32, fp32 on GPUs): its step time beside its
+# bound, F_train x batch / the GPU's fp32 peak, and how it was timed (CUDA events, one synchronize a
+# step); bench comm's 1 KiB latency (k back-to-back collectives a sample) over the node's GPUs, beside
+# the published nccl-tests figure for the GPU when NCCL_TESTS_1K_US gives one (none was found for an
+# H200 at 1 KiB: nccl-tests#272's H200 x8 run starts at 64 KiB).
 #
 # Where it runs: in the image (docker run ... vitbench:latest benchmarks/gpu-check.sh, or apptainer exec),
 # with the image's interpreter (/opt/venv/bin/python), or in a checkout with .venv. $PY overrides both.
@@ -354,6 +365,54 @@ for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF4
 
+# --- Issue 31: validate's per-GPU workload on this GPU, and bench comm's small messages ---------------------
+echo "## issue 31 checks"
+# This node alone, its first slot: GPU 0 (validate picks GPUs by slot, not by CUDA_VISIBLE_DEVICES), one CPU rank
+# in the dry run.
+echo "localhost slots=1" > "$OUT/validate-hostfile"
+$PY -m bench validate --hostfile "$OUT/validate-hostfile" --level quick --checks throughput \
+    --out "$OUT/validate-quick" --json > "$OUT/validate-quick.json" 2> "$OUT/validate-quick.err"
+if [[ $DRY == 1 ]]; then COMM_N=2; COMM_DEV=(--device cpu); else COMM_N=$(nvidia-smi -L | wc -l); COMM_DEV=(--device cuda); fi
+( [[ $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
+  $PY -m bench comm --gpus "$COMM_N" "${COMM_DEV[@]}" --sizes 1K,1M --iters 20 --warmup 5 --out "$OUT/comm" --json \
+      > "$OUT/comm.json" 2> "$OUT/comm.err" )
+$PY - "$OUT" "$DRY" "$COMM_N" "${NCCL_TESTS_1K_US:-}" <<'EOF5'
+import glob, json, statistics, sys
+out, dry, n, published = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
+sys.path.insert(0, ".")
+from bench.analysis import figures
+checks = []
+if not glob.glob(f"{out}/validate-quick/*/runs/*/alone/rank*.json"):
+    checks.append((f"validate --level quick --checks throughput: no per-GPU run "
+                   f"({open(f'{out}/validate-quick.err', errors='replace').read()[-300:]})", False))
+for p in sorted(glob.glob(f"{out}/validate-quick/*/runs/*/alone/rank*.json")):
+    s = json.load(open(p))
+    r = s["ranks"][0]
+    step = statistics.median(r["step_s"])
+    name = (r.get("gpu") or {}).get("name") or "cpu"
+    peak, why = figures.peak_flops_of(name, "fp32")
+    batch = json.load(open(p.rsplit("/alone/", 1)[0] + "/config.json"))["micro_batch"]
+    bound = s["flops_per_image"] * batch / peak if peak and s.get("flops_per_image") else None
+    checks.append((f"validate's per-GPU workload {s['model']['timm_name']} @{s['model']['img_size']} on {name}: median "
+                   f"step {step * 1e3:.1f} ms (bound at the fp32 peak {bound * 1e3 if bound else float('nan'):.1f} ms); "
+                   f"timed by {r.get('step_timing')}",
+                   None if dry else bound is not None and step >= bound and "CUDA events" in str(r.get("step_timing"))))
+try:
+    c = json.load(open(f"{out}/comm.json"))
+    rows = {r["size"]: r for r in c.get("rows") or []}
+    one = rows.get(1024)
+    pub = f"published nccl-tests figure {published} us" if published else \
+        "no published nccl-tests 1 KiB figure for this GPU given (NCCL_TESTS_1K_US)"
+    checks.append((f"bench comm over {n} rank(s): 1 KiB all_reduce {one['time_s']['median'] * 1e6:.1f} us a collective, "
+                   f"k = {one['back_to_back']} back-to-back a sample; {pub}",
+                   None if dry or not published or n < 2 else one["time_s"]["median"] * 1e6 <= 2 * float(published)))
+    checks.append((f"bench comm says how it timed: {c.get('timing', '')[:80]}...", bool(c.get("timing"))))
+except (OSError, ValueError, KeyError, TypeError) as e:
+    checks.append((f"bench comm: no row for 1 KiB ({e})", False))
+for what, ok in checks:
+    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
+EOF5
+
 # The hang check last: without a checkout's tests/faults.py it ends the script (nothing after it).
 echo "## hang: where each rank is when the watchdog fires (flight recorder on ${DEV[1]:-cuda})"
 if [[ ! -f tests/faults.py ]]; then
@@ -368,13 +427,26 @@ $PY -c "import sys; sys.path.insert(0, '.'); from tests.faults import block_data
 HSITE=$(cd "$OUT/hang-site" && pwd)  # absolute: the ranks start in their run directory
 HDEV=("${DEV[@]}")
 HDEV[${#HDEV[@]}-1]=$HR  # --gpus
+# On GPUs bench's watchdog fires first by default (issue 31); on CPU (gloo) the ranks' own timeouts report first
+# unless the collective timeout is longer than --timeout: the dry run asks for that, to walk the same path.
+HCT=()
+[[ $DRY == 1 ]] && HCT=(--collective-timeout 600)
 start=$(date +%s)
 ( [[ $HR == 2 && $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
   # 200 steps: should the stall not come, the run ends by itself and the checks say WRONG.
   PYTHONPATH="$HSITE${PYTHONPATH:+:$PYTHONPATH}" $PY -m bench run --model vit-micro-p4-32 \
     --dataset synthetic --synthetic-size 2048 --micro-batch 16 --steps 200 --no-eval --timeout 20 \
-    --collective-timeout 600 "${HDEV[@]}" --out "$OUT/hang" --json > "$OUT/hang.json" 2> "$OUT/hang.err" )
+    "${HCT[@]}" "${HDEV[@]}" --out "$OUT/hang" --json > "$OUT/hang.json" 2> "$OUT/hang.err" )
 echo "   bench exited $? after $(( $(date +%s) - start )) s"
+if [[ $HR == 2 ]]; then
+  # The same stall with the collective timeout shorter than bench's watchdog: NCCL's watchdog aborts the ranks.
+  start=$(date +%s)
+  ( [[ $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
+    PYTHONPATH="$HSITE${PYTHONPATH:+:$PYTHONPATH}" $PY -m bench run --model vit-micro-p4-32 \
+      --dataset synthetic --synthetic-size 2048 --micro-batch 16 --steps 200 --no-eval --timeout 120 \
+      --collective-timeout 30 "${HDEV[@]}" --out "$OUT/hang-abort" --json > "$OUT/hang-abort.json" 2> "$OUT/hang-abort.err" )
+  echo "   bench (NCCL's watchdog first) exited $? after $(( $(date +%s) - start )) s"
+fi
 $PY - "$OUT" "$HR" <<'EOF2'
 import glob, json, os, sys
 out, ranks = sys.argv[1], int(sys.argv[2])
@@ -392,7 +464,12 @@ stacks = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(run_dir, "st
 writers = {(s.get("flight_recorder") or {}).get("writer") for s in stacks}
 blocked = at.get(ranks - 1, {})
 print(f"  bench: {err.get('reason')}")
+dumped = sorted(os.path.basename(p) for p in glob.glob(os.path.join(run_dir, "flight", "rank*")))
 checks = [
+    (f"plan: {rec['plan'].get('first_to_fire')} fires first (collective timeout {rec['plan'].get('collective_timeout_s')} s, "
+     f"watchdog {rec['plan'].get('watchdog_s')} s)" + (", no --collective-timeout given" if cuda else ""),
+     rec["plan"].get("first_to_fire") == "watchdog" if cuda else None),
+    (f"a dump per rank: {dumped}", dumped == [f"rank{r}" for r in range(ranks)]),
     (f"the blocked rank {ranks - 1} is named first, in data loading ({blocked.get('frame')})",
      err.get("rank") == ranks - 1 and blocked.get("doing") == "data loading"
      and str(err.get("reason", "")).startswith("hung at step 3: ")),
@@ -409,6 +486,17 @@ if ranks > 1:
                    f"(device state {other.get('device_state')})",
                    (other.get("at") == "waiting" and (other.get("collective") or {}).get("op") == "all_reduce"
                     and other.get("source") == ("flight recorder" if cuda else "stack"))))
+try:
+    ab = json.load(open(f"{out}/hang-abort.json"))
+except (OSError, ValueError):
+    ab = None
+if ab is not None:
+    e = ab.get("error") or {}
+    nw = e.get("nccl_watchdog") or {}
+    print(f"  bench (NCCL's watchdog first): {e.get('reason')}")
+    checks.append((f"NCCL's watchdog aborted the ranks; bench named rank {e.get('rank')} ({e.get('where')}), odd by "
+                   f"the watchdogs' counts: {nw.get('odd_ranks')}",
+                   (e.get("rank") == ranks - 1 and bool(nw) and "SIGABRT" not in str(e.get("reason"))) if cuda else None))
 for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF2
