@@ -76,11 +76,17 @@ def test_openmpi_tells_mpirun_the_ranks_interface(cluster, out_dir):
     assert "oob_tcp_if_include" not in launcher_args  # mpirun's own namespace has no vb0
 
 
-def test_openmpi_cannot_pick_slots(cluster, tmp_path, out_dir):
+def test_openmpi_takes_any_slots_each_rank_its_own(cluster, out_dir):
+    # mpirun shows a rank every GPU of its node: bench gives it a count per host and each rank takes its slot
+    # from plan.json (bench.core.placement, gpu_by "slot"), so a failed GPU can be left out by its slot.
     hf = cluster.write_hostfile(2, name="hostfile-2")
-    proc = bench("--hostfile", str(hf), "--launcher", "openmpi", "--include", f"{cluster.hosts[0]}:1",
+    h = cluster.hosts
+    proc = bench("--hostfile", str(hf), "--launcher", "openmpi", "--include", f"{h[0]}:1@{h[1]}:0,1", "--dry-run",
                  "--dataset", "synthetic", "--out", out_dir, env=cluster.env, timeout=60)
-    assert_bad_input(proc, "--launcher openmpi", "slots [1]")
+    assert proc.returncode == 0, proc.stderr
+    plan = one_json(proc.stdout)["plan"]
+    assert plan["resources"] == {h[0]: [1], h[1]: [0, 1]} and plan["gpu_by"] == "slot", plan
+    assert "--include" not in plan["command"]  # DeepSpeed's openmpi runner refuses it: the counts say it all
     assert not glob.glob(os.path.join(out_dir, "*", "ranks", "*"))
 
 

@@ -71,7 +71,10 @@ def test_bench_in_allocation(slurm, out_dir):
     assert {(d["rank"], d["host"]) for d in rec["provenance"]["devices"]} == set(enumerate(slurm.nodes))
     assert rec["provenance"]["env"]["SLURM_NNODES"] == "3"
     # bench's own srun started the ranks, ending a step at once when one rank fails.
-    assert rec["plan"]["command"][:5] == ["srun", "-n", "3", "--nodelist", "node1,node2,node3"]
+    # Each rank's node from the task list bench wrote (SLURM_HOSTFILE), not from Slurm's own order.
+    assert rec["plan"]["command"][:6] == ["srun", "-n", "3", "--nodes", "3", "--distribution=arbitrary"]
+    with open(os.path.join(rec["run_dir"], "slurm-tasks")) as f:
+        assert f.read().split() == slurm.nodes
     assert "--kill-on-bad-exit=1" in rec["plan"]["command"]
     for rank in range(3):  # every rank, on every node, got the values whole
         with open(os.path.join(rec["run_dir"], "ranks", f"rank{rank}.json")) as f:

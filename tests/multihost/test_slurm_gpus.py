@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 # that prints what the task was given in place of the rank (no GPU can run one here).
 DRIVER = r'''
 import json, os, sys
-from bench.launch.plan import build
+from bench.launch.plan import build, write_files
 
 nodes = os.environ["SLURM_JOB_NODELIST_EXPANDED"].split(",")
 task = ("import json, os; from bench.worker.bootstrap import bind_device; "
@@ -42,7 +42,10 @@ task = ("import json, os; from bench.worker.bootstrap import bind_device; "
         "launcher, index = bind_device(len([g for g in seen.split(',') if g])); "
         "print(json.dumps({'host': os.uname().nodename, 'localid': local, 'visible': seen, "
         "'launcher_local_rank': launcher, 'LOCAL_RANK': os.environ['LOCAL_RANK']}))")
-lp = build({n: [0, 1] for n in nodes}, "slurm", sys.argv[1], "cuda", "10.0.0.1", 29500, environ=dict(os.environ))
+resources = {n: [0, 1] for n in nodes}
+lp = build(resources, "slurm", sys.argv[1], "cuda", "10.0.0.1", 29500, environ=dict(os.environ))
+os.makedirs(sys.argv[1], exist_ok=True)
+write_files(lp, resources, None)  # the task list srun places the ranks by (SLURM_HOSTFILE)
 argv = lp.argv[:lp.argv.index(sys.executable)] + [sys.executable, "-c", task]
 train = __import__("subprocess").run(argv, capture_output=True, text=True, env={**os.environ, **lp.env}, timeout=60)
 print(json.dumps({"argv": argv, "train": train.stdout, "train_err": train.stderr[-2000:]}))
