@@ -42,6 +42,48 @@ def _plan(run_dir: str) -> dict[str, Any]:
     return plan if isinstance(plan, dict) else {}
 
 
+def _hang(run_dir: str, ranks: list, said: dict, rank_files: list[dict[str, Any]], cleanup: dict[str, Any],
+          stalled: Stacks, flight: dict[str, Any] | None) -> tuple[whereabouts.Verdict, dict[str, Any]]:
+    """Where each rank of a hung run was (its answers to bench's stack request), and what the record says of it."""
+    plan = _plan(run_dir)
+    aborted = {r: "NCCL's watchdog took it down after its own collective timed out" for r, x in said.items() if x.own}
+    hang = whereabouts.verdict(ranks, stalled.answers, {r["rank"]: r for r in rank_files if "rank" in r}, cleanup,
+                               flight, plan.get("resources") or {}, str(plan.get("device", "cpu")), stalled.states,
+                               aborted)
+    extra = {"ranks_at": hang.ranks_at,
+             "hang": {"step": hang.step, "waited_in": hang.waited, "odd_ranks": [e["rank"] for e in hang.odd],
+                      "stack_request": {"asked": stalled.asked, "answered": sorted(stalled.answers),
+                                        "waited_s": round(stalled.waited_s, 2), "error": stalled.error}}}
+    if flight is not None:
+        extra["hang"]["flight_recorder"] = {k: v for k, v in flight.items() if k != "ranks"}
+    return hang, extra
+
+
+def _silent_how(run_dir: str, silent: list[tuple[int, str, int]], cleanup: dict[str, Any], hung: bool,
+                timeout: float, extra: dict[str, Any]) -> str:
+    """How the first rank that left no report ended (a signal its launcher named goes into extra)."""
+    rank, _, pid = silent[0]
+    if any(pid in pids for pids in cleanup.get("killed", {}).values()):
+        return (f"alive but silent: no progress for {timeout:.0f} s (hung), stopped by bench" if hung
+                else "alive after its launcher ended, stopped by bench")
+    if (sig := exits.signals(run_dir, silent).get(rank)) is not None:
+        extra["signal"] = sig
+        return f"died without a report: killed by {sig}" + (" (kill -9, or the kernel's OOM killer)"
+                                                            if sig == "SIGKILL" else "")
+    return "died without a report: killed by a signal (SIGKILL, the OOM killer), or its host went away"
+
+
+def _from_logs(run_dir: str, rc: int | None, hung: bool, timeout: float) -> dict[str, Any]:
+    """No rank said anything: the rank whose log ends in an error, else the launcher's own log."""
+    reason = (f"no progress for {timeout:.0f} s: ranks hung and were stopped" if hung
+              else f"launcher exited with status {rc} before the ranks reported")
+    for log in sorted(glob.glob(os.path.join(run_dir, "logs", "rank*.log"))):
+        lines = tail(log)
+        if any("Error" in line or "Traceback" in line for line in lines):
+            return {"where": f"rank {os.path.basename(log)[4:-4]}", "reason": reason, "log_tail": lines}
+    return {"where": "launcher", "reason": reason, "log_tail": tail(os.path.join(run_dir, "logs", "launcher.log"))}
+
+
 def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_files: list[dict[str, Any]],
              cleanup: dict[str, Any] | None = None, oom_killed: str = "", stalled: Stacks | None = None,
              flight: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -70,22 +112,15 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
                                   "ranks_at": nccl.ranks_at}
     hang = None
     if hung and stalled is not None and ranks:
-        plan = _plan(run_dir)
-        aborted = {r: "NCCL's watchdog took it down after its own collective timed out" for r, x in said.items()
-                   if x.own}
-        hang = whereabouts.verdict(ranks, stalled.answers, {r["rank"]: r for r in rank_files if "rank" in r}, cleanup,
-                                   flight, plan.get("resources") or {}, str(plan.get("device", "cpu")), stalled.states,
-                                   aborted)
-        extra["ranks_at"] = hang.ranks_at
-        extra["hang"] = {"step": hang.step, "waited_in": hang.waited, "odd_ranks": [e["rank"] for e in hang.odd],
-                         "stack_request": {"asked": stalled.asked, "answered": sorted(stalled.answers),
-                                           "waited_s": round(stalled.waited_s, 2), "error": stalled.error}}
-        if flight is not None:
-            extra["hang"]["flight_recorder"] = {k: v for k, v in flight.items() if k != "ranks"}
+        hang, more = _hang(run_dir, ranks, said, rank_files, cleanup, stalled, flight)
+        extra.update(more)
 
     def rank_error(rank: int, host: str | None, reason: str) -> dict[str, Any]:
         return {"where": f"{host}:{rank}", "rank": rank, "host": host, "reason": reason,
                 "log_tail": tail(os.path.join(run_dir, "logs", f"rank{rank}.log")), **extra}
+
+    def everyone(reason: str) -> dict[str, Any]:
+        return {"where": "every rank", "rank": None, "host": None, "reason": reason, **extra}
 
     if oom_killed and silent:
         rank, host, _ = silent[0]
@@ -96,53 +131,29 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
         first = next(r for r in broken if r["status"] == "oom")
         return "oom", rank_error(first["rank"], first.get("host"), first.get("error", ""))
     if causes:
-        first = causes[0]
-        return "failed", rank_error(first["rank"], first.get("host"), first.get("error", ""))
+        return "failed", rank_error(causes[0]["rank"], causes[0].get("host"), causes[0].get("error", ""))
     if hang is not None and hang.odd:
-        first = hang.odd[0]
-        return "failed", rank_error(first["rank"], first["host"], hang.reason)
+        return "failed", rank_error(hang.odd[0]["rank"], hang.odd[0]["host"], hang.reason)
     if nccl is not None:
         # NCCL's watchdog ended the run (or the hang's stacks name no one): its counts name the rank, not the
         # order in which the SIGABRTed ranks were found.
         extra.setdefault("ranks_at", nccl.ranks_at)
         if nccl.odd:
-            first = nccl.odd[0]
-            return "failed", rank_error(first["rank"], first["host"], nccl.reason)
+            return "failed", rank_error(nccl.odd[0]["rank"], nccl.odd[0]["host"], nccl.reason)
         if nccl.waited is not None:
-            return "failed", {"where": "every rank", "rank": None, "host": None, "reason": nccl.reason, **extra}
+            return "failed", everyone(nccl.reason)
     if hang is not None and hang.waited is not None:
-        return "failed", {"where": "every rank", "rank": None, "host": None, "reason": hang.reason, **extra}
+        return "failed", everyone(hang.reason)
     for host, why in cleanup.get("unreachable", {}).items():
         return "failed", {"where": host, "host": host, "reason": f"host {host} stopped answering ({why}); its ranks "
                           "could not be stopped and end by their collective timeout", **extra}
     if silent:
-        rank, host, pid = silent[0]
-        if any(pid in pids for pids in cleanup.get("killed", {}).values()):
-            how = (f"alive but silent: no progress for {timeout:.0f} s (hung), stopped by bench" if hung
-                   else "alive after its launcher ended, stopped by bench")
-        elif (sig := exits.signals(run_dir, silent).get(rank)) is not None:
-            how = f"died without a report: killed by {sig}" + (" (kill -9, or the kernel's OOM killer)"
-                                                                if sig == "SIGKILL" else "")
-            extra["signal"] = sig
-        else:
-            how = "died without a report: killed by a signal (SIGKILL, the OOM killer), or its host went away"
+        rank, host, _ = silent[0]
+        how = _silent_how(run_dir, silent, cleanup, hung, timeout, extra)
         return "failed", rank_error(rank, host, f"rank {rank} on {host}: {how}")
     if broken:
-        first = broken[0]
-        return "failed", rank_error(first["rank"], first.get("host"), first.get("error", ""))
-    if hung:
-        reason = f"no progress for {timeout:.0f} s: ranks hung and were stopped"
-    else:
-        reason = f"launcher exited with status {rc} before the ranks reported"
-    # The rank whose log ends in an error, else the launcher's own log.
-    logs = sorted(glob.glob(os.path.join(run_dir, "logs", "rank*.log")))
-    for log in logs:
-        lines = tail(log)
-        if any("Error" in line or "Traceback" in line for line in lines):
-            rank = os.path.basename(log)[4:-4]
-            return "failed", {"where": f"rank {rank}", "reason": reason, "log_tail": lines}
-    return "failed", {"where": "launcher", "reason": reason,
-                                "log_tail": tail(os.path.join(run_dir, "logs", "launcher.log"))}
+        return "failed", rank_error(broken[0]["rank"], broken[0].get("host"), broken[0].get("error", ""))
+    return "failed", _from_logs(run_dir, rc, hung, timeout)
 
 
 # What a rank says when a peer, not itself, went wrong.

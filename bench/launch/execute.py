@@ -6,7 +6,7 @@ everything it forked (pdsh, ssh, local ranks) by process group, never by
 hung run (no progress for plan.json watchdog_s: on gloo past the ranks'
 collective timeout, on NCCL before it, bench.launch.plan.timeouts) or Ctrl-C
 ends the group, then any rank still alive, on every host, by PID
-(bench.cleanup). Before a hung run is stopped, every rank is asked where it
+(bench.launch.cleanup). Before a hung run is stopped, every rank is asked where it
 is (bench.launch.stacks), and the record says where each one was
 (bench.launch.whereabouts). The ranks' flight-recorder dumps are read
 whenever flight/ holds any (NCCL's watchdog writes them itself before it
@@ -83,93 +83,81 @@ def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "loca
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
-            on_progress: Callable[[dict[str, Any]], None] | None = None, expect_summary: bool = True) -> Outcome:
-    """Run the plan to its end; on_progress gets each new progress.json the ranks write (a bar, say).
+@dataclass
+class _Watch:
+    """What the watch of one launch saw: a hang bench's watchdog caught, and what it did about it."""
+    hung: bool = False
+    fired: float = 0.0                                  # when the watchdog fired (time.time())
+    stalled: stacks.Stacks | None = None                # the ranks' answers to the stack request
+    analyzer: subprocess.Popen | None = None            # the flight-record analyser started meanwhile (GPUs)
+    timeline: dict[str, float] = field(default_factory=dict)  # seconds after the watchdog fired
 
-    expect_summary False: the ranks report one by one (an independent run writes alone/rank<R>.json, no
-    summary.json), so a clean exit of every rank is the whole of "ok".
-    """
-    plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
+
+def _waits(plan: dict[str, Any], timeout: float) -> tuple[float, float]:
+    """(how long without progress is a hang, how long before the first step), plan.json's where it has them."""
     watchdog = plan.get("watchdog_s")
     if isinstance(watchdog, (int, float)):
         timeout = float(watchdog)
     startup = plan.get("startup_s")
-    startup = max(float(startup), timeout) if isinstance(startup, (int, float)) else timeout
-    log_path = os.path.join(storage.subdir(run_dir, "logs"), "launcher.log")
+    return timeout, max(float(startup), timeout) if isinstance(startup, (int, float)) else timeout
+
+
+def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str, Any], timeout: float,
+           startup: float, on_progress: Callable[[dict[str, Any]], None] | None, w: _Watch) -> None:
+    """Until the launcher ends: each new progress.json to on_progress; no progress for `timeout` (before the first
+    step, `startup`) is a hang: every rank is asked where it is, then the group is stopped. KeyboardInterrupt
+    passes through (w holds what is running)."""
     progress_path = os.path.join(run_dir, "progress.json")
-    t0 = time.time()
-    hung = False
-    stalled, analyzer = None, None
-    timeline: dict[str, float] = {}
-    fired = 0.0
-    oom_before, vm_oom_before = memcg.oom_kills(), memcg.system_oom_kills()
-    try:
-        log = open(log_path, "ab")
-    except OSError as e:
-        raise StorageFailed(log_path, e.strerror or str(e)) from None
-    # The ranks watch this pulse and stop by themselves if bench dies (bench.core.heartbeat).
-    with log, _sigterm_interrupts() as got, heartbeat.beating(run_dir):
-        proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=run_dir)
-        last_change, last_seen = time.time(), None
-        try:
-            while proc.poll() is None:
-                time.sleep(0.5)
-                prog = _read_json(progress_path)
-                marker = (prog or {}).get("time")
-                if marker != last_seen:
-                    last_seen, last_change = marker, time.time()
-                    if prog and on_progress is not None:
-                        on_progress(prog)
-                elif time.time() - last_change > (timeout if last_seen is not None else startup):
-                    hung, fired = True, time.time()
-                    # Before anything is stopped: where is each rank? (a few seconds, bounded)
-                    stalled = stacks.collect(run_dir)
-                    timeline["answers"] = time.time() - fired
-                    analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))  # GPUs: meanwhile
-                    stop_group(proc, launcher=lp.launcher)
-                    timeline["stopped"] = time.time() - fired
-                    break
-        except KeyboardInterrupt:
-            # A second Ctrl-C must not cut the stop short and leave ranks behind.
-            if analyzer is not None:
-                analyzer.kill()
-            with _shielded():
-                stop_group(proc, launcher=lp.launcher)
-                cleanup = kill_remote_ranks(lp, run_dir)
-            return Outcome("interrupted", proc.returncode, time.time() - t0,
-                           error={"where": "bench", "reason": f"interrupted ({got[0]})", **cleanup})
-    rc = proc.wait()
-    duration = time.time() - t0
-    with _shielded():
-        cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or hung else {}
-        kill_ranks(run_dir)
-    summary = _read_json(os.path.join(run_dir, "summary.json"))
-    rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
-                  if r]
-    if rc == 0 and (summary is not None or not expect_summary) and not hung:
-        return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
+    last_change, last_seen = time.time(), None
+    while proc.poll() is None:
+        time.sleep(0.5)
+        prog = _read_json(progress_path)
+        marker = (prog or {}).get("time")
+        if marker != last_seen:
+            last_seen, last_change = marker, time.time()
+            if prog and on_progress is not None:
+                on_progress(prog)
+        elif time.time() - last_change > (timeout if last_seen is not None else startup):
+            w.hung, w.fired = True, time.time()
+            # Before anything is stopped: where is each rank? (a few seconds, bounded)
+            w.stalled = stacks.collect(run_dir)
+            w.timeline["answers"] = time.time() - w.fired
+            w.analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))  # GPUs: meanwhile
+            stop_group(proc, launcher=lp.launcher)
+            w.timeline["stopped"] = time.time() - w.fired
+            return
+
+
+def _flight(run_dir: str, plan: dict[str, Any], w: _Watch) -> dict[str, Any] | None:
+    """The ranks' flight records, where there are any: from bench's stack request (a hang its watchdog caught) or
+    from torch itself (NCCL's watchdog dumps each rank's record on a collective timeout before it aborts it)."""
+    if w.stalled is None and not flight_dumps.holds_dumps(run_dir):
+        return None
+    if w.stalled is not None:
+        w.timeline["cleaned"] = time.time() - w.fired
+    elif w.analyzer is None:
+        w.analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))
+    flight = flight_dumps.read(run_dir)
+    verdict = flight_dumps.finish_analyzer(w.analyzer)
+    if flight is not None:
+        flight["analyzer"] = verdict or flight_dumps.NOT_RUN
+    if w.stalled is not None:
+        w.timeline["analysed"] = time.time() - w.fired
+    return flight
+
+
+def _failure(run_dir: str, plan: dict[str, Any], rc: int | None, timeout: float, w: _Watch,
+             rank_files: list[dict[str, Any]], cleanup: dict[str, Any], oom_before: int | None,
+             vm_oom_before: int | None) -> tuple[str, dict[str, Any]]:
+    """(status, error) of a launch that did not end well: the diagnosis, with what the machine saw beside it (OOM
+    kills, a full or failing disk) and how long each step of a hang's handling took."""
     oom_after = memcg.oom_kills()
     oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"
                   if oom_before is not None and oom_after is not None and oom_after > oom_before else "")
-    flight = None
-    if stalled is not None or flight_dumps.holds_dumps(run_dir):
-        # Dumps come from bench's stack request (a hang bench's watchdog caught) or from torch itself: NCCL's
-        # watchdog dumps each rank's record on a collective timeout before it aborts the rank.
-        if stalled is not None:
-            timeline["cleaned"] = time.time() - fired
-        elif analyzer is None:
-            analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))
-        flight = flight_dumps.read(run_dir)
-        verdict = flight_dumps.finish_analyzer(analyzer)
-        if flight is not None:
-            flight["analyzer"] = verdict or flight_dumps.NOT_RUN
-        if stalled is not None:
-            timeline["analysed"] = time.time() - fired
-    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed, stalled, flight)
-    if timeline and "hang" in error:
-        error["hang"]["seconds_after_watchdog"] = {k: round(v, 2) for k, v in timeline.items()}
+    flight = _flight(run_dir, plan, w)
+    status, error = diagnose(run_dir, rc, w.hung, timeout, rank_files, cleanup, oom_killed, w.stalled, flight)
+    if w.timeline and "hang" in error:
+        error["hang"]["seconds_after_watchdog"] = {k: round(v, 2) for k, v in w.timeline.items()}
     disk = storage.problem(run_dir)
     if disk:
         # The ranks write their figures and logs there: the likely cause, whatever the logs could say.
@@ -179,6 +167,52 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     if not oom_killed and vm_oom_before is not None and vm_oom_after is not None and vm_oom_after > vm_oom_before:
         error["hint"] = (f"the kernel OOM-killed {vm_oom_after - vm_oom_before} process(es) on this machine "
                          "during the run (/proc/vmstat oom_kill); a rank that stopped without a report may be one")
+    return status, error
+
+
+def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
+            on_progress: Callable[[dict[str, Any]], None] | None = None, expect_summary: bool = True) -> Outcome:
+    """Run the plan to its end; on_progress gets each new progress.json the ranks write (a bar, say).
+
+    expect_summary False: the ranks report one by one (an independent run writes alone/rank<R>.json, no
+    summary.json), so a clean exit of every rank is the whole of "ok".
+    """
+    plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
+    timeout, startup = _waits(plan, timeout)
+    log_path = os.path.join(storage.subdir(run_dir, "logs"), "launcher.log")
+    t0 = time.time()
+    w = _Watch()
+    oom_before, vm_oom_before = memcg.oom_kills(), memcg.system_oom_kills()
+    try:
+        log = open(log_path, "ab")
+    except OSError as e:
+        raise StorageFailed(log_path, e.strerror or str(e)) from None
+    # The ranks watch this pulse and stop by themselves if bench dies (bench.core.heartbeat).
+    with log, _sigterm_interrupts() as got, heartbeat.beating(run_dir):
+        proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=run_dir)
+        try:
+            _watch(proc, lp, run_dir, plan, timeout, startup, on_progress, w)
+        except KeyboardInterrupt:
+            # A second Ctrl-C must not cut the stop short and leave ranks behind.
+            if w.analyzer is not None:
+                w.analyzer.kill()
+            with _shielded():
+                stop_group(proc, launcher=lp.launcher)
+                cleanup = kill_remote_ranks(lp, run_dir)
+            return Outcome("interrupted", proc.returncode, time.time() - t0,
+                           error={"where": "bench", "reason": f"interrupted ({got[0]})", **cleanup})
+    rc = proc.wait()
+    duration = time.time() - t0
+    with _shielded():
+        cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or w.hung else {}
+        kill_ranks(run_dir)
+    summary = _read_json(os.path.join(run_dir, "summary.json"))
+    rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
+                  if r]
+    if rc == 0 and (summary is not None or not expect_summary) and not w.hung:
+        return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
+    status, error = _failure(run_dir, plan, rc, timeout, w, rank_files, cleanup, oom_before, vm_oom_before)
     return Outcome(status, rc, duration, error=error, rank_files=rank_files)
 
 
@@ -189,7 +223,7 @@ def kill_ranks(run_dir: str) -> list[int]:
 
 
 def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
-    """Stop the ranks here and on every other host of the plan by their recorded PIDs (bench.cleanup over ssh).
+    """Stop the ranks here and on every other host of the plan by their recorded PIDs (bench.launch.cleanup over ssh).
 
     pdsh's ssh sessions have no tty, so remote ranks outlive them; mpirun and
     srun stop their own, but a rank that ignores them (SIGSTOPped, blocked in

@@ -37,7 +37,7 @@ _FILES = {"bench/worker/data.py": "data loading", "bench/worker/model_states.py"
 # Lines of the training loop (bench/worker/loop.py), by the code they hold (a unit test keeps them there).
 LOOP_LINES = {"next(stream)": "data loading", "engine(x)": "the forward pass", "engine.backward(": "the backward pass",
               "engine.step()": "the optimizer step", ".tolist()": "fetching the step's loss",
-              "on_last_step_backward()": "measuring model states"}
+              "after_backward()": "measuring model states"}
 _PLUMBING = ("bench/worker/comm_counter.py", "bench/worker/position.py", "bench/worker/stall.py",
              "bench/core/heartbeat.py", "bench/worker/flight.py")
 

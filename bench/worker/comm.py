@@ -194,6 +194,42 @@ def numerics_first(run_dir: str, plan: dict) -> None:
     numerics.first(run_dir, rank, plan, device, local)
 
 
+class _Progress:
+    """progress.json for bench's watchdog: each group's first member reports (at most once a second within a
+    size), since rank 0 may wait at the barrier while a round it is not in is measured."""
+
+    def __init__(self, run_dir: str, total: int):
+        self.path, self.total, self.done, self.last = os.path.join(run_dir, "progress.json"), total, 0, 0.0
+
+    def __call__(self, size: int, final: bool = True, writer: bool = True) -> None:
+        if final:
+            self.done += 1
+        now = time.time()
+        if writer and (final or now - self.last >= 1.0):
+            self.last = now
+            write_json_atomic(self.path, {"step": self.done, "total": self.total, "loss": 0.0, "size": size,
+                                          "time": now})
+
+
+def _measure_rounds(torch, dist, spec: dict, groups: list[list[int]], rounds: list[list[int]], handles: list,
+                    rank: int, device, sync, progress: _Progress) -> list[dict]:
+    """This rank's rows, round by round: each group of a round measures at once, the rounds one after another."""
+    mine = []
+    for ri, round_groups in enumerate(rounds):
+        gi = next((g for g in round_groups if rank in groups[g]), None)
+        if gi is not None:
+            members = groups[gi]
+            first = rank == members[0]
+            rows = measure_group(torch, dist, spec, members, handles[gi], rank, device, sync,
+                                 lambda size, final=True, first=first: progress(size, final, first))
+            mine.append({"group": gi, "round": ri, "rows": rows})
+        else:
+            progress.done += len(spec["sizes"])
+        # Rounds run one after another: a group never shares its links with one of another round.
+        dist.barrier()
+    return mine
+
+
 def run(run_dir: str) -> dict:
     import torch
     import torch.distributed as dist
@@ -217,42 +253,13 @@ def run(run_dir: str) -> dict:
         sync, name = torch.cuda.synchronize, torch.cuda.get_device_name(device)
     else:
         sync, name = (lambda: None), "cpu"
-
     groups = spec.get("groups") or [list(range(world))]
     rounds = spec.get("rounds") or [[gi] for gi in range(len(groups))]
     # Every rank must create every group, in the same order, members or not.
     handles = [dist.new_group(g) if len(g) < world else None for g in groups]
-    progress_path = os.path.join(run_dir, "progress.json")
-    done = [0]
-    total = len(rounds) * len(spec["sizes"])
-
-    last = [0.0]
-
-    def progress(size: int, final: bool = True, writer: bool = True) -> None:
-        """Each group's first member reports (at most once a second within a size): rank 0 may wait at the
-        barrier while a round it is not in is measured."""
-        if final:
-            done[0] += 1
-        now = time.time()
-        if writer and (final or now - last[0] >= 1.0):
-            last[0] = now
-            write_json_atomic(progress_path, {"step": done[0], "total": total, "loss": 0.0, "size": size,
-                                              "time": now})
-
     mark_started(run_dir, rank)
-    mine = []
-    for ri, round_groups in enumerate(rounds):
-        gi = next((g for g in round_groups if rank in groups[g]), None)
-        if gi is not None:
-            members = groups[gi]
-            first = rank == members[0]
-            rows = measure_group(torch, dist, spec, members, handles[gi], rank, device, sync,
-                                 lambda size, final=True, first=first: progress(size, final, first))
-            mine.append({"group": gi, "round": ri, "rows": rows})
-        else:
-            done[0] += len(spec["sizes"])
-        # Rounds run one after another: a group never shares its links with one of another round.
-        dist.barrier()
+    mine = _measure_rounds(torch, dist, spec, groups, rounds, handles, rank, device, sync,
+                           _Progress(run_dir, len(rounds) * len(spec["sizes"])))
     rec = {"rank": rank, "host": socket.gethostname(), "device": name, "status": "ok", "groups": mine}
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
     gathered: list = [None] * world

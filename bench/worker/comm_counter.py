@@ -26,7 +26,7 @@ size nccl-tests' algbw divides by: the buffer of all_reduce and broadcast,
 the gathered output of all_gather, the full input of reduce_scatter), the
 group's size n, and the bytes this rank's algorithm sends, S x the
 backend's factor (bench.core.collectives.SENT: nccl's ring, gloo's as
-measured on a wire; METRICS.md, "Communication per step"), and its interval in flight on the host clock:
+measured on a wire; docs/metrics.md, "Communication per step"), and its interval in flight on the host clock:
 from the call to its return, or, for async_op=True, to the completion of the
 Work's future (a callback). A step's communication time is the union of its
 intervals within the step: the time at least one collective was in flight

@@ -128,6 +128,76 @@ def batches_forever(batches, start_epoch: int = 0):
         epoch += 1
 
 
+@dataclass
+class _Step:
+    """One optimizer step's micro batches as they ran: their marks, the intervals left out of the step's time,
+    and the loss and hits still on the device."""
+    marks: list[tuple] = field(default_factory=list)     # (t0 data, t1 forward, t2 backward, t3, t3b, t4 end)
+    left_out: list[tuple] = field(default_factory=list)  # (t3, t3b): the last step's measurement, not its time
+    loss: object = None
+    correct: object = None
+    seen: int = 0
+    excluded_s: float = 0.0                               # host seconds of that measurement
+
+
+def _micro_step(engine, stream, clock: StepClock, st: _Step, after_backward: Callable[[], None] | None) -> None:
+    """Forward, backward and engine.step of one micro batch, each boundary marked; after_backward runs between
+    backward and step with the device synchronized around it (its interval is left out of the step)."""
+    import torch
+    import torch.nn.functional as F
+
+    t0 = clock.mark()
+    _, x, y = next(stream)
+    t1 = clock.mark()
+    out = engine(x)
+    loss = F.cross_entropy(out.float(), y)
+    t2 = clock.mark()
+    engine.backward(loss)
+    t3 = t3b = clock.mark()
+    if after_backward is not None:
+        clock.sync()
+        h = time.perf_counter()
+        after_backward()
+        clock.sync()
+        st.excluded_s += time.perf_counter() - h
+        t3b = clock.mark()
+        st.left_out.append((t3, t3b))
+    engine.step()
+    t4 = clock.mark()
+    st.marks.append((t0, t1, t2, t3, t3b, t4))
+    with torch.no_grad():
+        hits = (out.argmax(dim=1) == y).sum()
+        st.loss = loss.detach() if st.loss is None else st.loss + loss.detach()
+        st.correct = hits if st.correct is None else st.correct + hits
+        st.seen += y.numel()
+
+
+def _record(times: StepTimes, clock: StepClock, st: _Step, begin, end, wall: float, accum: int, step: int,
+            excluded_total: float, engine, counter) -> None:
+    """The step's one synchronize (fetching its loss and hits), then its parts, time, loss and accuracy (and the
+    counter's end of the step, after that synchronize)."""
+    import torch
+
+    loss_sum, correct = torch.stack([st.loss.double(), st.correct.double()]).tolist()  # the synchronize
+    if clock.cuda:
+        end.synchronize()  # done already on this stream; an engine's side streams joined it in engine.step
+    times.ended.append(time.perf_counter() - excluded_total)
+    sec, marks = clock.seconds, st.marks
+    parts = {"data": sum(sec(m[0], m[1]) for m in marks), "forward": sum(sec(m[1], m[2]) for m in marks),
+             "backward": sum(sec(m[2], m[3]) for m in marks), "optimizer": sum(sec(m[4], m[5]) for m in marks)}
+    step_time = sec(begin, end) - sum(sec(a, b) for a, b in st.left_out)
+    if not clock.cuda:  # the host clock: the step ends with its fetch, as it always did
+        step_time = time.perf_counter() - wall - sum(b - a for a, b in st.left_out)
+    times.applied.append(step_applied(engine))
+    if counter is not None:
+        counter.end_step()
+    for name, value in (*parts.items(), ("step", step_time), ("loss", loss_sum / accum),
+                        ("acc", correct / max(st.seen, 1))):
+        getattr(times, name).append(value)
+    if not math.isfinite(loss_sum):
+        raise FloatingPointError(f"loss is {loss_sum} at step {step}")
+
+
 def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None, counter=None,
           on_last_step_backward=None, warmup_steps: int = 0, on_steady=None) -> StepTimes:
     """Train total_steps optimizer steps; counter (CommCounter) sees each step's collectives.
@@ -139,9 +209,6 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
     on_steady() runs once, before the first steady step (warmup_steps): bench resets the device's peak
     memory statistics there, so the peak covers steady steps only.
     """
-    import torch
-    import torch.nn.functional as F
-
     clock = StepClock(device)
     times = StepTimes(timing=clock.how)
     stream = batches_forever(batches)
@@ -155,58 +222,18 @@ def train(engine, batches, *, total_steps: int, accum: int, device, on_step=None
             if on_steady is not None:
                 on_steady()
         # Loss and hits stay on the device until the step ends: one fetch per step, the step's one synchronize.
-        loss_dev = correct_dev = None
-        seen = 0
+        st = _Step()
         clock.begin_step()
         if counter is not None:
             counter.begin_step()
         wall = time.perf_counter()
         begin = clock.mark()
-        marks, left_out = [], []
-        for micro in range(accum):
-            t0 = clock.mark()
-            _, x, y = next(stream)
-            t1 = clock.mark()
-            out = engine(x)
-            loss = F.cross_entropy(out.float(), y)
-            t2 = clock.mark()
-            engine.backward(loss)
-            t3 = t3b = clock.mark()
-            if on_last_step_backward is not None and step + 1 == total_steps:
-                clock.sync()
-                h = time.perf_counter()
-                on_last_step_backward()
-                clock.sync()
-                excluded_total += time.perf_counter() - h
-                t3b = clock.mark()
-                left_out.append((t3, t3b))
-            engine.step()
-            t4 = clock.mark()
-            marks.append((t0, t1, t2, t3, t3b, t4))
-            with torch.no_grad():
-                hits = (out.argmax(dim=1) == y).sum()
-                loss_dev = loss.detach() if loss_dev is None else loss_dev + loss.detach()
-                correct_dev = hits if correct_dev is None else correct_dev + hits
-                seen += y.numel()
+        hook = on_last_step_backward if step + 1 == total_steps else None
+        for _ in range(accum):
+            _micro_step(engine, stream, clock, st, hook)
         end = clock.mark()
-        loss_sum, correct = torch.stack([loss_dev.double(), correct_dev.double()]).tolist()  # the synchronize
-        if clock.cuda:
-            end.synchronize()  # done already on this stream; an engine's side streams joined it in engine.step
-        times.ended.append(time.perf_counter() - excluded_total)
-        sec = clock.seconds
-        parts = {"data": sum(sec(m[0], m[1]) for m in marks), "forward": sum(sec(m[1], m[2]) for m in marks),
-                 "backward": sum(sec(m[2], m[3]) for m in marks), "optimizer": sum(sec(m[4], m[5]) for m in marks)}
-        step_time = sec(begin, end) - sum(sec(a, b) for a, b in left_out)
-        if not clock.cuda:  # the host clock: the step ends with its fetch, as it always did
-            step_time = time.perf_counter() - wall - sum(b - a for a, b in left_out)
-        times.applied.append(step_applied(engine))
-        if counter is not None:
-            counter.end_step()
-        for name, value in (*parts.items(), ("step", step_time), ("loss", loss_sum / accum),
-                            ("acc", correct / max(seen, 1))):
-            getattr(times, name).append(value)
-        if not math.isfinite(loss_sum):
-            raise FloatingPointError(f"loss is {loss_sum} at step {step}")
+        excluded_total += st.excluded_s
+        _record(times, clock, st, begin, end, wall, accum, step, excluded_total, engine, counter)
         if on_step is not None:
             on_step(step, times)
     return times

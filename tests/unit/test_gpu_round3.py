@@ -378,7 +378,7 @@ def test_the_cpu_levels_run_what_they_ran():
 
 
 def test_on_gpus_a_step_of_the_per_gpu_workload_takes_tens_of_ms_at_fp32_even_on_the_fastest_gpu():
-    """METRICS.md's arithmetic, from the FLOP count and the peaks table: the step's FLOPs over the fastest
+    """docs/metrics.md's arithmetic, from the FLOP count and the peaks table: the step's FLOPs over the fastest
     fp32 peak of bench/data/gpu_specs.json is tens of milliseconds; the micro model's was microseconds."""
     from bench.core import gpus
     from bench.core.flops import vit_train_flops
