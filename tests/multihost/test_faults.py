@@ -122,6 +122,16 @@ class Run:
                 self.proc.kill()
                 self.proc.communicate()
 
+    def stop(self) -> None:
+        """kill() for a run whose output another thread drains (communicate() here would race it for the pipes)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
     def record(self) -> dict:
         rec = json.loads(self.stdout)
         results.validate(rec)
