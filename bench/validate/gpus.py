@@ -142,8 +142,11 @@ def _rounds(v: Validation, res: dict[str, list[int]]) -> list[tuple[dict, dict]]
             straggler_line([s["se"] for s in first.values()])[0]:
         # One slow GPU in one measurement is not yet a straggler: GPUs that share cores, power or cooling can
         # be unlucky once. Measure every GPU again and keep each one's faster round: slow in both is slow. (A
-        # cost under the line the stragglers check draws would not name one: no second launch for it.)
-        rounds.append(_round(v, res, "throughput-repeat"))
+        # cost under the line the stragglers check draws would not name one: no second launch for it.) Only the
+        # GPUs the first round measured: one that failed stays failed (a second chance would hide a crash), and
+        # one that never started would only be waited for again.
+        again = {h: [s for s in slots if (h, s) in first] for h, slots in res.items()}
+        rounds.append(_round(v, {h: slots for h, slots in again.items() if slots}, "throughput-repeat"))
     return rounds
 
 

@@ -19,6 +19,10 @@ import time
 # the ranks that did start, all in, stop waiting for the rest: those never started (an import that exited, a node
 # whose Python is broken) and would otherwise cost every GPU the whole timeout.
 QUIET_S = 20.0
+# Written in ranks/ by the first barrier of a launch that stopped waiting for ranks that never started: the ranks
+# that started are all there will be, and the launch's later barriers (numerics' matmul, then the steps) count
+# them at once instead of waiting QUIET_S again.
+SETTLED = "settled"
 
 
 def _started(run_dir: str) -> int:
@@ -26,6 +30,25 @@ def _started(run_dir: str) -> int:
         return sum(1 for n in os.listdir(os.path.join(run_dir, "ranks")) if n.startswith("pid-"))
     except OSError:
         return 0
+
+
+def _settled(run_dir: str) -> int | None:
+    try:
+        with open(os.path.join(run_dir, "ranks", SETTLED)) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _settle(run_dir: str, started: int) -> None:
+    """Say that `started` ranks are all this launch will have (each rank that gave up waiting writes the same)."""
+    path = os.path.join(run_dir, "ranks", SETTLED)
+    try:
+        with open(f"{path}.{os.getpid()}", "w") as f:
+            f.write(f"{started}\n")
+        os.replace(f"{path}.{os.getpid()}", path)
+    except OSError:
+        pass  # the next barrier waits QUIET_S again: slower, not wrong
 
 
 def entry_name(run_dir: str, entry: str | None) -> str:
@@ -45,6 +68,8 @@ def wait(run_dir: str, barrier: dict, rank: int, entry: str | None = None) -> fl
             f.write(f"{time.time()}\n")
     t0 = time.monotonic()
     started, since = _started(run_dir), time.monotonic()
+    if entry is not None and _settled(run_dir) == started:
+        since -= QUIET_S  # an earlier barrier of this launch waited for the rest already: none came since
     while (inside := len(os.listdir(barrier["dir"]))) < barrier["count"]:
         now = time.monotonic()
         if now - t0 > barrier["timeout_s"]:
@@ -58,6 +83,7 @@ def wait(run_dir: str, barrier: dict, rank: int, entry: str | None = None) -> fl
             elif inside >= started and now - since > QUIET_S:
                 print(f"start barrier {barrier['dir']}: {inside} of {barrier['count']} ranks in, every one that "
                       f"started; none started for {QUIET_S:.0f} s: starting without the rest", flush=True)
+                _settle(run_dir, started)
                 break
         time.sleep(0.05)
     return time.monotonic() - t0

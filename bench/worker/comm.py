@@ -176,24 +176,6 @@ def measure_group(torch, dist, spec: dict, members: list[int], group, rank: int,
     return out_rows
 
 
-def numerics_first(run_dir: str, plan: dict) -> None:
-    """bench validate's numerics job on this rank's GPU before its group exists (the prolog: one launch for the
-    numerics and the node's all-reduce). No rank waits on another in it but at its matmul's file barrier."""
-    import torch
-
-    from bench.core.placement import gpu_index
-    from bench.worker import numerics
-    from bench.worker.bootstrap import env_local_rank, env_rank
-
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", numerics.CUBLAS_WORKSPACE)
-    rank, local = env_rank(), env_local_rank()
-    device = torch.device("cpu")
-    if plan["device"] == "cuda":
-        device = torch.device("cuda", gpu_index(plan, rank, local, torch.cuda.device_count()))
-        torch.cuda.set_device(device)
-    numerics.first(run_dir, rank, plan, device, local)
-
-
 class _Progress:
     """progress.json for bench's watchdog: each group's first member reports (at most once a second within a
     size), since rank 0 may wait at the barrier while a round it is not in is measured."""
@@ -202,13 +184,11 @@ class _Progress:
         self.path, self.total, self.done, self.last = os.path.join(run_dir, "progress.json"), total, 0, 0.0
 
     def __call__(self, size: int, final: bool = True, writer: bool = True) -> None:
-        if final:
-            self.done += 1
-        now = time.time()
-        if writer and (final or now - self.last >= 1.0):
-            self.last = now
+        self.done += final
+        if writer and (final or time.time() - self.last >= 1.0):
+            self.last = time.time()
             write_json_atomic(self.path, {"step": self.done, "total": self.total, "loss": 0.0, "size": size,
-                                          "time": now})
+                                          "time": self.last})
 
 
 def _measure_rounds(torch, dist, spec: dict, groups: list[list[int]], rounds: list[list[int]], handles: list,
@@ -242,7 +222,8 @@ def run(run_dir: str) -> dict:
     with open(os.path.join(run_dir, "plan.json")) as f:
         plan = json.load(f)
     if plan.get("numerics"):
-        numerics_first(run_dir, plan)
+        from bench.worker.numerics import before_group
+        before_group(run_dir, plan)
     # Before the group exists, as in a training rank (bench.worker.main.setup): the recorder reads its settings
     # when a group is made; the counter numbers every collective for bench's stack request.
     flight.enable(run_dir)

@@ -252,6 +252,23 @@ def run(run_dir: str, rank: int) -> dict:
     return rec
 
 
+def before_group(run_dir: str, plan: dict) -> None:
+    """bench validate's numerics job on this rank's GPU before its group exists (the prolog: one launch for the
+    numerics and the node's all-reduce). No rank waits on another in it but at its matmul's file barrier."""
+    import torch
+
+    from bench.core.placement import gpu_index
+    from bench.worker.bootstrap import env_rank
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    rank, local = env_rank(), env_local_rank()
+    device = torch.device("cpu")
+    if plan["device"] == "cuda":
+        device = torch.device("cuda", gpu_index(plan, rank, local, torch.cuda.device_count()))
+        torch.cuda.set_device(device)
+    first(run_dir, rank, plan, device, local)
+
+
 def main(argv: list[str] | None = None) -> int:
     def one(run_dir: str, rank: int) -> str:
         rec = run(run_dir, rank)
