@@ -145,8 +145,8 @@ def _rounds(v: Validation, res: dict[str, list[int]]) -> list[tuple[dict, dict]]
         # cost under the line the stragglers check draws would not name one: no second launch for it.) Only the
         # GPUs the first round measured: one that failed stays failed (a second chance would hide a crash), and
         # one that never started would only be waited for again.
-        again = {h: [s for s in slots if (h, s) in first] for h, slots in res.items()}
-        rounds.append(_round(v, {h: slots for h, slots in again.items() if slots}, "throughput-repeat"))
+        again = {h: kept for h, slots in res.items() if (kept := [s for s in slots if (h, s) in first])}
+        rounds.append(_round(v, again, "throughput-repeat"))
     return rounds
 
 

@@ -13,7 +13,7 @@ the measured one.
 from __future__ import annotations
 
 from bench.analysis import metrics
-from bench.analysis.stragglers import find
+from bench.analysis.stragglers import Straggler, find
 from bench.analysis.volume import comm_bytes_per_element
 from bench.validate.gpus import STRAGGLER_WARN, straggler_line
 from bench.validate.links import rate
@@ -40,7 +40,7 @@ def _rank_view(v: Validation) -> dict[tuple[str, int], float]:
     return out
 
 
-def _peer_noise(v: Validation, top) -> float | None:
+def _peer_noise(v: Validation, top: Straggler) -> float | None:
     """For a GPU alone, the noise line its model's GPUs were judged by (gpus.throughput's per-GPU lines), if any."""
     if top.kind != "gpu" or top.slot is None:
         return None

@@ -35,7 +35,7 @@ import time
 
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
-from bench.worker.bootstrap import env_local_rank, mark_started, rank_main
+from bench.worker.bootstrap import env_local_rank, env_rank, mark_started, rank_main
 from bench.worker.position import POSITION
 
 # cuBLAS is deterministic only with a fixed workspace (torch's docs); read when its first handle is made.
@@ -231,6 +231,16 @@ def first(run_dir: str, rank: int, plan: dict, device, local: int) -> dict:
     return rec
 
 
+def _device(torch, plan: dict, rank: int, local: int):
+    """This rank's device: on CUDA the GPU of its slot or local rank (bench.core.placement), made current."""
+    if plan["device"] != "cuda":
+        return torch.device("cpu")
+    from bench.core.placement import gpu_index
+    device = torch.device("cuda", gpu_index(plan, rank, local, torch.cuda.device_count()))
+    torch.cuda.set_device(device)
+    return device
+
+
 def run(run_dir: str, rank: int) -> dict:
     # Before torch starts CUDA: cuBLAS is deterministic only with a fixed workspace (torch's docs).
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
@@ -241,12 +251,7 @@ def run(run_dir: str, rank: int) -> dict:
     with open(os.path.join(run_dir, "plan.json")) as f:
         plan = json.load(f)
     local = env_local_rank()
-    if plan["device"] == "cuda":
-        from bench.core.placement import gpu_index
-        device = torch.device("cuda", gpu_index(plan, rank, local, torch.cuda.device_count()))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+    device = _device(torch, plan, rank, local)
     rec = measure(torch, run_dir, rank, spec, plan.get("start_barrier"), device, local)
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)
     return rec
@@ -255,18 +260,11 @@ def run(run_dir: str, rank: int) -> dict:
 def before_group(run_dir: str, plan: dict) -> None:
     """bench validate's numerics job on this rank's GPU before its group exists (the prolog: one launch for the
     numerics and the node's all-reduce). No rank waits on another in it but at its matmul's file barrier."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)  # before torch starts CUDA, as in run()
     import torch
 
-    from bench.core.placement import gpu_index
-    from bench.worker.bootstrap import env_rank
-
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     rank, local = env_rank(), env_local_rank()
-    device = torch.device("cpu")
-    if plan["device"] == "cuda":
-        device = torch.device("cuda", gpu_index(plan, rank, local, torch.cuda.device_count()))
-        torch.cuda.set_device(device)
-    first(run_dir, rank, plan, device, local)
+    first(run_dir, rank, plan, _device(torch, plan, rank, local), local)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -315,9 +315,9 @@ def _throughput(monkeypatch, rounds: list[dict[str, list[float]]], launched: lis
         asked.append(tag)
         if launched is not None:
             launched.append(resources)
-        got = rounds[len(asked) - 1]
-        return {"alone": [{"host": k.split(":")[0], "slot": int(k.split(":")[1]), "status": "ok", "step_s": xs,
-                           "params": 1000} for k, xs in got.items() if int(k.split(":")[1]) in resources[k.split(":")[0]]]}
+        got = {(k.split(":")[0], int(k.split(":")[1])): xs for k, xs in rounds[len(asked) - 1].items()}
+        return {"alone": [{"host": h, "slot": s, "status": "ok", "step_s": xs, "params": 1000}
+                          for (h, s), xs in got.items() if s in resources[h]]}
 
     monkeypatch.setattr(runs, "alone", alone)
     gpus.throughput(v)
@@ -342,7 +342,6 @@ def test_a_cost_within_the_noise_of_the_median_gpu_is_not_worth_a_second_launch(
     noisy["n2:1"] = _steps(0.115, 0.6)
     asked, v = _throughput(monkeypatch, [noisy])
     assert asked == ["throughput"] and v.figures["gpu_rounds"] == 1
-
 
 
 def test_the_second_round_measures_only_the_gpus_the_first_one_measured(monkeypatch):
