@@ -7,14 +7,19 @@
 A Launcher subclass says, in its class attributes, everything bench does
 differently for it elsewhere (how the nodes are probed, whether they are
 preflighted over ssh, whether its runner may be sent SIGTERM), so no other
-module compares a launcher's name. Every launch goes through DeepSpeed's own
-runner (`python -m deepspeed.launcher.runner`), which then uses pdsh, mpirun
-or srun, except where a container prefix makes bench write the pdsh or srun
-command itself (bench.launch.pdsh, bench.launch.slurm).
+module compares a launcher's name. Local and pdsh ranks are started by
+DeepSpeed's per-node launcher (`python -m deepspeed.launcher.launch`, one per
+node), whose command bench writes as DeepSpeed's runner would (node_launch):
+the runner is one more interpreter importing torch and DeepSpeed before any
+rank starts (2.5-3 s a launch). Open MPI ranks go through DeepSpeed's runner
+(`python -m deepspeed.launcher.runner`, which writes the mpirun command);
+Slurm ranks through bench's own srun command (bench.launch.slurm).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shlex
 import sys
@@ -26,6 +31,7 @@ from bench.cluster.hostfile import include_spec
 from bench.core.placement import BY_LOCAL_RANK
 
 RUNNER = ["-u", "-m", "deepspeed.launcher.runner"]
+NODE_LAUNCHER = ["-u", "-m", "deepspeed.launcher.launch"]
 
 
 @dataclass
@@ -89,6 +95,17 @@ class Job:
         """The rank entry point as the runner's --module takes it."""
         return ["--module", self.module, "--run-dir", self.run_dir]
 
+    def node_launch(self, python: list[str], world: dict[str, list[int]], node_rank: str | None = None) -> list[str]:
+        """DeepSpeed's per-node launcher (launch.py) for `world` ({host: slots}), as DeepSpeed's runner (0.19.8,
+        runner.main and PDSHRunner.get_cmd) writes it: the world as base64 JSON (encode_world_info), the node's
+        index among its hosts (pdsh's %n; none on one node), the rendezvous, the module and its arguments.
+        launch.py gives each rank its RANK, LOCAL_RANK and, from the slots, its visible devices."""
+        world_info = base64.urlsafe_b64encode(json.dumps(world).encode("utf-8")).decode("utf-8")
+        rank = [f"--node_rank={node_rank}"] if node_rank is not None else []
+        return [*python, *NODE_LAUNCHER, f"--world_info={world_info}", *rank, f"--master_addr={self.master_addr}",
+                f"--master_port={self.master_port}", "--module", "--enable_each_rank_log=None", self.module,
+                "--run-dir", self.run_dir]
+
 
 class Launcher:
     """One way of starting ranks. Subclasses set the attributes and implement command()."""
@@ -102,7 +119,9 @@ class Launcher:
     """How bench checks every host before launch (bench.cluster.preflight): ssh, srun (Slurm nodes often
     allow no ssh), or None (this node only: nothing to check)."""
     stop_with_sigterm: ClassVar[bool] = True
-    """False where the runner's own SIGTERM handler does harm (DeepSpeed's pdsh runner: pkill -f)."""
+    """False where the launcher's own process gets SIGKILL before its group gets SIGTERM (pdsh: remote ranks
+    outlive their ssh sessions whatever pdsh is sent, bench stops them by PID; and DeepSpeed's pdsh runner,
+    where one runs, answers SIGTERM with `pkill -f` on every host)."""
     lists_every_slot: ClassVar[bool] = False
     """The hostfile bench writes lists each host's full slot count; --include picks the slots (pdsh)."""
     local_for_this_node: ClassVar[bool] = False
@@ -140,7 +159,7 @@ class Launcher:
 
 
 class MultiNode(Launcher):
-    """A launcher whose ranks start on the hosts of a hostfile, through DeepSpeed's runner."""
+    """A launcher whose ranks start on the hosts of a hostfile (through DeepSpeed's runner unless command() says)."""
 
     def command(self, job: Job) -> list[str]:
         if job.container is not None:

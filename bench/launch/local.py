@@ -1,19 +1,19 @@
-"""Ranks on this machine only: DeepSpeed's runner with the GPUs named, or --num_gpus for CPU ranks.
+"""Ranks on this machine only: DeepSpeed's per-node launcher, given the GPUs by index, or N slots for CPU ranks.
 
-    Local().command(job) == [python, "-u", "-m", "deepspeed.launcher.runner",
-                             "--hostfile", RUN_DIR/no-hostfile, "--include", "localhost:0,2",
-                             "--master_addr", "127.0.0.1", "--master_port", PORT,
-                             "--module", "bench.worker", "--run-dir", RUN_DIR]
+    Local().command(job) == [python, "-u", "-m", "deepspeed.launcher.launch",
+                             "--world_info=" + base64('{"localhost": [0, 2]}'),
+                             "--master_addr=127.0.0.1", "--master_port=PORT", "--module",
+                             "--enable_each_rank_log=None", "bench.worker", "--run-dir", RUN_DIR]
 
-On GPUs the slots are the GPUs' indices (bench.jobs.plan.visible_gpus):
---include makes DeepSpeed's launcher give the ranks exactly those
-(CUDA_VISIBLE_DEVICES per rank); --num_gpus N would take GPUs 0..N-1
-whatever was chosen. CPU ranks have no index: --num_gpus N starts N.
+This is the command DeepSpeed's runner (0.19.8) writes for one node, without
+the runner: one interpreter fewer importing torch and DeepSpeed before the
+ranks start. On GPUs the slots are the GPUs' indices (bench.jobs.plan.visible_gpus):
+launch.py gives the ranks exactly those (CUDA_VISIBLE_DEVICES per rank), as
+the runner's --include did. CPU ranks have no index: N slots start N, as
+--num_gpus N did.
 """
 
 from __future__ import annotations
-
-import os
 
 from bench.launch.base import Job, Launcher
 
@@ -26,8 +26,5 @@ class Local(Launcher):
 
     def command(self, job: Job) -> list[str]:
         slots = next(iter(job.resources.values()))
-        which = (["--include", "localhost:" + ",".join(map(str, slots))] if job.device == "cuda"
-                 else ["--num_gpus", str(len(slots))])
-        # An explicit, absent hostfile: never pick up a stray /job/hostfile.
-        return [*job.runner(), "--hostfile", os.path.join(job.run_dir, "no-hostfile"), *which,
-                "--master_addr", job.master_addr, "--master_port", str(job.master_port), *job.entry()]
+        world = {"localhost": list(slots) if job.device == "cuda" else list(range(len(slots)))}
+        return job.node_launch([job.python], world)

@@ -1,21 +1,22 @@
-"""Ranks on a hostfile's hosts through pdsh: DeepSpeed's PDSHRunner, or bench's own pdsh command in a container.
+"""Ranks on a hostfile's hosts through pdsh, each host's started by DeepSpeed's per-node launcher.
 
-    Pdsh().command(job) == [python, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", HF,
-                            "--launcher", "pdsh", "--master_addr", A, "--master_port", P,
-                            "--include", "n1:0@n2:1", "--no_ssh_check", "--venv_script", ACTIVATE,
-                            "--module", "bench.worker", "--run-dir", RUN_DIR]
+    Pdsh().command(job) == ["pdsh", "-S", "-f", "1024", "-w", "n1,n2",
+                            "export PYTHONPATH=RUN_DIR; export K=V; ...; cd RUN_DIR; "
+                            "python -u -m deepspeed.launcher.launch --world_info=... --node_rank=%n "
+                            "--master_addr=A --master_port=P --module --enable_each_rank_log=None "
+                            "bench.worker --run-dir RUN_DIR"]
 
-pdsh is the one launcher that picks single slots (--include host:1); the
-hostfile then lists each host's full slot count. Its runner answers SIGTERM
-by running `pkill -f` on every host, so bench never sends it one
-(stop_with_sigterm) and stops ranks by PID instead.
+This is DeepSpeed's PDSHRunner command (0.19.8), written by bench instead of
+its runner: the runner is one more interpreter importing torch and DeepSpeed
+before pdsh starts (2.5-3 s a launch), it answers SIGTERM by running
+`pkill -f` on every host, and its only hook, --venv_script, cannot enter a
+container. pdsh picks single slots: the world lists only the chosen ones
+(host:1), and launch.py shows each rank only its node's chosen GPUs. bench
+SIGKILLs pdsh (stop_with_sigterm) and stops the remote ranks by PID.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import os
 import shlex
 
 from bench.launch.base import Job, MultiNode
@@ -28,39 +29,21 @@ class Pdsh(MultiNode):
     lists_every_slot = True
     local_for_this_node = True
 
-    def runner_options(self, job: Job) -> list[str]:
-        argv = ["--include", job.include, "--no_ssh_check"]
-        activate = os.path.join(os.path.dirname(job.python), "activate")
-        if os.path.isfile(activate):
-            argv += ["--venv_script", activate]
-        return argv
-
     def environment(self, job: Job) -> dict[str, str]:
-        env = super().environment(job)
-        if job.container is not None:
-            env["PDSH_RCMD_TYPE"] = "ssh"
-        return env
+        return {**super().environment(job), "PDSH_RCMD_TYPE": "ssh"}
 
-    def container_command(self, job: Job) -> list[str]:
-        """pdsh starting DeepSpeed's per-node launcher inside the image on every host.
+    def command(self, job: Job) -> list[str]:
+        """pdsh starting DeepSpeed's per-node launcher on every host, under this interpreter or the image's.
 
-        DeepSpeed's runner is bypassed here, not its launcher: PDSHRunner (0.19.8)
-        always runs `<its own sys.executable> -u -m deepspeed.launcher.launch` on
-        the hosts, a path that exists only inside the image, and its one hook,
-        --venv_script, prepends `source SCRIPT;`, which cannot enter a container.
-        This is PDSHRunner.get_cmd's command with the image's interpreter in place
-        of that one: fan-out 1024, the hosts in resource order, --world_info (the
-        resources as base64 JSON, as encode_world_info makes it), --node_rank=%n
-        (pdsh's index of the host), the rendezvous, the exports, `cd` to the run
-        dir. Two differences: values are shell-quoted (DeepSpeed's double quotes
-        let a remote shell expand $(...)), and no `pkill -f` stop command goes
-        with it (bench stops ranks by PID).
+        PDSHRunner.get_cmd's command: fan-out 1024, the hosts in resource order,
+        the exports runner_exports makes, `cd` to the run dir, then launch.py with
+        --node_rank=%n (pdsh's index of the host). Two differences: values are
+        shell-quoted (DeepSpeed's double quotes let a remote shell expand $(...)),
+        and no `source` of the venv's activate script: the interpreter is named by
+        its path, and PATH (the venv's bin first) is among the exports.
         """
         exports = runner_exports({**job.environ, **job.rank_env}, self.env_file(job), job.run_dir, job.device)
-        world_info = base64.urlsafe_b64encode(json.dumps(job.resources).encode("utf-8")).decode("utf-8")
-        node_launch = [*job.image_python(), "-u", "-m", "deepspeed.launcher.launch", f"--world_info={world_info}",
-                       "--node_rank=%n", f"--master_addr={job.master_addr}", f"--master_port={job.master_port}",
-                       "--module", "--enable_each_rank_log=None", job.module, "--run-dir", job.run_dir]
+        python = job.image_python() if job.container is not None else [job.python]
         remote = ("".join(f"export {k}={shlex.quote(v)}; " for k, v in exports.items())
-                  + f"cd {shlex.quote(job.run_dir)}; " + shlex.join(node_launch))
+                  + f"cd {shlex.quote(job.run_dir)}; " + shlex.join(job.node_launch(python, job.resources, "%n")))
         return ["pdsh", "-S", "-f", "1024", "-w", ",".join(job.resources), remote]

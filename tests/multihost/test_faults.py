@@ -315,7 +315,7 @@ def waits(cluster, cluster_factory, tmp_path_factory) -> dict[str, Waited]:
             t0 = time.monotonic()
             finisher = threading.Thread(target=_finish_cut, args=(got["cut"],), daemon=True)
             finisher.start()
-            # On the hosts, and on the launching host (DeepSpeed's runner, pdsh, mpirun: they name the run dir),
+            # On the hosts, and on the launching host (pdsh, DeepSpeed's runner and mpirun: they name the run dir),
             # and no Open MPI daemon (orted names no run dir; the cut run is pdsh's and runs none).
             pending = set(KILLED)
             while pending:
@@ -386,7 +386,7 @@ def test_sigkill_of_bench_leaves_nothing_on_any_host(waits, launcher):
     TIMINGS[f"bench SIGKILLed ({launcher}): {w.everywhere} processes (per host {w.before}) -> 0"] = w.took_s
     assert w.left == [], w.left
     assert all(n >= 1 for n in w.before.values()), w.before  # every host ran this run's processes at the kill
-    if launcher == "local":  # the DeepSpeed runner, its launch.py and both ranks outlive bench at first
+    if launcher == "local":  # DeepSpeed's launch.py and both ranks outlive bench at first
         assert w.everywhere >= 3, w.everywhere
     assert w.took_s >= heartbeat.ORPHAN_AFTER_S - heartbeat.BEAT_S - 1  # they stopped for the heartbeat
     logs = "".join(Path(p).read_text() for p in glob.glob(os.path.join(w.run.run_dir, "logs", "rank*.log")))

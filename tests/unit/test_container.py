@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shlex
 import sys
+import types
 
 import pytest
 
@@ -237,8 +239,10 @@ def test_deepspeeds_openmpi_runner_puts_the_prefix_first(tmp_path):
 
 
 def test_pdsh_command_is_deepspeeds_own_but_for_the_prefix(tmp_path, monkeypatch):
-    """PDSHRunner.get_cmd on the plain plan's runner argv, with the same exports, gives the same remote
-    words once its interpreter is swapped for the image's and its venv `source` dropped."""
+    """bench writes the pdsh command DeepSpeed's runner would: PDSHRunner.get_cmd, given the runner options bench
+    passed it before (hostfile, --include, --module) and the same exports, gives the same remote words but for
+    its venv `source` (the interpreter is named by path, PATH exported); in the image, its interpreter is the
+    image's."""
     from deepspeed.launcher.multinode_runner import PDSHRunner
     from deepspeed.launcher.runner import encode_world_info, parse_args
 
@@ -248,16 +252,50 @@ def test_pdsh_command_is_deepspeeds_own_but_for_the_prefix(tmp_path, monkeypatch
     plain = launch.build(HOSTS, "pdsh", str(run_dir), "cpu", master_addr="10.0.0.1", master_port=29501,
                          environ=ENV)
     ours = _explicit("pdsh", str(run_dir))
-    runner = PDSHRunner(parse_args(plain.argv[4:]), encode_world_info(HOSTS))
+    activate = os.path.join(os.path.dirname(sys.executable), "activate")
+    args = parse_args(["--hostfile", str(run_dir / "hostfile"), "--launcher", "pdsh", "--master_addr", "10.0.0.1",
+                       "--master_port", "29501", "--include", "10.0.0.1:0,1@10.0.0.2:0,1", "--no_ssh_check",
+                       "--venv_script", activate, "--module", "bench.worker", "--run-dir", str(run_dir)])
+    runner = PDSHRunner(args, encode_world_info(HOSTS))
     for k, v in runner_exports(plain.env, plain.env_file, str(run_dir), "cpu").items():
         runner.add_export(k, v)
-    cmd, _, _ = runner.get_cmd({}, HOSTS)
+    env: dict[str, str] = {}
+    cmd, _, _ = runner.get_cmd(env, HOSTS)
+    assert env == {"PDSH_RCMD_TYPE": "ssh"} and plain.env["PDSH_RCMD_TYPE"] == "ssh"
     theirs = shlex.split(" ".join(cmd[6:]))
-    theirs = theirs[2:] if theirs[0] == "source" else theirs  # `source <--venv_script>;`
+    assert theirs[:2] == ["source", f"{activate};"]
+    theirs = theirs[2:]
+    assert plain.argv[:6] == ours.argv[:6] == cmd[:6] == ["pdsh", "-S", "-f", "1024", "-w", "10.0.0.1,10.0.0.2"]
+    assert shlex.split(plain.argv[6]) == theirs
     at = theirs.index(sys.executable)
     theirs[at:at + 1] = ours.container + ["python"]
-    assert ours.argv[:6] == cmd[:6] == ["pdsh", "-S", "-f", "1024", "-w", "10.0.0.1,10.0.0.2"]
     assert shlex.split(ours.argv[6]) == theirs
+
+
+@pytest.mark.process  # DeepSpeed's CPU accelerator counts NUMA nodes with `numactl --hardware`
+def test_local_command_is_deepspeeds_runners_own(tmp_path, monkeypatch):
+    """DeepSpeed's runner, given the options bench passed it before (--num_gpus 2 for CPU ranks), would start
+    the very launch.py command bench starts now (its --log_level=info is launch.py's default)."""
+    from deepspeed.launcher import runner
+
+    run_dir = str(tmp_path / "r")
+    ours = launch.build({"localhost": [0, 1]}, "local", run_dir, "cpu", master_port=29501, environ=ENV)
+    started: list[list[str]] = []
+
+    class Started:  # what runner.main does with the process it starts: wait for it, read its status
+        returncode = 0
+
+        def __init__(self, cmd, env=None):
+            started.append(cmd)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(runner, "subprocess", types.SimpleNamespace(Popen=Started))  # the runner's name only
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    runner.main(["--hostfile", os.path.join(run_dir, "no-hostfile"), "--num_gpus", "2", "--master_addr",
+                 "127.0.0.1", "--master_port", "29501", "--module", "bench.worker", "--run-dir", run_dir])
+    assert started == [[*ours.argv[:-3], "--log_level=info", *ours.argv[-3:]]]
 
 
 def test_remote_python_for_other_remote_commands():

@@ -8,8 +8,10 @@ and prints the exact command, launching nothing.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import stat
 
 import pytest
@@ -37,11 +39,17 @@ def _dry(env, *args):
     return json.loads(proc.stdout)
 
 
+def _world(doc) -> dict:
+    """The world DeepSpeed's launcher is given (--world_info: base64 JSON of {host: GPU indices})."""
+    word = re.search(r"--world_info=(\S+)", doc["command"]).group(1)
+    return json.loads(base64.urlsafe_b64decode(word))
+
+
 def test_cuda_visible_devices_here_is_the_gpus_the_ranks_get(two_gpus):
     doc = _dry({**two_gpus, "CUDA_VISIBLE_DEVICES": "1"})
     assert doc["plan"]["device"] == "cuda" and doc["plan"]["resources"] == {"localhost": [1]}
-    assert "--include localhost:1" in doc["command"] and "--num_gpus" not in doc["command"]
-    # DeepSpeed's runner would drop the variable and then take GPU 0: it never sees it, the --include decides.
+    assert _world(doc) == {"localhost": [1]}
+    # DeepSpeed's runner would drop the variable and then take GPU 0: it never sees it, the world decides.
     assert "CUDA_VISIBLE_DEVICES" not in doc["command"] and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in doc["command"]
 
 
@@ -49,7 +57,7 @@ def test_slots_of_a_one_host_hostfile_are_kept(two_gpus, tmp_path):
     hf = tmp_path / "hf"
     hf.write_text("localhost slots=2\n")
     doc = _dry(two_gpus, "--hostfile", str(hf), "--include", "localhost:1")
-    assert doc["plan"]["resources"] == {"localhost": [1]} and "--include localhost:1" in doc["command"]
+    assert doc["plan"]["resources"] == {"localhost": [1]} and _world(doc) == {"localhost": [1]}
     both = cli("run", "--dry-run", "--dataset", "synthetic", "--hostfile", str(hf),
                env={**two_gpus, "CUDA_VISIBLE_DEVICES": "0"})
     assert both.returncode == 2 and "CUDA_VISIBLE_DEVICES" in both.stderr

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +32,7 @@ ENV = {"PATH": "/usr/bin:/bin", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/root"}
 RUN = "/results/run-1"
 PY = sys.executable
 RUNNER = [PY, "-u", "-m", "deepspeed.launcher.runner"]
+NODE_LAUNCHER = [PY, "-u", "-m", "deepspeed.launcher.launch"]
 
 
 def _job(resources, **kw) -> Job:
@@ -38,22 +42,29 @@ def _job(resources, **kw) -> Job:
 
 # --- one exact argv per launcher class (ReFrame's JobLauncher.command() test) -----------------
 
+def _world(hosts: dict) -> str:
+    return "--world_info=" + base64.urlsafe_b64encode(json.dumps(hosts).encode()).decode()
+
+
 def test_local_command_is_exactly():
     assert Local().command(_job({"localhost": [0, 1]}, )) == [
-        *RUNNER, "--hostfile", f"{RUN}/no-hostfile", "--num_gpus", "2", "--master_addr", "10.0.0.1",
-        "--master_port", "29501", "--module", "bench.worker", "--run-dir", RUN]
+        *NODE_LAUNCHER, _world({"localhost": [0, 1]}), "--master_addr=10.0.0.1", "--master_port=29501", "--module",
+        "--enable_each_rank_log=None", "bench.worker", "--run-dir", RUN]
     gpu = Job(resources={"localhost": [0, 2]}, run_dir=RUN, device="cuda", master_addr="127.0.0.1", master_port=1,
               module="bench.worker", environ={}, rank_env={})
-    assert Local().command(gpu)[4:8] == ["--hostfile", f"{RUN}/no-hostfile", "--include", "localhost:0,2"]
+    assert Local().command(gpu)[4] == _world({"localhost": [0, 2]})  # the GPUs by index, as --include gave them
+    cpu = _job({"node1": [3, 5]})  # CPU slots are a count, whatever the host is called
+    assert Local().command(cpu)[4] == _world({"localhost": [0, 1]})
 
 
 def test_pdsh_command_is_exactly():
-    activate = ["--venv_script", os.path.join(os.path.dirname(PY), "activate")] \
-        if os.path.isfile(os.path.join(os.path.dirname(PY), "activate")) else []
-    assert Pdsh().command(_job({"a": [1], "b": [0]})) == [
-        *RUNNER, "--hostfile", f"{RUN}/hostfile", "--launcher", "pdsh", "--master_addr", "10.0.0.1",
-        "--master_port", "29501", "--include", "a:1@b:0", "--no_ssh_check", *activate,
-        "--module", "bench.worker", "--run-dir", RUN]
+    job = _job({"a": [1], "b": [0]})
+    assert Pdsh().command(job) == [
+        "pdsh", "-S", "-f", "1024", "-w", "a,b",
+        f"export PYTHONPATH={RUN}; export OMP_NUM_THREADS=1; cd {RUN}; " + shlex.join([
+            *NODE_LAUNCHER, _world({"a": [1], "b": [0]}), "--node_rank=%n", "--master_addr=10.0.0.1",
+            "--master_port=29501", "--module", "--enable_each_rank_log=None", "bench.worker", "--run-dir", RUN])]
+    assert Pdsh().environment(job) == {"DS_ENV_FILE": f"{RUN}/.deepspeed_env", "PDSH_RCMD_TYPE": "ssh"}
 
 
 def test_openmpi_command_is_exactly():
@@ -106,7 +117,7 @@ def test_openmpi_names_the_ranks_interface_only_for_btl(tmp_path):
 
 def test_pdsh_gets_the_exact_slots_and_the_env_file(tmp_path):
     lp = launch.build({"a": [1], "b": [0]}, "pdsh", str(tmp_path), "cpu", environ=ENV)
-    assert _tail(lp.argv, "--include")[:2] == ["a:1@b:0", "--no_ssh_check"]
+    assert _world({"a": [1], "b": [0]}) in lp.argv[-1]  # each host's chosen slots, as --include a:1@b:0 gave
     assert lp.env["DS_ENV_FILE"] == str(tmp_path / ".deepspeed_env")
     launch.write_files(lp, {"a": [1], "b": [0]}, {"a": 2, "b": 1})
     assert (tmp_path / "hostfile").read_text() == "a slots=2\nb slots=1\n"
@@ -126,13 +137,13 @@ def test_slurm_ranks_get_comma_values_whole_through_sruns_own_environment(tmp_pa
 
 
 def test_local_gpus_are_the_chosen_ones_and_the_shells_choice_is_not_copied_to_other_nodes(tmp_path):
-    # --include host:0,2 (or CUDA_VISIBLE_DEVICES=4,5 here) is what DeepSpeed's launcher gives the ranks.
+    # The world's slots (or CUDA_VISIBLE_DEVICES=4,5 here) are what DeepSpeed's launcher gives the ranks.
     env = dict(ENV, CUDA_VISIBLE_DEVICES="4,5")
     lp = launch.build({"localhost": [4, 5]}, "local", str(tmp_path), "cuda", environ=env)
-    assert lp.argv[lp.argv.index("--include") + 1] == "localhost:4,5" and "--num_gpus" not in lp.argv
+    assert _world({"localhost": [4, 5]}) in lp.argv
     assert "CUDA_VISIBLE_DEVICES" not in lp.env and lp.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     cpu = launch.build({"localhost": [0, 1]}, "local", str(tmp_path), "cpu", environ=env)
-    assert cpu.argv[cpu.argv.index("--num_gpus") + 1] == "2"
+    assert _world({"localhost": [0, 1]}) in cpu.argv
     mpi = launch.build(HOSTS, "openmpi", str(tmp_path), "cuda", environ=env)
     assert "CUDA_VISIBLE_DEVICES" not in mpi.env_file and mpi.env_file["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
