@@ -117,7 +117,7 @@ module.all_reduce = all_reduce
 def on_one_host(cluster, host: str, files: dict[str, str]) -> Iterator[str]:
     """A directory every host has (empty) and only `host` sees `files` in: its sshd restarted with a bind mount.
 
-    Put the directory on PYTHONPATH of the launch: DeepSpeed's runners export it to every rank.
+    Put the directory on PYTHONPATH of the launch: bench's pdsh command and DeepSpeed's runner export it to every rank.
     """
     shared = tempfile.mkdtemp(prefix="vitbench-site-", dir=str(cluster.tmp))
     own = tempfile.mkdtemp(prefix="vitbench-site-own-", dir=str(cluster.tmp))
@@ -147,7 +147,7 @@ def _rank_of(pid: str, ns_ino: int, module: str, local_rank: int | None) -> list
             return None
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read().split(b"\0")
-        # The launcher's local rank as the process started with it: DeepSpeed's launch.py sets LOCAL_RANK,
+        # The launcher's local rank as the process started with it: bench.launch.node sets LOCAL_RANK,
         # srun SLURM_LOCALID, mpirun OMPI_COMM_WORLD_LOCAL_RANK (the rank sets LOCAL_RANK itself later).
         names = (b"LOCAL_RANK=", b"SLURM_LOCALID=", b"OMPI_COMM_WORLD_LOCAL_RANK=")
         if local_rank is None:

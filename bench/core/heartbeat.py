@@ -7,12 +7,11 @@
 
 When `bench` dies for any reason (SIGKILL, the OOM killer, the login shell
 gone) its watchdog and cleanup die with it, and no launcher stops the ranks
-on its own (DeepSpeed's pdsh runner leaves remote ranks running when its
-ssh sessions end). So every rank watches the file `heartbeat` in the run
+on its own (remote ranks outlive the ssh sessions pdsh started them in). So every rank watches the file `heartbeat` in the run
 directory, which every host shares (the preflight checks it): when the
 counter has not changed for ORPHAN_AFTER_S of the rank's own clock, the
-rank says so in its log and exits; its per-node launcher (DeepSpeed's
-launch.py, orted, srun) then ends as it does for any rank that exits
+rank says so in its log and exits; its per-node launcher (bench.launch.node,
+orted, srun) then ends as it does for any rank that exits
 non-zero. No PID or name crosses hosts: the counter is compared with the
 rank's previous reading, never with a time written by another machine.
 

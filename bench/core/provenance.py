@@ -16,7 +16,7 @@ from bench import __version__
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
 ENV_NAMES = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "DS_ACCELERATOR", "TP_SOCKET_IFNAME",
              "VITBENCH_IMAGE", "SLURM_JOB_ID", "SLURM_NNODES")
-# Names that mark a secret. Forwarding to ranks (launch.py) drops these; the
+# Names that mark a secret. Forwarding to ranks (bench.launch.environment) drops these; the
 # record is stricter and drops *KEY* names too (which would also drop a real
 # NCCL_IB_PKEY from forwarding, so forwarding does not).
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")

@@ -6,14 +6,14 @@
 
 A Launcher subclass says, in its class attributes, everything bench does
 differently for it elsewhere (how the nodes are probed, whether they are
-preflighted over ssh, whether its runner may be sent SIGTERM), so no other
-module compares a launcher's name. Local and pdsh ranks are started by
-DeepSpeed's per-node launcher (`python -m deepspeed.launcher.launch`, one per
-node), whose command bench writes as DeepSpeed's runner would (node_launch):
-the runner is one more interpreter importing torch and DeepSpeed before any
-rank starts (2.5-3 s a launch). Open MPI ranks go through DeepSpeed's runner
-(`python -m deepspeed.launcher.runner`, which writes the mpirun command);
-Slurm ranks through bench's own srun command (bench.launch.slurm).
+preflighted over ssh, whether its process may be sent SIGTERM), so no other
+module compares a launcher's name. Local and pdsh ranks are started by bench's
+per-node launcher (bench.launch.node: DeepSpeed's launch.py without importing
+torch and DeepSpeed), with no DeepSpeed runner before it: each of those is an
+interpreter spending 2.5 s of a core on imports before any rank starts. Open
+MPI ranks go through DeepSpeed's runner (`python -m deepspeed.launcher.runner`,
+which writes the mpirun command); Slurm ranks through bench's own srun
+command (bench.launch.slurm).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from bench.cluster.hostfile import include_spec
 from bench.core.placement import BY_LOCAL_RANK
 
 RUNNER = ["-u", "-m", "deepspeed.launcher.runner"]
-NODE_LAUNCHER = ["-u", "-m", "deepspeed.launcher.launch"]
+NODE_LAUNCHER = ["-u", "-m", "bench.launch.node"]
 
 
 @dataclass
 class LaunchPlan:
     argv: list[str]
-    env: dict[str, str]               # environment of the runner process
+    env: dict[str, str]               # environment of the launcher process
     env_file: dict[str, str] = field(default_factory=dict)  # written as .deepspeed_env
     hostfile: str | None = None
     launcher: str = "local"
@@ -96,16 +96,13 @@ class Job:
         return ["--module", self.module, "--run-dir", self.run_dir]
 
     def node_launch(self, python: list[str], world: dict[str, list[int]], node_rank: str | None = None) -> list[str]:
-        """DeepSpeed's per-node launcher (launch.py) for `world` ({host: slots}), as DeepSpeed's runner (0.19.8,
-        runner.main and PDSHRunner.get_cmd) writes it: the world as base64 JSON (encode_world_info), the node's
-        index among its hosts (pdsh's %n; none on one node), the rendezvous, the module and its arguments.
-        launch.py gives each rank its RANK, LOCAL_RANK and, from the slots, its visible devices."""
+        """bench's per-node launcher (bench.launch.node) for `world` ({host: slots}, hosts in rank order): the
+        world as base64 JSON (DeepSpeed's --world_info), the node's index among its hosts (pdsh's %n; none on
+        one node), the rendezvous, then the ranks' module and its arguments."""
         world_info = base64.urlsafe_b64encode(json.dumps(world).encode("utf-8")).decode("utf-8")
-        rank = [f"--node_rank={node_rank}"] if node_rank is not None else []
-        return [*python, *NODE_LAUNCHER, f"--world_info={world_info}", *rank, f"--master_addr={self.master_addr}",
-                f"--master_port={self.master_port}", "--module", "--enable_each_rank_log=None", self.module,
-                "--run-dir", self.run_dir]
-
+        rank = [f"--node-rank={node_rank}"] if node_rank is not None else []
+        return [*python, *NODE_LAUNCHER, f"--world-info={world_info}", *rank, f"--master-addr={self.master_addr}",
+                f"--master-port={self.master_port}", self.module, "--run-dir", self.run_dir]
 
 class Launcher:
     """One way of starting ranks. Subclasses set the attributes and implement command()."""
@@ -128,7 +125,7 @@ class Launcher:
     """A launch on this machine alone starts local ranks instead (pdsh: nothing to reach over ssh). srun and
     mpirun still place the ranks of such a launch: they bind the allocation's GPUs."""
     gpu_by: ClassVar[str] = BY_LOCAL_RANK
-    """How a rank finds its GPU (bench.core.placement): by local rank where DeepSpeed's runner shows each node
+    """How a rank finds its GPU (bench.core.placement): by local rank where the node launcher shows each node
     only its selected GPUs, by slot where the rank sees every GPU of its node (mpirun, srun)."""
 
     def implicit_hosts(self) -> dict[str, int] | None:

@@ -1,6 +1,6 @@
 """Start the launcher, watch the ranks, and say how it ended.
 
-The runner process gets its own session, so bench can stop it and
+The launcher process gets its own session, so bench can stop it and
 everything it forked (pdsh, ssh, local ranks) by process group, never by
 `pkill -f`. Ranks record their PIDs in ranks/rank<R>.json-style files; a
 hung run (no progress for plan.json watchdog_s: on gloo past the ranks'
@@ -70,7 +70,7 @@ def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "loca
             break
         except subprocess.TimeoutExpired:
             continue
-    # The runner is gone, but not always its group (DeepSpeed's launch.py still
+    # The launcher is gone, but not always its group (a node launcher still
     # stopping its ranks): bench returns only once nothing it started is left.
     deadline = time.monotonic() + 3.0
     while time.monotonic() < deadline:

@@ -2,16 +2,15 @@
 
     signals(run_dir, ranks)   # {rank: "SIGKILL"} from logs/launcher.log
 
-The launchers' own words (DeepSpeed 0.19.8's launch.py under local and pdsh,
-Open MPI 4.1's mpirun, Slurm 22.05's srun), read from the log bench keeps of
-the runner's output:
+The launchers' own words (bench's node launcher under local and pdsh, Open
+MPI 4.1's mpirun, Slurm 22.05's srun), read from the log bench keeps of the
+launcher's output:
 
-  launch.py  `process 4242 spawned with command: [...]` then `[...] exits with return code = -9`
-             (pdsh prefixes each line with its host): the PID is the rank's own, as it recorded it.
-             Only a node that runs one rank says which: launch.py 0.19.8 prints the last command it
-             spawned and the first failure it saw (tried: a SIGKILLed local_rank=1 printed as
-             "local_rank=1 ... exits with return code = 1", rank 0's echo), so with several ranks on
-             a node nothing is claimed
+  node       `[bench.launch.node] rank 1 pid 4242 ended by SIGKILL` (pdsh prefixes each line with its
+             host): every rank of the node, by the rank number the node launcher gave it
+             (bench.launch.node; DeepSpeed's launch.py 0.19.8, which it replaced, printed the last
+             command it spawned with the first failure it saw, so with several ranks on a node it
+             could not be taken at its word)
   mpirun     `mpirun noticed that process rank 1 with PID 4242 on node node2 exited on signal 9 (Killed).`
   srun       `srun: error: node2: task 1: Killed` (the task is the rank; the text is strsignal's)
 """
@@ -22,13 +21,11 @@ import os
 import re
 import signal
 
-_LINE_HOST = re.compile(r"^(?P<host>[^\s:\[]+): (?P<rest>.*)$")  # pdsh's "host: " prefix
-_SPAWNED = re.compile(r"process (?P<pid>\d+) spawned with command: (?P<cmd>\[.*\])\s*$")
-_EXITED = re.compile(r"(?P<cmd>\['.*\]) exits with return code = (?P<rc>-?\d+)\s*$")  # past the log's "[time]"
+_NODE = re.compile(r"\[bench\.launch\.node\] rank (?P<rank>\d+) pid (?P<pid>\d+) ended by (?P<sig>SIG[A-Z0-9]+|signal \d+)")
 _MPIRUN = re.compile(r"process rank (?P<rank>\d+) with PID (?P<pid>\d+) on node (?P<node>\S+) exited on signal "
                      r"(?P<sig>\d+)")
 _SRUN = re.compile(r"srun: error: (?P<node>\S+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+?)\s*$")
-_MAX_BYTES = 32 << 20  # the runner's own output only (ranks log to their own files): small
+_MAX_BYTES = 32 << 20  # the launchers' own output only (ranks log to their own files): small
 
 
 def name(signum: int) -> str:
@@ -58,26 +55,18 @@ def _tasks(spec: str) -> list[int]:
 
 
 def parse(lines: list[str], ranks: list[tuple[int, str, int]]) -> dict[int, str]:
-    """{rank: signal name} for the ranks the lines say a signal ended; ranks: (rank, hostname, pid) recorded."""
-    rank_of_pid: dict[int, list[int]] = {}
-    for rank, _, pid in ranks:
-        rank_of_pid.setdefault(pid, []).append(rank)
-    spawned: dict[tuple[str, str], int] = {}
-    per_node: dict[str, int] = {}
+    """{rank: signal name} for the ranks the lines say a signal ended; ranks: (rank, hostname, pid) recorded.
+
+    A node launcher's line is taken when the rank recorded no PID or that same one."""
+    pid_of = {rank: pid for rank, _, pid in ranks}
     out: dict[int, str] = {}
     words = _by_text()
     for raw in lines:
         line = raw.rstrip("\n")
-        m = _LINE_HOST.match(line)
-        host, rest = (m["host"], m["rest"]) if m else ("", line)
-        if (s := _SPAWNED.search(rest)) is not None:
-            spawned[(host, s["cmd"])] = int(s["pid"])
-            per_node[host] = per_node.get(host, 0) + 1
-        elif (e := _EXITED.search(rest)) is not None and int(e["rc"]) < 0 and per_node.get(host) == 1:
-            pid = spawned.get((host, e["cmd"]))
-            matches = rank_of_pid.get(pid, []) if pid is not None else []
-            if len(matches) == 1:  # the same PID on two hosts: not this line's to say which
-                out.setdefault(matches[0], name(-int(e["rc"])))
+        if (n := _NODE.search(line)) is not None:
+            rank = int(n["rank"])
+            if pid_of.get(rank, int(n["pid"])) == int(n["pid"]):
+                out.setdefault(rank, n["sig"])
         elif (mp := _MPIRUN.search(line)) is not None:
             out.setdefault(int(mp["rank"]), name(int(mp["sig"])))
         elif (sr := _SRUN.search(line)) is not None and sr["what"].lower() in words:

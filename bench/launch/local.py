@@ -1,16 +1,16 @@
-"""Ranks on this machine only: DeepSpeed's per-node launcher, given the GPUs by index, or N slots for CPU ranks.
+"""Ranks on this machine only: bench's node launcher, given the GPUs by index, or N slots for CPU ranks.
 
-    Local().command(job) == [python, "-u", "-m", "deepspeed.launcher.launch",
-                             "--world_info=" + base64('{"localhost": [0, 2]}'),
-                             "--master_addr=127.0.0.1", "--master_port=PORT", "--module",
-                             "--enable_each_rank_log=None", "bench.worker", "--run-dir", RUN_DIR]
+    Local().command(job) == [python, "-u", "-m", "bench.launch.node",
+                             "--world-info=" + base64('{"localhost": [0, 2]}'),
+                             "--master-addr=127.0.0.1", "--master-port=PORT",
+                             "bench.worker", "--run-dir", RUN_DIR]
 
-This is the command DeepSpeed's runner (0.19.8) writes for one node, without
-the runner: one interpreter fewer importing torch and DeepSpeed before the
-ranks start. On GPUs the slots are the GPUs' indices (bench.jobs.plan.visible_gpus):
-launch.py gives the ranks exactly those (CUDA_VISIBLE_DEVICES per rank), as
-the runner's --include did. CPU ranks have no index: N slots start N, as
---num_gpus N did.
+No DeepSpeed runner and no launch.py: bench.launch.node gives the ranks what
+launch.py would, without two interpreters importing torch and DeepSpeed first
+(5 s of a core a launch). On GPUs the slots are the GPUs' indices
+(bench.jobs.plan.visible_gpus): each rank sees exactly those
+(CUDA_VISIBLE_DEVICES), as DeepSpeed's --include gave them. CPU ranks have no
+index: N slots start N, as DeepSpeed's --num_gpus N did.
 """
 
 from __future__ import annotations

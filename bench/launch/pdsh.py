@@ -1,18 +1,19 @@
-"""Ranks on a hostfile's hosts through pdsh, each host's started by DeepSpeed's per-node launcher.
+"""Ranks on a hostfile's hosts through pdsh, each host's started by bench's node launcher.
 
     Pdsh().command(job) == ["pdsh", "-S", "-f", "1024", "-w", "n1,n2",
                             "export PYTHONPATH=RUN_DIR; export K=V; ...; cd RUN_DIR; "
-                            "python -u -m deepspeed.launcher.launch --world_info=... --node_rank=%n "
-                            "--master_addr=A --master_port=P --module --enable_each_rank_log=None "
-                            "bench.worker --run-dir RUN_DIR"]
+                            "python -u -m bench.launch.node --world-info=... --node-rank=%n "
+                            "--master-addr=A --master-port=P bench.worker --run-dir RUN_DIR"]
 
-This is DeepSpeed's PDSHRunner command (0.19.8), written by bench instead of
-its runner: the runner is one more interpreter importing torch and DeepSpeed
-before pdsh starts (2.5-3 s a launch), it answers SIGTERM by running
-`pkill -f` on every host, and its only hook, --venv_script, cannot enter a
-container. pdsh picks single slots: the world lists only the chosen ones
-(host:1), and launch.py shows each rank only its node's chosen GPUs. bench
-SIGKILLs pdsh (stop_with_sigterm) and stops the remote ranks by PID.
+This is DeepSpeed's PDSHRunner command (0.19.8) with bench.launch.node in
+place of DeepSpeed's launch.py, written by bench instead of DeepSpeed's
+runner: the runner and launch.py are interpreters importing torch and
+DeepSpeed before any rank starts (2.5 s of a core each, the latter on every
+host), the runner answers SIGTERM by running `pkill -f` on every host, and
+its only hook, --venv_script, cannot enter a container. pdsh picks single
+slots: the world lists only the chosen ones (host:1), and each rank sees
+only its node's chosen GPUs. bench SIGKILLs pdsh (stop_with_sigterm) and
+stops the remote ranks by PID.
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ class Pdsh(MultiNode):
         return {**super().environment(job), "PDSH_RCMD_TYPE": "ssh"}
 
     def command(self, job: Job) -> list[str]:
-        """pdsh starting DeepSpeed's per-node launcher on every host, under this interpreter or the image's.
+        """pdsh starting bench's node launcher on every host, under this interpreter or the image's.
 
         PDSHRunner.get_cmd's command: fan-out 1024, the hosts in resource order,
-        the exports runner_exports makes, `cd` to the run dir, then launch.py with
-        --node_rank=%n (pdsh's index of the host). Two differences: values are
-        shell-quoted (DeepSpeed's double quotes let a remote shell expand $(...)),
-        and no `source` of the venv's activate script: the interpreter is named by
-        its path, and PATH (the venv's bin first) is among the exports.
+        the exports runner_exports makes, `cd` to the run dir, then the node
+        launcher with --node-rank=%n (pdsh's index of the host). Other than that:
+        values are shell-quoted (DeepSpeed's double quotes let a remote shell
+        expand $(...)), and no `source` of the venv's activate script: the
+        interpreter is named by its path, and PATH (the venv's bin first) is
+        among the exports.
         """
         exports = runner_exports({**job.environ, **job.rank_env}, self.env_file(job), job.run_dir, job.device)
         python = job.image_python() if job.container is not None else [job.python]

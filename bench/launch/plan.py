@@ -81,12 +81,12 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
               master_addr=master_addr or "127.0.0.1",
               master_port=master_port or free_port(), module=module, environ=environ, rank_env=rank_env,
               container=ce)
-    # The runner's own environment, which local ranks inherit: without the
+    # The launcher's own environment, which local ranks inherit: without the
     # secret-named variables DeepSpeed would log (see rank_environment).
     env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and is_secret(k))}
     if device == "cuda":
-        # The ranks' GPUs are the slots (--include, the hostfile): DeepSpeed's runner must see every GPU to
-        # select them by index, and would otherwise drop this shell's choice in silence.
+        # The ranks' GPUs are the slots (--include, the hostfile): the node launcher sets each rank's
+        # CUDA_VISIBLE_DEVICES from them (DeepSpeed's runner would drop this shell's choice in silence).
         env.pop("CUDA_VISIBLE_DEVICES", None)
     env.update(rank_env)
     env.update(kind.environment(job))

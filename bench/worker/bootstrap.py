@@ -74,7 +74,7 @@ def env_local_rank_of(environ) -> int:
 def bind_device(visible: int, plan: dict | None = None, environ=None) -> tuple[int, int]:
     """(the launcher's local rank, the GPU index this rank takes), LOCAL_RANK rewritten to that index.
 
-    The index is bench.core.placement.gpu_index: the local rank where DeepSpeed's runner showed the node only
+    The index is bench.core.placement.gpu_index: the local rank where the node launcher showed the node only
     its selected GPUs, the rank's slot where it sees every GPU of the node (mpirun, srun). Under srun
     --gpus-per-task=1 each task sees one GPU, cuda:0, while SLURM_LOCALID counts the node's tasks. DeepSpeed
     reads LOCAL_RANK as a device index in three places (0.19.8): init_process_group's device_id
@@ -187,7 +187,7 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
     """Start a rank of the run dir given by --run-dir, run `run(run_dir, rank)`, and report how it ended."""
     p = argparse.ArgumentParser(prog=prog)
     p.add_argument("--run-dir", required=True)
-    args, _ = p.parse_known_args(argv)  # DeepSpeed's launcher may append --local_rank=N
+    args, _ = p.parse_known_args(argv)  # a launcher may append --local_rank=N (DeepSpeed's launch.py does)
     run_dir, rank, host = args.run_dir, env_rank(), socket.gethostname()
     redirect_output(run_dir, rank)
     with open(os.path.join(subdir(run_dir, "ranks"), f"pid-{rank}"), "w") as f:

@@ -148,7 +148,7 @@ def _recorded(run_dir: str) -> dict[int, tuple[str, int]]:
 
 
 def _ours_in_namespace(cluster, host: str, run_dir: str) -> list[str]:
-    """Processes inside host's network namespace whose argv names this run (ranks, launch.py)."""
+    """Processes inside host's network namespace whose argv names this run (ranks, their node launcher)."""
     pids = subprocess.run(["ip", "netns", "pids", cluster.ns_of(host)], capture_output=True, text=True).stdout.split()
     left = []
     for pid in pids:
@@ -205,7 +205,7 @@ def test_rank_killed_mid_run(cluster, tmp_path):
     assert rec["status"] == "failed"
     err = rec["error"]
     assert err["rank"] == 1 and err["host"] == victim_host == cluster.hostnames[1], err
-    # The signal is named: its node's launcher (DeepSpeed's launch.py, through pdsh) said so in launcher.log.
+    # The signal is named: its node's launcher (bench.launch.node, through pdsh) said so in launcher.log.
     assert err["signal"] == "SIGKILL" and "without a report: killed by SIGKILL" in err["reason"], err
     assert f"bench: failed: rank 1 on {victim_host}: died without a report: killed by SIGKILL" in run.stderr
     assert _wait_nothing_left(cluster, run.run_dir, pids, 30) == []
@@ -386,7 +386,7 @@ def test_sigkill_of_bench_leaves_nothing_on_any_host(waits, launcher):
     TIMINGS[f"bench SIGKILLed ({launcher}): {w.everywhere} processes (per host {w.before}) -> 0"] = w.took_s
     assert w.left == [], w.left
     assert all(n >= 1 for n in w.before.values()), w.before  # every host ran this run's processes at the kill
-    if launcher == "local":  # DeepSpeed's launch.py and both ranks outlive bench at first
+    if launcher == "local":  # the node launcher and both ranks outlive bench at first
         assert w.everywhere >= 3, w.everywhere
     assert w.took_s >= heartbeat.ORPHAN_AFTER_S - heartbeat.BEAT_S - 1  # they stopped for the heartbeat
     logs = "".join(Path(p).read_text() for p in glob.glob(os.path.join(w.run.run_dir, "logs", "rank*.log")))

@@ -34,7 +34,7 @@ from tests.conftest import REPO, one_json
 pytestmark = pytest.mark.slow
 
 MEMCG_ROOT = Path("/sys/fs/cgroup/memory")
-# Enough for the launcher, DeepSpeed's runner and launch.py and one rank of
+# Enough for the launcher, its node launcher and one rank of
 # vit-micro at batch 16 (about 1.5 GiB together; the rank's peak RSS measured
 # 0.8 GiB), far from batch 1024's (the rank alone 2.9 GiB, 3.5 GiB together).
 LIMIT = 5 << 29

@@ -69,7 +69,7 @@ def test_dry_run_prints_config_ds_json_and_command(tmp_path):
     assert doc["config"]["zero_stage"] == 2
     assert doc["deepspeed_config"]["bf16"] == {"enabled": True}
     assert doc["deepspeed_config"]["zero_optimization"]["stage"] == 2
-    # DeepSpeed's per-node launcher with two CPU slots (bench writes the runner's command; no runner)
-    assert "deepspeed.launcher.launch --world_info=" in doc["command"]
-    assert "deepspeed.launcher.runner" not in doc["command"]
+    # bench's node launcher with two CPU slots: no DeepSpeed runner, no launch.py
+    assert "bench.launch.node --world-info=" in doc["command"]
+    assert "deepspeed.launcher" not in doc["command"]
     assert not (tmp_path / "r").exists()  # a dry run launches and writes nothing

@@ -163,7 +163,7 @@ def test_openmpi_runs_the_container_binary_as_the_script(tmp_path):
     assert lp.container == ["apptainer", "exec", "-B", str(tmp_path), "--nv", SIF]
 
 
-def test_pdsh_runs_deepspeeds_node_launcher_inside_the_image(tmp_path):
+def test_pdsh_runs_benchs_node_launcher_inside_the_image(tmp_path):
     run_dir = str(tmp_path / "run1")
     lp = _explicit("pdsh", run_dir)
     world_info = base64.urlsafe_b64encode(json.dumps(HOSTS).encode()).decode()
@@ -172,9 +172,9 @@ def test_pdsh_runs_deepspeeds_node_launcher_inside_the_image(tmp_path):
         f"export PYTHONPATH={run_dir}; export OMP_NUM_THREADS=1; "
         "export TORCH_EXTENSIONS_DIR=/root/.cache/vitbench/torch_extensions; "
         f"export PATH={sys.prefix}/bin:/usr/bin:/bin; export DS_ACCELERATOR=cpu; export GLOO_SOCKET_IFNAME=ib0; "
-        f"cd {run_dir}; apptainer exec -B {tmp_path} --nv {SIF} python -u -m deepspeed.launcher.launch "
-        f"--world_info={world_info} --node_rank=%n --master_addr=10.0.0.1 --master_port=29501 --module "
-        f"--enable_each_rank_log=None bench.worker --run-dir {run_dir}",
+        f"cd {run_dir}; apptainer exec -B {tmp_path} --nv {SIF} python -u -m bench.launch.node "
+        f"--world-info={world_info} --node-rank=%n --master-addr=10.0.0.1 --master-port=29501 "
+        f"bench.worker --run-dir {run_dir}",
     ]  # fmt: skip
     assert lp.env["PDSH_RCMD_TYPE"] == "ssh"
 
@@ -238,11 +238,11 @@ def test_deepspeeds_openmpi_runner_puts_the_prefix_first(tmp_path):
     assert cmd[-len(tail) - 2:-len(tail)] == ["-x", "UCX_TLS=tcp"]  # nothing of DeepSpeed's between
 
 
-def test_pdsh_command_is_deepspeeds_own_but_for_the_prefix(tmp_path, monkeypatch):
+def test_pdsh_command_is_deepspeeds_own_but_for_the_node_launcher(tmp_path, monkeypatch):
     """bench writes the pdsh command DeepSpeed's runner would: PDSHRunner.get_cmd, given the runner options bench
-    passed it before (hostfile, --include, --module) and the same exports, gives the same remote words but for
-    its venv `source` (the interpreter is named by path, PATH exported); in the image, its interpreter is the
-    image's."""
+    passed it before (hostfile, --include, --module) and the same exports, gives the same exports, `cd` and world,
+    with launch.py where bench has its node launcher and a venv `source` bench does not need (the interpreter is
+    named by path, PATH exported); in the image, the interpreter is the image's."""
     from deepspeed.launcher.multinode_runner import PDSHRunner
     from deepspeed.launcher.runner import encode_world_info, parse_args
 
@@ -262,40 +262,21 @@ def test_pdsh_command_is_deepspeeds_own_but_for_the_prefix(tmp_path, monkeypatch
     env: dict[str, str] = {}
     cmd, _, _ = runner.get_cmd(env, HOSTS)
     assert env == {"PDSH_RCMD_TYPE": "ssh"} and plain.env["PDSH_RCMD_TYPE"] == "ssh"
+    assert plain.argv[:6] == ours.argv[:6] == cmd[:6] == ["pdsh", "-S", "-f", "1024", "-w", "10.0.0.1,10.0.0.2"]
     theirs = shlex.split(" ".join(cmd[6:]))
     assert theirs[:2] == ["source", f"{activate};"]
-    theirs = theirs[2:]
-    assert plain.argv[:6] == ours.argv[:6] == cmd[:6] == ["pdsh", "-S", "-f", "1024", "-w", "10.0.0.1,10.0.0.2"]
-    assert shlex.split(plain.argv[6]) == theirs
     at = theirs.index(sys.executable)
-    theirs[at:at + 1] = ours.container + ["python"]
-    assert shlex.split(ours.argv[6]) == theirs
-
-
-@pytest.mark.process  # DeepSpeed's CPU accelerator counts NUMA nodes with `numactl --hardware`
-def test_local_command_is_deepspeeds_runners_own(tmp_path, monkeypatch):
-    """DeepSpeed's runner, given the options bench passed it before (--num_gpus 2 for CPU ranks), would start
-    the very launch.py command bench starts now (its --log_level=info is launch.py's default)."""
-    from deepspeed.launcher import runner
-
-    run_dir = str(tmp_path / "r")
-    ours = launch.build({"localhost": [0, 1]}, "local", run_dir, "cpu", master_port=29501, environ=ENV)
-    started: list[list[str]] = []
-
-    class Started:  # what runner.main does with the process it starts: wait for it, read its status
-        returncode = 0
-
-        def __init__(self, cmd, env=None):
-            started.append(cmd)
-
-        def wait(self):
-            return 0
-
-    monkeypatch.setattr(runner, "subprocess", types.SimpleNamespace(Popen=Started))  # the runner's name only
-    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
-    runner.main(["--hostfile", os.path.join(run_dir, "no-hostfile"), "--num_gpus", "2", "--master_addr",
-                 "127.0.0.1", "--master_port", "29501", "--module", "bench.worker", "--run-dir", run_dir])
-    assert started == [[*ours.argv[:-3], "--log_level=info", *ours.argv[-3:]]]
+    mine = shlex.split(plain.argv[6])
+    assert mine[:at - 2] == theirs[2:at]  # the exports and the `cd`, word for word
+    node = {"--world_info": "--world-info", "--node_rank": "--node-rank", "--master_addr": "--master-addr",
+            "--master_port": "--master-port"}
+    their_node = [node[w.split("=")[0]] + "=" + w.split("=", 1)[1] for w in theirs[at + 4:at + 8]]
+    assert mine[at - 2:] == [sys.executable, "-u", "-m", "bench.launch.node", *their_node, *theirs[at + 10:]]
+    assert theirs[at:at + 4] == [sys.executable, "-u", "-m", "deepspeed.launcher.launch"]
+    assert theirs[at + 8:at + 10] == ["--module", "--enable_each_rank_log=None"]
+    inside = shlex.split(ours.argv[6])
+    image = [*ours.container, "python", "-u", "-m", "bench.launch.node"]
+    assert inside[at - 2:at - 2 + len(image)] == image
 
 
 def test_remote_python_for_other_remote_commands():

@@ -40,8 +40,8 @@ def _dry(env, *args):
 
 
 def _world(doc) -> dict:
-    """The world DeepSpeed's launcher is given (--world_info: base64 JSON of {host: GPU indices})."""
-    word = re.search(r"--world_info=(\S+)", doc["command"]).group(1)
+    """The world bench's node launcher is given (--world-info: base64 JSON of {host: GPU indices})."""
+    word = re.search(r"--world-info=(\S+)", doc["command"]).group(1)
     return json.loads(base64.urlsafe_b64decode(word))
 
 

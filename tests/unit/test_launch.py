@@ -1,4 +1,4 @@
-"""bench.launch: the runner argv per launcher (one exact-argv test per launcher class), the files it needs, and a Slurm allocation's hosts."""
+"""bench.launch: the launcher argv per launcher (one exact-argv test per launcher class), the files it needs, and a Slurm allocation's hosts."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ ENV = {"PATH": "/usr/bin:/bin", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/root"}
 RUN = "/results/run-1"
 PY = sys.executable
 RUNNER = [PY, "-u", "-m", "deepspeed.launcher.runner"]
-NODE_LAUNCHER = [PY, "-u", "-m", "deepspeed.launcher.launch"]
+NODE_LAUNCHER = [PY, "-u", "-m", "bench.launch.node"]
 
 
 def _job(resources, **kw) -> Job:
@@ -43,13 +43,13 @@ def _job(resources, **kw) -> Job:
 # --- one exact argv per launcher class (ReFrame's JobLauncher.command() test) -----------------
 
 def _world(hosts: dict) -> str:
-    return "--world_info=" + base64.urlsafe_b64encode(json.dumps(hosts).encode()).decode()
+    return "--world-info=" + base64.urlsafe_b64encode(json.dumps(hosts).encode()).decode()
 
 
 def test_local_command_is_exactly():
     assert Local().command(_job({"localhost": [0, 1]}, )) == [
-        *NODE_LAUNCHER, _world({"localhost": [0, 1]}), "--master_addr=10.0.0.1", "--master_port=29501", "--module",
-        "--enable_each_rank_log=None", "bench.worker", "--run-dir", RUN]
+        *NODE_LAUNCHER, _world({"localhost": [0, 1]}), "--master-addr=10.0.0.1", "--master-port=29501",
+        "bench.worker", "--run-dir", RUN]
     gpu = Job(resources={"localhost": [0, 2]}, run_dir=RUN, device="cuda", master_addr="127.0.0.1", master_port=1,
               module="bench.worker", environ={}, rank_env={})
     assert Local().command(gpu)[4] == _world({"localhost": [0, 2]})  # the GPUs by index, as --include gave them
@@ -62,8 +62,8 @@ def test_pdsh_command_is_exactly():
     assert Pdsh().command(job) == [
         "pdsh", "-S", "-f", "1024", "-w", "a,b",
         f"export PYTHONPATH={RUN}; export OMP_NUM_THREADS=1; cd {RUN}; " + shlex.join([
-            *NODE_LAUNCHER, _world({"a": [1], "b": [0]}), "--node_rank=%n", "--master_addr=10.0.0.1",
-            "--master_port=29501", "--module", "--enable_each_rank_log=None", "bench.worker", "--run-dir", RUN])]
+            *NODE_LAUNCHER, _world({"a": [1], "b": [0]}), "--node-rank=%n", "--master-addr=10.0.0.1",
+            "--master-port=29501", "bench.worker", "--run-dir", RUN])]
     assert Pdsh().environment(job) == {"DS_ENV_FILE": f"{RUN}/.deepspeed_env", "PDSH_RCMD_TYPE": "ssh"}
 
 
@@ -137,7 +137,7 @@ def test_slurm_ranks_get_comma_values_whole_through_sruns_own_environment(tmp_pa
 
 
 def test_local_gpus_are_the_chosen_ones_and_the_shells_choice_is_not_copied_to_other_nodes(tmp_path):
-    # The world's slots (or CUDA_VISIBLE_DEVICES=4,5 here) are what DeepSpeed's launcher gives the ranks.
+    # The world's slots (or CUDA_VISIBLE_DEVICES=4,5 here) are what the node launcher gives the ranks.
     env = dict(ENV, CUDA_VISIBLE_DEVICES="4,5")
     lp = launch.build({"localhost": [4, 5]}, "local", str(tmp_path), "cuda", environ=env)
     assert _world({"localhost": [4, 5]}) in lp.argv

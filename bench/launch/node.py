@@ -1,0 +1,173 @@
+"""One node's ranks, started and watched by bench: what DeepSpeed's launch.py does for a node, in the standard library.
+
+    python -u -m bench.launch.node --world-info B64 --node-rank 1 --master-addr A --master-port P \\
+        bench.worker --run-dir RUN_DIR
+
+The world is DeepSpeed's --world_info (base64 JSON of {host: slots}, hosts in
+rank order), and each rank gets what DeepSpeed's launch.py (0.19.8) gives it:
+RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE, CROSS_RANK, CROSS_SIZE, MASTER_ADDR,
+MASTER_PORT, and CUDA_VISIBLE_DEVICES set to the node's slots (DeepSpeed's CPU
+accelerator sets that same variable). What differs, and why:
+
+- no torch and no DeepSpeed are imported here: launch.py spends 2.5 s of a
+  core on them, on every node of every launch, before any rank starts;
+- every rank's end is said by its rank, `rank 1 pid 4242 ended by SIGKILL`
+  (bench.launch.exits reads it): launch.py 0.19.8 names the last command it
+  spawned, not the rank that failed;
+- as launch.py, the first rank that fails stops the node's others (SIGTERM to
+  each rank and its children, SIGKILL after GRACE_S) and the node exits with
+  that rank's status (128 + N for signal N); SIGTERM or SIGINT to this process
+  stops the ranks the same way, status 1. The ranks stay in this process's
+  group: bench stops a local launch by its process group (bench.launch.execute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+GRACE_S = 30.0   # as launch.py: how long a stopped rank has before SIGKILL
+POLL_S = 0.2
+PREFIX = "[bench.launch.node]"
+
+
+def say(text: str) -> None:
+    """One line to the launcher's log; a closed pipe (pdsh gone) does not stop the node."""
+    try:
+        print(f"{PREFIX} {text}", flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.launch.node")
+    p.add_argument("--world-info", required=True, help="base64 JSON {host: [slot, ...]}, hosts in rank order")
+    p.add_argument("--node-rank", type=int, default=0, help="this node's index among the world's hosts")
+    p.add_argument("--master-addr", required=True)
+    p.add_argument("--master-port", type=int, required=True)
+    p.add_argument("module", help="the ranks' entry point, run as python -u -m MODULE")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    return p.parse_args(argv)
+
+
+def rank_envs(world: dict[str, list[int]], node_rank: int, master_addr: str, master_port: int,
+              environ: dict[str, str]) -> list[dict[str, str]]:
+    """The environment of each of this node's ranks, in local-rank order (launch.py's numbering)."""
+    hosts = list(world)
+    slots = world[hosts[node_rank]]
+    first = sum(len(world[h]) for h in hosts[:node_rank])
+    common = dict(environ, MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
+                  WORLD_SIZE=str(sum(len(s) for s in world.values())), CROSS_RANK=str(node_rank),
+                  CROSS_SIZE=str(len(hosts)), LOCAL_SIZE=str(len(slots)),
+                  CUDA_VISIBLE_DEVICES=",".join(str(s) for s in slots))
+    return [dict(common, RANK=str(first + i), LOCAL_RANK=str(i)) for i in range(len(slots))]
+
+
+def _children(pid: int) -> list[int]:
+    """pid's descendants (from /proc), deepest last."""
+    parent_of: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        parent_of[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent_of.items() if pp == p]
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def stop(procs: list[subprocess.Popen], grace: float = GRACE_S) -> None:
+    """SIGTERM every rank still running and its children; SIGKILL what is left after `grace` s."""
+    live = [p for p in procs if p.poll() is None]
+    pids = [q for p in live for q in (p.pid, *_children(p.pid))]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while any(p.poll() is None for p in live) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for p in live:
+        p.wait()
+
+
+def ended(rc: int) -> str:
+    """How a rank ended, as the log line says it: `exited with N` or `ended by SIGNAME`."""
+    if rc < 0:
+        try:
+            return f"ended by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"ended by signal {-rc}"
+    return f"exited with {rc}"
+
+
+def status(rc: int) -> int:
+    """The node's exit status for a rank's return code: a signal N is 128 + N, as a shell says it."""
+    return 128 - rc if rc < 0 else rc
+
+
+def run(argv: list[str]) -> int:
+    a = parse_args(argv)
+    world = json.loads(base64.urlsafe_b64decode(a.world_info))
+    envs = rank_envs(world, a.node_rank, a.master_addr, a.master_port, dict(os.environ))
+    stopped: list[int] = []
+
+    def on_signal(signum, frame):
+        stopped.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    procs: list[subprocess.Popen] = []
+    for env in envs:
+        cmd = [sys.executable, "-u", "-m", a.module, *a.args]
+        procs.append(subprocess.Popen(cmd, env=env))
+        say(f"rank {env['RANK']} (local rank {env['LOCAL_RANK']}) pid {procs[-1].pid} started")
+    rank_of = {p.pid: env["RANK"] for p, env in zip(procs, envs)}
+    said: set[int] = set()
+    failed: int | None = None
+    failed_rank = ""
+    while True:
+        for p in procs:
+            if p.poll() is not None and p.pid not in said:
+                said.add(p.pid)
+                say(f"rank {rank_of[p.pid]} pid {p.pid} {ended(p.returncode)}")
+                if p.returncode != 0 and failed is None and not stopped:
+                    failed, failed_rank = p.returncode, rank_of[p.pid]
+        if failed is not None or stopped:
+            why = f"after rank {failed_rank} failed" if failed is not None else signal.Signals(stopped[0]).name
+            stop(procs)
+            for p in procs:
+                if p.pid not in said:  # not "ended by": the cause is elsewhere (bench.launch.exits)
+                    said.add(p.pid)
+                    say(f"rank {rank_of[p.pid]} pid {p.pid} stopped by this launcher ({why}): {ended(p.returncode)}")
+            if failed is None:
+                say(f"stopped by {why}")
+                return 1
+            return status(failed)
+        if len(said) == len(procs):
+            return 0
+        time.sleep(POLL_S)
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))

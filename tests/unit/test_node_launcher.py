@@ -1,0 +1,106 @@
+"""bench.launch.node, run for real with stand-in ranks (tests/stand_in_rank.py): the variables DeepSpeed's launch.py
+would give each rank, every rank's end said by its rank, a failed rank's peers stopped, SIGTERM obeyed."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.launch import exits
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.process
+
+
+def _world(world: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(world).encode()).decode()
+
+
+def _node(world: dict, out, *orders: str, node_rank: int = 0, launcher: str = "bench") -> subprocess.Popen:
+    env = dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=REPO)
+    if launcher == "bench":
+        argv = [sys.executable, "-u", "-m", "bench.launch.node", f"--world-info={_world(world)}",
+                f"--node-rank={node_rank}", "--master-addr=10.0.0.1", "--master-port=29501"]
+    else:  # DeepSpeed's own, as its runner started it before
+        argv = [sys.executable, "-u", "-m", "deepspeed.launcher.launch", f"--world_info={_world(world)}",
+                f"--node_rank={node_rank}", "--master_addr=10.0.0.1", "--master_port=29501", "--module",
+                "--enable_each_rank_log=None"]
+    return subprocess.Popen([*argv, "tests.stand_in_rank", str(out), *orders], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _seen(out) -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(out.iterdir())}
+
+
+def _both(tmp_path, world: dict, node_rank: int) -> dict[str, dict]:
+    seen = {}
+    for launcher in ("bench", "deepspeed"):
+        out = tmp_path / f"{launcher}-{node_rank}"
+        out.mkdir()
+        proc = _node(world, out, node_rank=node_rank, launcher=launcher)
+        text, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, text
+        seen[launcher] = _seen(out)
+    return seen
+
+
+def test_each_rank_gets_what_deepspeeds_launch_py_gives_it_but_its_place_on_the_node(tmp_path):
+    """Node b of a:[1] b:[0,2]: both launchers give ranks 1 and 2 the same variables, but for LOCAL_RANK.
+    launch.py 0.19.8 numbers a node's ranks global rank % the node's rank count: rank 1 gets LOCAL_RANK 1 and so
+    GPU 2, where bench's plan (bench.core.placement) puts it on slot 0, and a per-GPU figure would be another
+    GPU's. The node launcher gives each rank its place on the node, as the plan does; where every node runs the
+    same count the two numberings agree (rank % n is then the place)."""
+    seen = _both(tmp_path, {"a": [1], "b": [0, 2]}, node_rank=1)
+    assert seen["bench"]["rank1.json"] == {
+        "RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "LOCAL_SIZE": "2", "CROSS_RANK": "1", "CROSS_SIZE": "2",
+        "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29501", "CUDA_VISIBLE_DEVICES": "0,2"}
+    assert [seen["bench"][f"rank{r}.json"]["LOCAL_RANK"] for r in (1, 2)] == ["0", "1"]
+    assert [seen["deepspeed"][f"rank{r}.json"]["LOCAL_RANK"] for r in (1, 2)] == ["1", "0"]
+    for r in (1, 2):
+        ours, theirs = seen["bench"][f"rank{r}.json"], seen["deepspeed"][f"rank{r}.json"]
+        assert {k: v for k, v in ours.items() if k != "LOCAL_RANK"} == \
+            {k: v for k, v in theirs.items() if k != "LOCAL_RANK"}
+
+
+def test_a_rank_killed_by_a_signal_is_named_and_its_peer_stopped(tmp_path):
+    t0 = time.monotonic()
+    proc = _node({"localhost": [0, 1]}, tmp_path, "0=sleep:60", "1=kill:SIGKILL")
+    text, _ = proc.communicate(timeout=90)
+    assert time.monotonic() - t0 < 50, text  # rank 0 was stopped, not waited for
+    assert proc.returncode == 128 + signal.SIGKILL, text
+    started = [re.search(r"rank (\d+) \(local rank \d+\) pid (\d+) started", w) for w in text.splitlines()]
+    pids = {int(m[2]): int(m[1]) for m in started if m}
+    assert sorted(pids.values()) == [0, 1], text
+    assert f"rank 1 pid {[p for p, r in pids.items() if r == 1][0]} ended by SIGKILL" in text
+    # Its peer's end is the launcher's doing, said so, and not taken for a cause.
+    assert "rank 0 pid" in text and "stopped by this launcher (after rank 1 failed): ended by SIGTERM" in text
+    assert exits.parse(text.splitlines(), [(r, "vm", p) for p, r in pids.items()]) == {1: "SIGKILL"}
+    assert exits.parse(text.splitlines(), [(1, "vm", 1)]) == {}  # another PID recorded for rank 1: not its line
+
+
+def test_a_rank_that_exits_non_zero_is_the_nodes_status(tmp_path):
+    proc = _node({"localhost": [0, 1]}, tmp_path, "0=exit:3", "1=sleep:60")
+    text, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 3, text
+    assert "exited with 3" in text and "stopped by this launcher (after rank 0 failed)" in text
+
+
+def test_sigterm_stops_every_rank(tmp_path):
+    proc = _node({"localhost": [0, 1]}, tmp_path, "0=sleep:60", "1=sleep:60")
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:  # both ranks running
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, text
+    assert text.count("stopped by this launcher (SIGTERM): ended by SIGTERM") == 2, text
+    assert text.rstrip().endswith("stopped by SIGTERM"), text
