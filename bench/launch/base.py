@@ -104,6 +104,7 @@ class Job:
         return [*python, *NODE_LAUNCHER, f"--world-info={world_info}", *rank, f"--master-addr={self.master_addr}",
                 f"--master-port={self.master_port}", self.module, "--run-dir", self.run_dir]
 
+
 class Launcher:
     """One way of starting ranks. Subclasses set the attributes and implement command()."""
 
@@ -116,9 +117,8 @@ class Launcher:
     """How bench checks every host before launch (bench.cluster.preflight): ssh, srun (Slurm nodes often
     allow no ssh), or None (this node only: nothing to check)."""
     stop_with_sigterm: ClassVar[bool] = True
-    """False where the launcher's own process gets SIGKILL before its group gets SIGTERM (pdsh: remote ranks
-    outlive their ssh sessions whatever pdsh is sent, bench stops them by PID; and DeepSpeed's pdsh runner,
-    where one runs, answers SIGTERM with `pkill -f` on every host)."""
+    """False where the launcher's own process gets SIGKILL before its group gets SIGTERM (pdsh: its remote ranks
+    outlive their ssh sessions whatever pdsh is sent; bench stops them by PID)."""
     lists_every_slot: ClassVar[bool] = False
     """The hostfile bench writes lists each host's full slot count; --include picks the slots (pdsh)."""
     local_for_this_node: ClassVar[bool] = False

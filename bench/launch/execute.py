@@ -54,10 +54,10 @@ def _read_json(path: str) -> Any:
 def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "local") -> None:
     """SIGTERM the launcher's process group, SIGKILL what is left after `grace` s."""
     if not get(launcher).stop_with_sigterm:
-        # DeepSpeed's pdsh runner answers SIGTERM by running `pkill -f "<python>
-        # -u -m deepspeed.launcher.launch"` on every host: every DeepSpeed job
-        # there by that python dies (and where hosts share a PID namespace, the
-        # whole machine's). SIGKILL leaves it no handler; kill_ranks stops ours by PID.
+        # pdsh first, by SIGKILL: nothing of it needs a graceful stop (its ssh
+        # sessions, in this group, get SIGTERM next; the remote ranks outlive
+        # them and kill_ranks stops them by PID). DeepSpeed's pdsh runner, which
+        # bench no longer starts, answered SIGTERM with `pkill -f` on every host.
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
@@ -227,8 +227,8 @@ def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
 
     pdsh's ssh sessions have no tty, so remote ranks outlive them; mpirun and
     srun stop their own, but a rank that ignores them (SIGSTOPped, blocked in
-    the kernel) is stopped here too. DeepSpeed's own remote stop is `pkill -f`,
-    which stop_group keeps from running. Returns cleanup.summary(): PIDs killed
+    the kernel) is stopped here too (never by `pkill -f`, DeepSpeed's pdsh
+    runner's own remote stop, which bench does not start). Returns cleanup.summary(): PIDs killed
     per host, and hosts that could not be reached.
     """
     from bench.launch.cleanup import stop_ranks, summary

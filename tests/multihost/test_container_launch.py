@@ -90,9 +90,9 @@ def test_ranks_start_through_the_container_binary(cluster, out_dir, fake_apptain
     assert rec["plan"]["container"] == [apptainer, "exec", "-B", os.path.abspath(out_dir), image]
 
     # Every command bench ran on a host went through the stand-in: the preflight, the
-    # inventory, and one start per host (mpirun each rank; pdsh each node's DeepSpeed launcher).
+    # inventory, and one start per host (mpirun each rank; pdsh each node's launcher, bench.launch.node).
     lines = calls.read_text().splitlines()
-    entry = {"openmpi": "-m bench.worker --run-dir", "pdsh": "-m deepspeed.launcher.launch --world_info="}[launcher]
+    entry = {"openmpi": "-m bench.worker --run-dir", "pdsh": "-m bench.launch.node --world-info="}[launcher]
     starts = [line for line in lines if entry in line]
     assert sorted(line.split()[0] for line in starts) == cluster.hostnames, lines
     assert all(f"nv=no {image} python -u {entry}" in line for line in starts), lines
