@@ -69,44 +69,47 @@ def rank_envs(world: dict[str, list[int]], node_rank: int, master_addr: str, mas
     return [dict(common, RANK=str(first + i), LOCAL_RANK=str(i)) for i in range(len(slots))]
 
 
-def _children(pid: int) -> list[int]:
-    """pid's descendants (from /proc), deepest last."""
-    parent_of: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        parent_of[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    out, todo = [], [pid]
+def _stat(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None: no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _tree(pid: int) -> dict[int, str]:
+    """pid and its descendants (from /proc), each with its start time: what identifies it against PID reuse."""
+    parent_of = {int(e): st for e in os.listdir("/proc") if e.isdigit() and (st := _stat(e)) is not None}
+    out, todo = {}, [pid]
     while todo:
         p = todo.pop()
-        kids = [c for c, pp in parent_of.items() if pp == p]
-        out.extend(kids)
-        todo.extend(kids)
+        if p in parent_of:
+            out[p] = parent_of[p][19]  # starttime, in clock ticks since boot
+            todo.extend(c for c, st in parent_of.items() if int(st[1]) == p)
     return out
 
 
+def _signal(pids: dict[int, str], sig: signal.Signals) -> None:
+    """sig to each process that is still the one recorded (same PID, same start time)."""
+    for pid, started in pids.items():
+        st = _stat(pid)
+        if st is not None and st[19] == started:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
 def stop(procs: list[subprocess.Popen], grace: float = GRACE_S) -> None:
-    """SIGTERM every rank still running and its children; SIGKILL what is left after `grace` s."""
+    """SIGTERM every rank still running and its children; SIGKILL what is left of them after `grace` s."""
     live = [p for p in procs if p.poll() is None]
-    pids = [q for p in live for q in (p.pid, *_children(p.pid))]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    pids = {pid: started for p in live for pid, started in _tree(p.pid).items()}
+    _signal(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while any(p.poll() is None for p in live) and time.monotonic() < deadline:
         time.sleep(POLL_S)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    _signal(pids, signal.SIGKILL)
     for p in live:
         p.wait()
 

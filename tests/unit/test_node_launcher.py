@@ -104,3 +104,21 @@ def test_sigterm_stops_every_rank(tmp_path):
     assert proc.returncode == 1, text
     assert text.count("stopped by this launcher (SIGTERM): ended by SIGTERM") == 2, text
     assert text.rstrip().endswith("stopped by SIGTERM"), text
+
+
+def test_a_process_is_signalled_only_while_it_is_the_one_recorded():
+    """stop() records each rank's tree with start times and signals only those same processes: a PID reaped and
+    reused within the grace is left alone (launch.py checks the same through psutil)."""
+    from bench.launch import node
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (started,) = node._tree(child.pid).values()
+        node._signal({child.pid: str(int(started) + 1)}, signal.SIGKILL)  # another process under that PID
+        time.sleep(0.2)
+        assert child.poll() is None
+        node._signal({child.pid: started}, signal.SIGKILL)
+        assert child.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        child.kill()
+        child.wait()
