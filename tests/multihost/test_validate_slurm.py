@@ -18,7 +18,7 @@ from bench.core import results
 from tests.conftest import REPO, one_json
 from tests.faults import cpu_quota_on
 
-from .validate_runs import not_pass, row
+from .validate_runs import not_pass, row, skip_if_load_hid
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -99,13 +99,7 @@ def test_a_slow_gpu_drains_its_node_and_resume_returns_only_what_bench_drained(c
             proc, rec = validate_in_allocation(slurm, tmp_path / "slow", "--checks", "throughput,stragglers",
                                                "--drain")
         assert moved, "the quota caught no rank"
-        # How load is told from the fault (as in test_validate.py's slow-GPU test): where the five healthy ranks
-        # spread so wide that their noise line lies beyond the slowed GPU's shortfall, no verdict can FAIL it.
-        (lines,) = rec["measured"]["gpu_lines"].values()
-        shortfall = 1 - rec["measured"]["gpu_images_per_s"][f"{node}:1"] / lines["median"]
-        if lines["fail"] >= shortfall:
-            pytest.skip(f"the machine's load hid the fault: {node}:1 {shortfall:.0%} below its peers' median, "
-                        f"within the line their spread set ({lines['how']})")
+        skip_if_load_hid(rec, f"{node}:1")
         assert proc.returncode == 1, proc.stderr[-3000:]
         r = row(rec, "throughput", f"{node}:1")
         assert r["status"] == "FAIL" and "FAIL below" in r["reason"], r
