@@ -5,13 +5,21 @@
 
 Identical datacentre GPUs agree within a few percent, CPU ranks on shared
 cores within tens: one pair of fixed lines cannot serve both. Here, from the
-figures of the GPUs of one model (at least MIN_PEERS of them):
-  noise = max(3 x the robust spread of the peers (1.4826 x their median
-              absolute deviation from the median, relative), 3 x sqrt(2)
-              x the median GPU's relative standard error of its mean step
-              (what one figure moves run to run), 3 x the median GPU's
-              spread over repeated rounds (each round against its own
-              median: a load that moves every GPU together cancels), FLOOR)
+figures of the GPUs of one model (at least MIN_PEERS of them), each taken as
+its log ratio to the median (a speed is a rate: twice as slow and twice as
+fast are the same distance, and no spread puts a line below zero speed):
+  width = max(3 x the robust spread of the peers (1.4826 x the median
+              absolute deviation of their log ratios), 3 x sqrt(2) x the
+              median GPU's relative standard error of its mean step (what
+              one figure moves run to run), 3 x the median GPU's spread
+              over repeated rounds (each round against its own median: a
+              load that moves every GPU together cancels), the FLOOR's)
+  noise = 1 - exp(-width): the shortfall, as a share of the median, that
+          is `width` below it; for small widths the two are the same
+          (a 3% width is a 2.96% line), for wide ones the line stays
+          below 100% (a 0.9 width, CPU ranks spread 30% on two cores, is
+          59%, where a linear line would be 90% and pass a GPU at a tenth
+          of its peers' speed)
   fail  = max(noise, the straggler line): one GPU slower by a share s holds
           a data-parallel job to about 1 - s of its speed, so a GPU slower
           than the straggler line (bench.validate.gpus) costs the job more
@@ -38,7 +46,7 @@ MAD_TO_SIGMA = 1.4826  # the median absolute deviation of a normal sample times 
 @dataclass(frozen=True, slots=True)
 class Lines:
     median: float
-    noise: float        # a shortfall within this is noise (a share of the median)
+    noise: float        # a shortfall within this is noise (a share of the median, below 1)
     fail: float         # a shortfall beyond this FAILs
     n: int              # how many figures the lines come from
     how: str            # one line: which term set the noise, and the straggler line
@@ -57,29 +65,30 @@ def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]]
     """Lines for the figures of one model's GPUs (higher is better). ses: each figure's own noise, relative (a
     GPU's standard error of its mean step; se_name says what it is); rounds: each GPU's figures over repeated
     rounds, in the same round order for all."""
-    values = [x for x in values if x and math.isfinite(x)]
+    values = [x for x in values if x and math.isfinite(x) and x > 0]
     if len(values) < MIN_PEERS:
         return None
     med = _median(values)
-    devs = [x / med - 1 for x in values]
-    centre = _median(devs)
-    spread = MAD_TO_SIGMA * _median([abs(d - centre) for d in devs])
+    logs = [math.log(x / med) for x in values]
+    centre = _median(logs)
+    spread = MAD_TO_SIGMA * _median([abs(d - centre) for d in logs])
     se = _median(list(ses)) if ses else 0.0
     rep = _repeat_spread(rounds)
-    terms = {f"3 x the robust spread of {len(values)} peers ({spread:.1%})": 3 * spread,
+    terms = {f"3 x the robust spread of {len(values)} peers ({spread:.1%} in log ratio)": 3 * spread,
              f"3 x sqrt(2) x the median {se_name} ({se:.1%})": 3 * math.sqrt(2) * se,
-             f"3 x the median spread over repeated rounds ({rep:.1%})": 3 * rep,
-             f"the floor {FLOOR:.0%}": FLOOR}
-    why, noise = max(terms.items(), key=lambda kv: kv[1])
+             f"3 x the median spread over repeated rounds ({rep:.1%} in log ratio)": 3 * rep,
+             f"the floor {FLOOR:.0%}": -math.log(1 - FLOOR)}
+    why, width = max(terms.items(), key=lambda kv: kv[1])
+    noise = 1 - math.exp(-width)
     fail = max(noise, straggler)
-    how = (f"noise {noise:.0%}: {why}; " +
+    how = (f"noise {noise:.0%} = 1 - exp(-{width:.2f}), {why}; " +
            (f"the straggler line {straggler:.0%} is within it" if noise >= straggler else
             f"FAIL at the straggler line {straggler:.0%}: slower costs the job more"))
     return Lines(med, noise, fail, len(values), how)
 
 
 def _repeat_spread(rounds: list[list[float]]) -> float:
-    """The median GPU's standard deviation over rounds of its figure relative to each round's median."""
+    """The median GPU's standard deviation over rounds of the log of its figure relative to each round's median."""
     rounds = [r for r in rounds if len(r) >= 2]
     if not rounds or len({len(r) for r in rounds}) != 1:
         return 0.0
@@ -87,7 +96,7 @@ def _repeat_spread(rounds: list[list[float]]) -> float:
     medians = [_median([r[i] for r in rounds if r[i]]) for i in range(k)]
     spreads = []
     for r in rounds:
-        rel = [x / m for x, m in zip(r, medians) if x and m]
+        rel = [math.log(x / m) for x, m in zip(r, medians) if x and m and x > 0 and m > 0]
         if len(rel) >= 2:
             mean = sum(rel) / len(rel)
             spreads.append(math.sqrt(sum((x - mean) ** 2 for x in rel) / (len(rel) - 1)))

@@ -137,6 +137,32 @@ def test_derived_lines_widen_with_the_noise_bench_sees_but_not_for_a_shift_every
     assert peer_lines.derive([50.0, 20.0]) is None  # two GPUs cannot say which one is off
 
 
+def test_a_wide_spread_never_sets_a_line_a_gpu_at_a_tenth_of_its_peers_passes():
+    # Six healthy CPU ranks on two cores, as a Slurm validate in the suite measured them on 2026-12-03 (images/s,
+    # and each one's relative standard error of its mean step). Their robust spread is 36% in log ratio; a linear
+    # line from it was 111% of the median, where no figure can FAIL. On the log scale it is 67%.
+    healthy = [112.6, 144.1, 168.2, 242.9, 199.7, 236.0]
+    ses = [0.155, 0.181, 0.176, 0.182, 0.21, 0.189]
+    slowed = 0.12 * 184.0  # a GPU at 12% of the median speed
+    lines = peer_lines.derive(healthy + [slowed], ses=ses + [0.05])
+    assert 0.5 < lines.noise < 0.8 and "robust spread" in lines.how
+    assert all(peer_lines.judge(x, lines)[0] == "PASS" for x in healthy)
+    assert peer_lines.judge(slowed, lines)[0] == "FAIL"
+    for n in (1, 2, 3):  # peers spread over 10^12 and more: the line still stays above zero speed
+        wide = peer_lines.derive([1.0, 10.0 ** n, 10.0 ** -n, 10.0 ** (2 * n), 10.0 ** (-2 * n)])
+        assert wide.noise < 1.0
+
+
+def test_small_spreads_set_the_same_line_on_either_scale():
+    # For the spreads of identical datacentre GPUs, a line on the log scale is the linear one within a few
+    # hundredths of itself (here 5.2% against 5.3%): where GPUs agree, nothing changes.
+    peers = [100.0, 101.5, 98.8, 100.7, 99.2, 102.0, 97.9]
+    lines = peer_lines.derive(peers)
+    devs = [x / lines.median - 1 for x in peers]
+    linear = 3 * 1.4826 * sorted(abs(d) for d in devs)[len(devs) // 2]
+    assert lines.noise == pytest.approx(linear, rel=0.03)
+
+
 def test_mpiruns_tagged_output_is_cut_at_every_tag_not_at_line_starts():
     """Two ranks' pieces can meet on one line (seen from Open MPI 4.1.4's --tag-output in the preflight here:
     '{...}[1,0]<stdout>:' on one line): each rank's JSON is put back together from its own pieces."""
