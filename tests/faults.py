@@ -117,7 +117,7 @@ module.all_reduce = all_reduce
 def on_one_host(cluster, host: str, files: dict[str, str]) -> Iterator[str]:
     """A directory every host has (empty) and only `host` sees `files` in: its sshd restarted with a bind mount.
 
-    Put the directory on PYTHONPATH of the launch: bench's pdsh command and DeepSpeed's runner export it to every rank.
+    Put the directory on PYTHONPATH of the launch: bench's pdsh and mpirun commands export it to every rank.
     """
     shared = tempfile.mkdtemp(prefix="vitbench-site-", dir=str(cluster.tmp))
     own = tempfile.mkdtemp(prefix="vitbench-site-own-", dir=str(cluster.tmp))

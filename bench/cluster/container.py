@@ -66,8 +66,7 @@ class ContainerExec:
     def prefix(self, bind: str) -> list[str]:
         """argv with `-B bind` after `exec`: the ranks write their logs and figures under bind.
 
-        `-B` is --bind's short form in Apptainer and Singularity alike; the
-        long form would break DeepSpeed's runner (DS_RUNNER_OPTIONS).
+        `-B` is --bind's short form in Apptainer and Singularity alike.
         """
         return [self.argv[0], self.argv[1], "-B", bind, *self.argv[2:]]
 

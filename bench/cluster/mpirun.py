@@ -12,9 +12,9 @@ makes them exact, `^` excludes; btl_tcp_if_include takes exact names (or
 subnets) only. So `=a,b` passes as a,b; a name that ends in a digit (ib0,
 enp1s0f0) passes as that interface; a bare prefix (`ib`, `eth`) and an
 exclusion are refused in one line. An exclusion cannot become
-btl_tcp_if_exclude: DeepSpeed's OpenMPIRunner (0.19.8) adds
-`btl_tcp_if_include eth0` unless the launcher arguments name an include,
-and Open MPI refuses include and exclude together.
+btl_tcp_if_exclude: the mpirun command (bench.launch.openmpi, as DeepSpeed's
+OpenMPIRunner 0.19.8 writes it) adds `btl_tcp_if_include eth0` unless these
+options name an include, and Open MPI refuses include and exclude together.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def mpi_interfaces(environ: dict[str, str]) -> str | None:
             if environ.get("GLOO_SOCKET_IFNAME"):
                 return environ["GLOO_SOCKET_IFNAME"]
             raise BadInput(f"NCCL_SOCKET_IFNAME={nccl}: an exclusion, which --launcher openmpi cannot hand to "
-                           f"mpirun (DeepSpeed's runner always sets btl_tcp_if_include, and Open MPI refuses "
+                           f"mpirun (its command always sets btl_tcp_if_include, and Open MPI refuses "
                            f"include and exclude together); {_WAY_ON}")
         exact = nccl.startswith("=")
         names = [n.strip() for n in nccl.lstrip("=").split(",") if n.strip()]
@@ -56,7 +56,7 @@ def mpirun_args(environ: dict[str, str]) -> list[str]:
     args = ["--bind-to", "none", "--oversubscribe"]
     iface = mpi_interfaces(environ)
     if iface:
-        # DeepSpeed's runner otherwise adds `btl_tcp_if_include eth0`, which
+        # The command otherwise adds `btl_tcp_if_include eth0` (DeepSpeed's default), which
         # kills any MPI traffic on nodes without an eth0. Not oob_tcp_if_include:
         # mpirun itself applies it on the launching node, which (a login node,
         # or here the root namespace) may lack the ranks' interface; orted finds

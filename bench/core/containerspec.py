@@ -5,9 +5,9 @@
     # ('apptainer', 'exec', '--nv', '-B', '/data', '/shared/vit.sif')
 
 The value must be `apptainer|singularity exec [OPTIONS] IMAGE`, every word
-safe to hand to a remote shell unquoted, and none that DeepSpeed's runner
-would misread. Detection of the image bench runs in, and the prefix itself,
-are bench.cluster.container's; RunConfig validates its field here.
+safe to hand to a remote shell unquoted. Detection of the image bench runs
+in, and the prefix itself, are bench.cluster.container's; RunConfig
+validates its field here.
 """
 
 from __future__ import annotations
@@ -22,22 +22,12 @@ OPTION = "--container-exec"
 BINARIES = ("apptainer", "singularity")
 # Words that reach pdsh's remote shell or mpirun unquoted must not be split or expanded.
 SAFE_WORD = re.compile(r"^[\w@%+=:,./-]+$")
-# DeepSpeed 0.19.8's runner options. After the user script its parser still
-# classifies every word, and a word that abbreviates two of these options is
-# an error ("ambiguous option: --bind could match --bind_cores_to_rank,
-# --bind_core_list"), so such a word cannot follow `--no_python apptainer`.
-DS_RUNNER_OPTIONS = (
-    "--hostfile", "--include", "--exclude", "--num_nodes", "--num_gpus", "--num_accelerators", "--master_port",
-    "--master_addr", "--node_rank", "--launcher", "--launcher_args", "--module", "--no_python", "--no_local_rank",
-    "--no_ssh", "--no_ssh_check", "--force_multi", "--save_pid", "--enable_each_rank_log", "--autotuning",
-    "--bind_cores_to_rank", "--bind_core_list", "--ssh_port", "--venv_script", "--log_level", "--quiet", "--help",
-)  # fmt: skip
 
 
 def parse(text: str) -> tuple[str, ...]:
     """`--container-exec` as an argv, checked: `apptainer|singularity exec [OPTIONS] IMAGE`.
 
-    `--bind X` / `--bind=X` become `-B X` (the same option; see DS_RUNNER_OPTIONS).
+    `--bind X` / `--bind=X` become `-B X` (the same option, in the form bench's own prefix uses).
     """
     try:
         words = shlex.split(text)
@@ -63,19 +53,9 @@ def parse(text: str) -> tuple[str, ...]:
             out += ["-B", w.split("=", 1)[1]]
         elif w == "--bind":
             out.append("-B")
-        elif _ambiguous_for_deepspeed(w):
-            raise BadInput(f"{OPTION}: DeepSpeed's runner cannot pass {w!r} on (it abbreviates several of its "
-                           "own options); use the option's short form")
         else:
             out.append(w)
     return tuple(out)
-
-
-def _ambiguous_for_deepspeed(word: str) -> bool:
-    if not word.startswith("--"):
-        return False
-    stem = word.split("=", 1)[0]
-    return stem not in DS_RUNNER_OPTIONS and sum(o.startswith(stem) for o in DS_RUNNER_OPTIONS) > 1
 
 
 def check_text(text: str | None) -> None:

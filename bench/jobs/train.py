@@ -12,7 +12,7 @@ failed (the failing rank named, with its last log lines), oom, interrupted.
 A run goes through four phases, one function each: _plan (every refusal of
 the input, before a host is reached or a run dir reserved), _inspect (the
 hosts' preflight and inventory), _launch_plan (the nodes' device, the
-DeepSpeed JSON, the runner's argv) and the launch with its record.
+DeepSpeed JSON, the launch argv) and the launch with its record.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _inspect(p: _Planned, quiet: bool) -> tuple[list[dict], dict]:
 
 def _launch_plan(p: _Planned, verdict: dict, run_dir: str,
                  mode: Mode) -> tuple[str, dict[str, Any], LaunchPlan, dict[str, Any]]:
-    """(the nodes' device, the DeepSpeed JSON, the runner's launch plan, plan.json) for run_dir."""
+    """(the nodes' device, the DeepSpeed JSON, the launch plan, plan.json) for run_dir."""
     cfg, placement = p.cfg, p.placement
     device = device_of(cfg, placement, verdict)
     check_precision(cfg.precision, device)

@@ -7,13 +7,14 @@
 A Launcher subclass says, in its class attributes, everything bench does
 differently for it elsewhere (how the nodes are probed, whether they are
 preflighted over ssh, whether its process may be sent SIGTERM), so no other
-module compares a launcher's name. Local and pdsh ranks are started by bench's
-per-node launcher (bench.launch.node: DeepSpeed's launch.py without importing
-torch and DeepSpeed), with no DeepSpeed runner before it: each of those is an
-interpreter spending 2.5 s of a core on imports before any rank starts. Open
-MPI ranks go through DeepSpeed's runner (`python -m deepspeed.launcher.runner`,
-which writes the mpirun command); Slurm ranks through bench's own srun
-command (bench.launch.slurm).
+module compares a launcher's name. No launcher goes through DeepSpeed's
+runner (`python -m deepspeed.launcher.runner`), nor, on the nodes, through
+its launch.py: each of those is an interpreter spending 2.5 s of a core on
+importing torch and DeepSpeed before any rank starts. bench writes the
+command they would write: local and pdsh ranks are started by bench's
+per-node launcher (bench.launch.node), Open MPI ranks by bench's mpirun
+command (bench.launch.openmpi), Slurm ranks by bench's srun command
+(bench.launch.slurm).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from bench.cluster.container import ContainerExec
 from bench.cluster.hostfile import include_spec
 from bench.core.placement import BY_LOCAL_RANK
 
-RUNNER = ["-u", "-m", "deepspeed.launcher.runner"]
 NODE_LAUNCHER = ["-u", "-m", "bench.launch.node"]
 
 
@@ -82,18 +82,10 @@ class Job:
     def include(self) -> str:
         return include_spec(self.resources)
 
-    def runner(self) -> list[str]:
-        """DeepSpeed's runner under this interpreter."""
-        return [self.python, *RUNNER]
-
     def image_python(self) -> list[str]:
         """The container prefix (binding the results root) and the image's interpreter."""
         assert self.container is not None
         return [*self.container.prefix(os.path.dirname(self.run_dir)), self.container.python]
-
-    def entry(self) -> list[str]:
-        """The rank entry point as the runner's --module takes it."""
-        return ["--module", self.module, "--run-dir", self.run_dir]
 
     def node_launch(self, python: list[str], world: dict[str, list[int]], node_rank: str | None = None) -> list[str]:
         """bench's per-node launcher (bench.launch.node) for `world` ({host: slots}, hosts in rank order): the
@@ -147,7 +139,7 @@ class Launcher:
         return {}
 
     def environment(self, job: Job) -> dict[str, str]:
-        """Variables the runner process needs besides the launching shell's (set only if unset there)."""
+        """Variables the launcher's process needs besides the launching shell's (set only if unset there)."""
         return {}
 
     def env_file(self, job: Job) -> dict[str, str]:
@@ -156,32 +148,7 @@ class Launcher:
 
 
 class MultiNode(Launcher):
-    """A launcher whose ranks start on the hosts of a hostfile (through DeepSpeed's runner unless command() says)."""
-
-    def command(self, job: Job) -> list[str]:
-        if job.container is not None:
-            return self.container_command(job)
-        return [*self.runner_command(job), *self.entry(job)]
-
-    def runner_command(self, job: Job) -> list[str]:
-        argv = [*job.runner(), "--hostfile", job.hostfile, "--launcher", self.name, "--master_addr",
-                job.master_addr, "--master_port", str(job.master_port)]
-        if len(job.resources) == 1:
-            # DeepSpeed's runner (0.19.8) launches locally whenever one host is
-            # selected, whatever --launcher says: one remote host would quietly
-            # run on this machine instead.
-            argv += ["--force_multi"]
-        return argv + self.runner_options(job)
-
-    def runner_options(self, job: Job) -> list[str]:
-        return []
-
-    def entry(self, job: Job) -> list[str]:
-        return job.entry()
-
-    def container_command(self, job: Job) -> list[str]:
-        """Every rank started through the image's prefix (the MPI hybrid model)."""
-        raise NotImplementedError
+    """A launcher whose ranks start on the hosts of a hostfile; its command() says how."""
 
     def environment(self, job: Job) -> dict[str, str]:
         return {"DS_ENV_FILE": os.path.join(job.run_dir, ".deepspeed_env")}

@@ -69,14 +69,17 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
 
 
 def runner_exports(env: dict[str, str], env_file: dict[str, str], run_dir: str, device: str) -> dict[str, str]:
-    """What DeepSpeed's runner (0.19.8, runner.main) exports to remote ranks, in its order.
+    """What DeepSpeed's runner (0.19.8, runner.main) exports to remote ranks, in its order, but secrets.
 
     PYTHON*, MLFLOW*, MV2*, UCX* (and NCCL* with the CUDA accelerator) from
     its environment, PYTHONPATH led by its working directory (the run dir),
-    then every line of the env file.
+    then every line of the env file. The exports are words of the pdsh or
+    mpirun command, which plan.json records and `ps` shows every user: a
+    variable whose name says it is a secret (MLFLOW_TRACKING_PASSWORD) is
+    not among them, as rank_environment keeps such NCCL_* names here.
     """
     env = dict(env, PYTHONPATH=os.pathsep.join(p for p in (run_dir, env.get("PYTHONPATH")) if p))
     prefixes = ("MLFLOW", "PYTHON", "MV2", "UCX") + (("NCCL",) if device == "cuda" else ())
-    exports = {k: v.strip() for k, v in env.items() if k.startswith(prefixes)}
+    exports = {k: v.strip() for k, v in env.items() if k.startswith(prefixes) and not is_secret(k)}
     exports.update(env_file)
     return exports

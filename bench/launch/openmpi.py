@@ -1,17 +1,24 @@
-"""Ranks on a hostfile's hosts through Open MPI's mpirun (DeepSpeed's OpenMPIRunner).
+"""Ranks on a hostfile's hosts through Open MPI's mpirun, the command written by bench.
 
-    OpenMPI().command(job) == [python, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", HF,
-                               "--launcher", "openmpi", "--master_addr", A, "--master_port", P,
-                               "--launcher_args", "--bind-to none --oversubscribe ...",
-                               "--module", "bench.worker", "--run-dir", RUN_DIR]
+    OpenMPI().command(job) == ["mpirun", "-n", "4", "-hostfile", HF, "--mca", "btl", "^openib",
+                               "--bind-to", "none", "--oversubscribe", "--mca", "btl_tcp_if_include", "ib0",
+                               "-x", "UCX_TLS=tcp", "-x", "PYTHONPATH=RUN_DIR", "-x", "K=V", ...,
+                               python, "-u", "-m", "bench.worker", "--run-dir", RUN_DIR]
 
-In a container it is the MPI hybrid model, `mpirun ... apptainer exec ...
-python -u -m MODULE`, through the runner's --no_python.
+This is the command DeepSpeed's OpenMPIRunner (0.19.8) writes, written by
+bench instead of DeepSpeed's runner: the runner is an interpreter importing
+torch and DeepSpeed before mpirun starts (2.5 s of a core a launch), and
+the ranks map Open MPI's variables themselves (bench.worker.bootstrap).
+Same options in the same order, the same exports (bench.launch.environment
+.runner_exports, after the runner's UCX_TLS=tcp), with two differences:
+each value is one argv word as it is, where the runner wraps a value with
+characters outside its safe set in double quotes that reach the ranks as
+part of it (NCCL_SOCKET_IFNAME="^lo,docker"); and in a container the ranks
+start as `mpirun ... apptainer exec ... python -u -m MODULE` (the MPI hybrid
+model) without the runner's --no_python.
 """
 
 from __future__ import annotations
-
-import shlex
 
 from bench.cluster.container import ContainerExec
 from bench.cluster.mpirun import mpirun_args
@@ -19,6 +26,11 @@ from bench.cluster.remote import is_local
 from bench.core.errors import BadInput
 from bench.core.placement import BY_SLOT
 from bench.launch.base import Job, MultiNode
+from bench.launch.environment import runner_exports
+
+# Open MPI's TCP transport unless the user's UCX settings say otherwise (DeepSpeed's OpenMPIRunner sets it first;
+# a UCX_TLS of the shell is exported after it and wins).
+UCX_DEFAULT = {"UCX_TLS": "tcp"}
 
 
 class OpenMPI(MultiNode):
@@ -37,19 +49,27 @@ class OpenMPI(MultiNode):
                                "outside the hostfile, or use --launcher pdsh")
         mpirun_args(environ)  # an interface mpirun cannot take (NCCL_SOCKET_IFNAME=^lo) is refused here
 
-    def runner_options(self, job: Job) -> list[str]:
-        # --no_ssh_check: DeepSpeed's runner would ssh to the first host first; inside a Slurm allocation mpirun
-        # starts its daemons through srun and a node may take no ssh at all. bench's preflight reached every host.
-        return ["--no_ssh_check", "--launcher_args", shlex.join(mpirun_args(job.environ))]
-
     def environment(self, job: Job) -> dict[str, str]:
         # mpirun refuses to run as root without both; a user's own values win.
         allow = {k: job.environ.get(k, "1") for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")}
         return {**super().environment(job), **allow}
 
-    def container_command(self, job: Job) -> list[str]:
-        # --no_python: DeepSpeed's OpenMPIRunner then runs the "script" (the
-        # container binary) as is, `mpirun ... apptainer exec ... python -u -m
-        # MODULE`; --module must go, or it would put `-m` before apptainer.
-        return [*self.runner_command(job), "--no_python", *job.image_python(), "-u", "-m", job.module,
-                "--run-dir", job.run_dir]
+    def command(self, job: Job) -> list[str]:
+        """mpirun starting every rank, under this interpreter or the image's.
+
+        OpenMPIRunner.get_cmd's command: -n the ranks, the hostfile bench wrote
+        (each host's chosen slot count), `--mca btl ^openib`, `--mca
+        btl_tcp_if_include eth0` unless bench's options name the interface
+        (bench.cluster.mpirun), bench's options, one `-x K=V` per export, then
+        the interpreter and the module.
+        """
+        total = sum(len(s) for s in job.resources.values())
+        options = mpirun_args(job.environ)
+        named = any(a == "btl_tcp_if_include" and options[i - 1] in ("--mca", "-mca") for i, a in enumerate(options))
+        exports = {**UCX_DEFAULT, **runner_exports({**job.environ, **job.rank_env}, self.env_file(job), job.run_dir,
+                                                   job.device)}
+        python = job.image_python() if job.container is not None else [job.python]
+        return ["mpirun", "-n", str(total), "-hostfile", job.hostfile, "--mca", "btl", "^openib",
+                *([] if named else ["--mca", "btl_tcp_if_include", "eth0"]), *options,
+                *[w for k, v in exports.items() for w in ("-x", f"{k}={v}")],
+                *python, "-u", "-m", job.module, "--run-dir", job.run_dir]

@@ -1,4 +1,4 @@
-"""(resources, launcher, run dir) -> a LaunchPlan: the runner's argv, its environment and the files it reads.
+"""(resources, launcher, run dir) -> a LaunchPlan: the launch command, its environment and the files it reads.
 
     from bench.launch.plan import build, check, write_files
     check({"n1": [0], "n2": [0]}, "pdsh", "cpu")    # BadInput for what build would refuse; nothing made
@@ -63,7 +63,7 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
           master_addr: str | None = None, master_port: int | None = None,
           environ: dict[str, str] | None = None, module: str = "bench.worker",
           container_exec: str | None = None) -> LaunchPlan:
-    """The runner argv and environments for this run (nothing is started here).
+    """The launch argv and environments for this run (nothing is started here).
 
     container_exec: RunConfig.container_exec; with a multi-node launcher,
     remote ranks start inside that image, or the one bench runs in

@@ -38,11 +38,11 @@ What each one does, found by dropping them one at a time (2026-11-30):
   config: the wrapper first on PATH, or ``plm_rsh_agent`` naming it by
   absolute path (which also holds if PATH gets rewritten).
 - needed for MPI traffic: ``btl_tcp_if_include`` must not name eth0, which
-  does not exist in the namespaces. DeepSpeed's openmpi runner adds
-  ``--mca btl_tcp_if_include eth0`` unless launcher_args carry their own:
-  with it the allreduce died of SIGSEGV ("invalid if_inexclude");
-  ``--launcher_args "--mca btl_tcp_if_include 10.77.0.0/28"`` (or ``vb0``)
-  fixes it. DeepSpeed also adds ``--mca btl ^openib``, which is harmless.
+  does not exist in the namespaces. DeepSpeed's openmpi runner (and bench's
+  mpirun command, which writes the same) adds ``--mca btl_tcp_if_include
+  eth0`` unless the options carry their own: with it the allreduce died of
+  SIGSEGV ("invalid if_inexclude"); ``--mca btl_tcp_if_include
+  10.77.0.0/28`` (or ``vb0``) fixes it. DeepSpeed also adds ``--mca btl ^openib``, which is harmless.
 - for speed: ``--bind-to none`` (the default binding puts ranks on core 0).
 - not needed here, kept as belt and braces: ``oob_tcp_if_include`` (orted
   finds the bridge address after eth0's fails at once: no route),

@@ -315,7 +315,7 @@ def waits(cluster, cluster_factory, tmp_path_factory) -> dict[str, Waited]:
             t0 = time.monotonic()
             finisher = threading.Thread(target=_finish_cut, args=(got["cut"],), daemon=True)
             finisher.start()
-            # On the hosts, and on the launching host (pdsh, DeepSpeed's runner and mpirun: they name the run dir),
+            # On the hosts, and on the launching host (pdsh and mpirun: they name the run dir),
             # and no Open MPI daemon (orted names no run dir; the cut run is pdsh's and runs none).
             pending = set(KILLED)
             while pending:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -31,7 +32,6 @@ ENV = {"PATH": "/usr/bin:/bin", "GLOO_SOCKET_IFNAME": "ib0", "HOME": "/root"}
 
 RUN = "/results/run-1"
 PY = sys.executable
-RUNNER = [PY, "-u", "-m", "deepspeed.launcher.runner"]
 NODE_LAUNCHER = [PY, "-u", "-m", "bench.launch.node"]
 
 
@@ -69,10 +69,14 @@ def test_pdsh_command_is_exactly():
 
 def test_openmpi_command_is_exactly():
     assert OpenMPI().command(_job(HOSTS)) == [
-        *RUNNER, "--hostfile", f"{RUN}/hostfile", "--launcher", "openmpi", "--master_addr", "10.0.0.1",
-        "--master_port", "29501", "--no_ssh_check",
-        "--launcher_args", "--bind-to none --oversubscribe --mca btl_tcp_if_include ib0",
-        "--module", "bench.worker", "--run-dir", RUN]
+        "mpirun", "-n", "4", "-hostfile", f"{RUN}/hostfile", "--mca", "btl", "^openib",
+        "--bind-to", "none", "--oversubscribe", "--mca", "btl_tcp_if_include", "ib0",
+        "-x", "UCX_TLS=tcp", "-x", f"PYTHONPATH={RUN}", "-x", "OMP_NUM_THREADS=1",
+        PY, "-u", "-m", "bench.worker", "--run-dir", RUN]
+    # No interface named: DeepSpeed's default, before bench's options.
+    bare = dataclasses.replace(_job(HOSTS), environ={"PATH": "/usr/bin"})
+    assert OpenMPI().command(bare)[7:15] == ["^openib", "--mca", "btl_tcp_if_include", "eth0", "--bind-to", "none",
+                                            "--oversubscribe", "-x"]
 
 
 def test_slurm_command_is_exactly():
@@ -108,11 +112,28 @@ def _tail(argv: list[str], after: str) -> list[str]:
 
 def test_openmpi_names_the_ranks_interface_only_for_btl(tmp_path):
     lp = launch.build(HOSTS, "openmpi", str(tmp_path), "cpu", master_port=29501, environ=ENV)
-    args = lp.argv[lp.argv.index("--launcher_args") + 1].split()
-    assert args == ["--bind-to", "none", "--oversubscribe", "--mca", "btl_tcp_if_include", "ib0"]
+    assert lp.argv[8:16] == ["--bind-to", "none", "--oversubscribe", "--mca", "btl_tcp_if_include", "ib0", "-x",
+                             "UCX_TLS=tcp"]
+    assert "eth0" not in lp.argv and "oob_tcp_if_include" not in lp.argv
     assert lp.env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and lp.env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
-    assert _tail(lp.argv, "--launcher_args")[1:] == ["--module", "bench.worker", "--run-dir", str(tmp_path)]
-    assert "--include" not in lp.argv  # DeepSpeed's openmpi runner refuses it; the hostfile is resolved
+    assert lp.argv[-5:] == ["-u", "-m", "bench.worker", "--run-dir", str(tmp_path)]
+    assert "--include" not in lp.argv  # the hostfile is resolved: each host's chosen slot count
+    # The ranks' variables travel as mpirun's -x, whole (no quotes around a value with ^ or a comma).
+    env = dict(ENV, NCCL_SOCKET_IFNAME="^lo,docker", GLOO_SOCKET_IFNAME="ib0")
+    gpu = launch.build(HOSTS, "openmpi", str(tmp_path), "cuda", environ=env)
+    exported = [gpu.argv[i + 1] for i, a in enumerate(gpu.argv) if a == "-x"]
+    assert "NCCL_SOCKET_IFNAME=^lo,docker" in exported and "GLOO_SOCKET_IFNAME=ib0" in exported
+
+
+def test_secret_named_variables_are_never_words_of_a_launch_command(tmp_path):
+    # The exports are argv words (plan.json keeps the command; `ps` shows it): a secret stays in this shell.
+    env = dict(ENV, MLFLOW_TRACKING_PASSWORD="hunter2", MLFLOW_TRACKING_URI="http://mlflow:5000",
+               PYTHON_TOKEN="t0k3n")
+    for name in ("pdsh", "openmpi"):
+        lp = launch.build(HOSTS, name, str(tmp_path), "cpu", environ=env)
+        words = " ".join(lp.argv)
+        assert "hunter2" not in words and "t0k3n" not in words, name
+        assert "MLFLOW_TRACKING_URI=http://mlflow:5000" in words, name  # what is no secret still travels
 
 
 def test_pdsh_gets_the_exact_slots_and_the_env_file(tmp_path):
