@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,51 @@ def healthy_validate(cluster: netns.Cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("healthy-validate")
     return run_validate(cluster, tmp, "--metrics-file", str(tmp / "validate.prom"), "--drain-file",
                         str(tmp / "drain.txt"), "--save-numerics-reference", str(tmp / "numerics.json"))
+
+
+@dataclass
+class Stalls:
+    """What `stalls` ran: each part's result, or the error that ended it (raised by that part's tests only)."""
+
+    parts: dict[str, object] = field(default_factory=dict)
+    errors: dict[str, BaseException] = field(default_factory=dict)
+
+    def part(self, name: str):
+        if name in self.errors:
+            raise self.errors[name]
+        return self.parts[name]
+
+
+@pytest.fixture(scope="session")
+def stalls(cluster, cluster_factory, tmp_path_factory) -> Stalls:
+    """The two groups of runs that mostly wait on a timeout, side by side (the suite's budget): test_faults.wait_out
+    (bench SIGKILLed under three launchers, a link cut; its bounds are minutes) first; once its faults are in
+    and its runs only wait, test_hangs.run_hangs (six hung runs, exit within their watchdog + 15 s). Their
+    starts never overlap (each group's ranks start on the machine's two cores alone, as before), and the hang
+    runs' timed part comes after the other group's last work (the cut run's watchdog, 45 s after its cut)."""
+    from .test_faults import START_LIMIT_S, wait_out
+    from .test_hangs import run_hangs
+
+    out = Stalls()
+    other, pair = cluster_factory(3), cluster_factory(2)  # hosts of their own: a cut link breaks no other run
+    faulted = threading.Event()
+
+    def waits() -> None:
+        try:
+            out.parts["waits"] = wait_out(cluster, other, tmp_path_factory.mktemp("waits"), faulted)
+        except BaseException as e:  # pytest.fail too: kept for this part's tests
+            out.errors["waits"] = e
+        finally:
+            faulted.set()
+
+    t = threading.Thread(target=waits, daemon=True)
+    t.start()
+    try:
+        faulted.wait(START_LIMIT_S + 60)
+        out.parts["hangs"] = run_hangs(cluster, pair, tmp_path_factory.mktemp("hangs"))
+    except (KeyboardInterrupt, SystemExit):
+        raise  # the other part's thread is a daemon: its runs end with their own timeouts and the heartbeat
+    except BaseException as e:
+        out.errors["hangs"] = e
+    t.join()
+    return out

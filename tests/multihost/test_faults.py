@@ -287,13 +287,16 @@ class Waited:
 
 
 @pytest.fixture(scope="module")
-def waits(cluster, cluster_factory, tmp_path_factory) -> dict[str, Waited]:
+def waits(stalls) -> dict[str, Waited]:
+    return stalls.part("waits")
+
+
+def wait_out(cluster, other, tmp: Path, faulted: threading.Event) -> dict[str, Waited]:
     """The faults whose test is mostly waiting, started together so that the waits overlap (the suite's budget):
     bench SIGKILLed under pdsh and under Open MPI (the ranks wait out the heartbeat, 20 s), and a host's link cut
     mid-run (collective timeout and watchdog, then the isolated rank's own timeout), on 3 hosts of its own (a cut
-    link must not break the other runs)."""
-    tmp = tmp_path_factory.mktemp("waits")
-    other = cluster_factory(3)
+    link must not break the other runs). `faulted` is set once every fault is in: from there on these runs only
+    wait, and the hang runs start beside them (conftest.stalls)."""
     started: dict[str, Run] = {}
     try:
         cut_earlier = _seed_earlier(tmp / "cut")
@@ -315,6 +318,7 @@ def waits(cluster, cluster_factory, tmp_path_factory) -> dict[str, Waited]:
             t0 = time.monotonic()
             finisher = threading.Thread(target=_finish_cut, args=(got["cut"],), daemon=True)
             finisher.start()
+            faulted.set()
             # On the hosts, and on the launching host (pdsh and mpirun: they name the run dir),
             # and no Open MPI daemon (orted names no run dir; the cut run is pdsh's and runs none).
             pending = set(KILLED)

@@ -1,7 +1,8 @@
 """Hung runs across the namespace hosts: which rank, on which host, where, and in which collective.
 
-One module fixture starts the runs together (their waits overlap: the suite's
-budget), each stalled from outside bench's code:
+One fixture starts the runs together (their waits overlap: the suite's budget;
+conftest.stalls runs them beside test_faults.wait_out's), each stalled from
+outside bench's code:
 
   data      a sitecustomize only node3 sees (tests/faults.py, on_one_host) blocks bench's data
             loading from the 3rd batch on: rank 2 sleeps inside bench/worker/data.py
@@ -102,9 +103,13 @@ def _waiter(h: Hang) -> threading.Thread:
 
 
 @pytest.fixture(scope="module")
-def hangs(cluster, cluster_factory, tmp_path_factory) -> dict[str, Hang]:
-    tmp = tmp_path_factory.mktemp("hangs")
-    pair = cluster_factory(2)  # hosts of its own: the dropped host must not cut the other runs
+def hangs(stalls) -> dict[str, Hang]:
+    return stalls.part("hangs")
+
+
+def run_hangs(cluster, pair, tmp: Path) -> dict[str, Hang]:
+    """The six hung runs to their end; `pair`: hosts of their own for the tc runs (the dropped host must not cut
+    the other runs)."""
     cut = pair.hosts[1]
     long = ("--collective-timeout", str(LONG_COLLECTIVE))
     runs: dict[str, Hang] = {}
