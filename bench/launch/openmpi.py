@@ -65,7 +65,7 @@ class OpenMPI(MultiNode):
         """
         total = sum(len(s) for s in job.resources.values())
         options = mpirun_args(job.environ)
-        named = any(a == "btl_tcp_if_include" and options[i - 1] in ("--mca", "-mca") for i, a in enumerate(options))
+        named = "btl_tcp_if_include" in options  # mpirun_args names the interface when one is known
         exports = {**UCX_DEFAULT, **runner_exports({**job.environ, **job.rank_env}, self.env_file(job), job.run_dir,
                                                    job.device)}
         python = job.image_python() if job.container is not None else [job.python]
