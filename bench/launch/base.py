@@ -30,6 +30,7 @@ from typing import ClassVar
 from bench.cluster.container import ContainerExec
 from bench.cluster.hostfile import include_spec
 from bench.core.placement import BY_LOCAL_RANK
+from bench.launch.environment import runner_exports
 
 NODE_LAUNCHER = ["-u", "-m", "bench.launch.node"]
 
@@ -86,6 +87,10 @@ class Job:
         """The container prefix (binding the results root) and the image's interpreter."""
         assert self.container is not None
         return [*self.container.prefix(os.path.dirname(self.run_dir)), self.container.python]
+
+    def rank_python(self) -> list[str]:
+        """What the ranks (or the node launcher) start under on the hosts: the image's interpreter, else this one."""
+        return self.image_python() if self.container is not None else [self.python]
 
     def node_launch(self, python: list[str], world: dict[str, list[int]], node_rank: str | None = None) -> list[str]:
         """bench's per-node launcher (bench.launch.node) for `world` ({host: slots}, hosts in rank order): the
@@ -149,6 +154,11 @@ class Launcher:
 
 class MultiNode(Launcher):
     """A launcher whose ranks start on the hosts of a hostfile; its command() says how."""
+
+    def exports(self, job: Job) -> dict[str, str]:
+        """The variables the command hands to the remote ranks, as DeepSpeed's runner would from its environment
+        (the shell's and the ranks') and the env file (bench.launch.environment.runner_exports)."""
+        return runner_exports({**job.environ, **job.rank_env}, self.env_file(job), job.run_dir, job.device)
 
     def environment(self, job: Job) -> dict[str, str]:
         return {"DS_ENV_FILE": os.path.join(job.run_dir, ".deepspeed_env")}

@@ -80,13 +80,13 @@ def _stat(pid: int | str) -> list[str] | None:
 
 def _tree(pid: int) -> dict[int, str]:
     """pid and its descendants (from /proc), each with its start time: what identifies it against PID reuse."""
-    parent_of = {int(e): st for e in os.listdir("/proc") if e.isdigit() and (st := _stat(e)) is not None}
+    stats = {int(e): st for e in os.listdir("/proc") if e.isdigit() and (st := _stat(e)) is not None}
     out, todo = {}, [pid]
     while todo:
         p = todo.pop()
-        if p in parent_of:
-            out[p] = parent_of[p][19]  # starttime, in clock ticks since boot
-            todo.extend(c for c, st in parent_of.items() if int(st[1]) == p)
+        if p in stats:
+            out[p] = stats[p][19]  # starttime, in clock ticks since boot
+            todo.extend(c for c, st in stats.items() if int(st[1]) == p)  # st[1]: the parent's PID
     return out
 
 

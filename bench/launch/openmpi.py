@@ -26,7 +26,6 @@ from bench.cluster.remote import is_local
 from bench.core.errors import BadInput
 from bench.core.placement import BY_SLOT
 from bench.launch.base import Job, MultiNode
-from bench.launch.environment import runner_exports
 
 # Open MPI's TCP transport unless the user's UCX settings say otherwise (DeepSpeed's OpenMPIRunner sets it first;
 # a UCX_TLS of the shell is exported after it and wins).
@@ -66,10 +65,8 @@ class OpenMPI(MultiNode):
         total = sum(len(s) for s in job.resources.values())
         options = mpirun_args(job.environ)
         named = "btl_tcp_if_include" in options  # mpirun_args names the interface when one is known
-        exports = {**UCX_DEFAULT, **runner_exports({**job.environ, **job.rank_env}, self.env_file(job), job.run_dir,
-                                                   job.device)}
-        python = job.image_python() if job.container is not None else [job.python]
+        exports = {**UCX_DEFAULT, **self.exports(job)}
         return ["mpirun", "-n", str(total), "-hostfile", job.hostfile, "--mca", "btl", "^openib",
                 *([] if named else ["--mca", "btl_tcp_if_include", "eth0"]), *options,
                 *[w for k, v in exports.items() for w in ("-x", f"{k}={v}")],
-                *python, "-u", "-m", job.module, "--run-dir", job.run_dir]
+                *job.rank_python(), "-u", "-m", job.module, "--run-dir", job.run_dir]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import shlex
 
 from bench.launch.base import Job, MultiNode
-from bench.launch.environment import runner_exports
 
 
 class Pdsh(MultiNode):
@@ -44,8 +43,7 @@ class Pdsh(MultiNode):
         interpreter is named by its path, and PATH (the venv's bin first) is
         among the exports.
         """
-        exports = runner_exports({**job.environ, **job.rank_env}, self.env_file(job), job.run_dir, job.device)
-        python = job.image_python() if job.container is not None else [job.python]
-        remote = ("".join(f"export {k}={shlex.quote(v)}; " for k, v in exports.items())
-                  + f"cd {shlex.quote(job.run_dir)}; " + shlex.join(job.node_launch(python, job.resources, "%n")))
+        remote = ("".join(f"export {k}={shlex.quote(v)}; " for k, v in self.exports(job).items())
+                  + f"cd {shlex.quote(job.run_dir)}; "
+                  + shlex.join(job.node_launch(job.rank_python(), job.resources, "%n")))
         return ["pdsh", "-S", "-f", "1024", "-w", ",".join(job.resources), remote]

@@ -55,6 +55,6 @@ class Slurm(MultiNode):
 
     def command(self, job: Job) -> list[str]:
         total = sum(len(s) for s in job.resources.values())
-        python = job.image_python() if job.container is not None else [job.python]
         return ["srun", "-n", str(total), "--nodes", str(len(job.resources)), "--distribution=arbitrary",
-                "--kill-on-bad-exit=1", "--export=ALL", *python, "-u", "-m", job.module, "--run-dir", job.run_dir]
+                "--kill-on-bad-exit=1", "--export=ALL", *job.rank_python(), "-u", "-m", job.module, "--run-dir",
+                job.run_dir]
