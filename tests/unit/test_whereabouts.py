@@ -84,6 +84,29 @@ def test_every_rank_in_one_collective_names_the_host_that_stopped_answering():
     assert [e["rank"] for e in v.odd] == [2]
 
 
+def failed_in(seq: int, step: int) -> dict:
+    return {"status": "failed", "error": "DistBackendError: Timed out",
+            "at": {"step": step, "seq": seq, "in_flight": [], "failed": {"seq": seq, "op": "all_reduce", "step": step,
+                                                                        "after_s": 10.0, "error": "Timed out"}}}
+
+
+def test_a_cut_host_s_rank_one_collective_behind_is_named_first_and_the_others_set_the_step():
+    # As CI recorded it: the link cut inside a ring all-reduce; the two ranks that kept theirs had what they
+    # needed and went on to the next step's all_reduce, the cut host's rank never got its last message.
+    v = verdict({}, reports={0: failed_in(105, 25), 1: failed_in(104, 24), 2: failed_in(105, 25)},
+                cleanup={"unreachable": {"10.0.0.3": "ssh: connect timed out"}})
+    assert v.reason == ("hung at step 25: rank 1 on node2: its host stopped answering (ssh: connect timed out); "
+                        "it was in all_reduce #104, behind the others (#105); 2 ranks waited in all_reduce #105")
+    assert [e["rank"] for e in v.odd] == [1] and v.step == 25
+
+
+def test_a_cut_host_s_rank_one_collective_ahead_is_named_first_too():
+    v = verdict({}, reports={0: failed_in(104, 24), 1: failed_in(105, 25), 2: failed_in(104, 24)},
+                cleanup={"unreachable": {"10.0.0.3": "ssh: connect timed out"}})
+    assert v.reason == ("hung at step 24: rank 1 on node2: its host stopped answering (ssh: connect timed out); "
+                        "it was in all_reduce #105; 2 ranks waited in all_reduce #104")
+
+
 def test_every_rank_in_one_collective_and_nothing_else_known_names_nobody():
     v = verdict({0: waiting(41), 1: waiting(41), 2: waiting(41)})
     assert v.odd == []
