@@ -89,19 +89,23 @@ class Run:
         assert sorted(pids) == list(range(self.world)), pids
         return pids
 
+    def training(self, deadline: float) -> dict[int, tuple[str, int]] | None:
+        """poll_training(), failing the test where bench exited before training or the deadline passed."""
+        pids = self.poll_training()
+        if pids is None and self.proc.poll() is not None:
+            self.finish(0)
+            pytest.fail(f"bench exited {self.proc.returncode} before training: {self.stderr[-3000:]}")
+        if pids is None and time.monotonic() > deadline:
+            self.kill()
+            pytest.fail(f"no progress after {START_LIMIT_S} s")
+        return pids
+
     def wait_training(self) -> dict[int, tuple[str, int]]:
         """Block until rank 0 reports progress; {rank: (hostname, pid)} of every rank (one per host)."""
         deadline = time.monotonic() + START_LIMIT_S
-        while time.monotonic() < deadline:
-            pids = self.poll_training()
-            if pids is not None:
-                return pids
-            if self.proc.poll() is not None:
-                self.finish(0)
-                pytest.fail(f"bench exited {self.proc.returncode} before training: {self.stderr[-3000:]}")
+        while (pids := self.training(deadline)) is None:
             time.sleep(0.5)
-        self.kill()
-        pytest.fail(f"no progress after {START_LIMIT_S} s")
+        return pids
 
     def finish(self, bound: float) -> float:
         """Wait for bench to exit within bound seconds; returns the seconds it took."""
@@ -304,20 +308,29 @@ def wait_out(cluster, other, tmp: Path, faulted: threading.Event) -> dict[str, W
         for launcher in ("pdsh", "openmpi"):
             started[launcher] = Run(cluster, tmp / launcher, launcher=launcher)
         started["local"] = Run(None, tmp / "local")   # this machine, 2 ranks: DeepSpeed's local launch
-        got = {name: Waited(run, run.wait_training()) for name, run in started.items()}
-        for launcher in KILLED:
-            w = got[launcher]
-            w.before = _count_per_host(cluster, w.run.run_dir) if launcher != "local" else {"localhost": len(w.pids)}
-            w.everywhere = len(_anywhere(w.run.run_dir))  # the hosts' and the launching host's
         cut = other.hosts[1]
-        other.link_down(cut)
+        got: dict[str, Waited] = {}
+        faulted_at: dict[str, float] = {}
+        finisher = threading.Thread(target=lambda: _finish_cut(got["cut"]), daemon=True)
         try:
-            for launcher in KILLED:
-                got[launcher].run.proc.kill()
-                got[launcher].run.proc.communicate()
-            t0 = time.monotonic()
-            finisher = threading.Thread(target=_finish_cut, args=(got["cut"],), daemon=True)
-            finisher.start()
+            # Each fault goes in as soon as its run trains: a run left training while the others start only
+            # slows their start (100000 steps on the same two cores).
+            deadline = time.monotonic() + START_LIMIT_S
+            while len(got) < len(started):
+                for name, run in started.items():
+                    if name in got or (pids := run.training(deadline)) is None:
+                        continue
+                    w = got[name] = Waited(run, pids)
+                    if name == "cut":
+                        other.link_down(cut)
+                        finisher.start()
+                        continue
+                    w.before = _count_per_host(cluster, run.run_dir) if name != "local" else {"localhost": len(pids)}
+                    w.everywhere = len(_anywhere(run.run_dir))  # the hosts' and the launching host's
+                    run.proc.kill()
+                    run.proc.communicate()
+                    faulted_at[name] = time.monotonic()
+                time.sleep(0.2)
             faulted.set()
             # On the hosts, and on the launching host (pdsh and mpirun: they name the run dir),
             # and no Open MPI daemon (orted names no run dir; the cut run is pdsh's and runs none).
@@ -327,7 +340,7 @@ def wait_out(cluster, other, tmp: Path, faulted: threading.Event) -> dict[str, W
                     w = got[launcher]
                     w.left = (_left_behind(cluster, w.run.run_dir, w.pids) if launcher != "local" else []) + \
                         _anywhere(w.run.run_dir) + (_daemons() if launcher == "openmpi" else [])
-                    w.took_s = time.monotonic() - t0
+                    w.took_s = time.monotonic() - faulted_at[launcher]
                     if not w.left or w.took_s > 60:
                         pending.discard(launcher)
                 time.sleep(1.0)
