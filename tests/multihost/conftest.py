@@ -85,12 +85,15 @@ def healthy_validate(cluster: netns.Cluster, tmp_path_factory):
 
 @dataclass
 class Stalls:
-    """What `stalls` ran: each part's result, or the error that ended it (raised by that part's tests only)."""
+    """What `stalls` runs: each part's thread, then its result or the error that ended it (raised by that part's
+    tests only). part() waits for that part to end."""
 
+    threads: dict[str, threading.Thread] = field(default_factory=dict)
     parts: dict[str, object] = field(default_factory=dict)
     errors: dict[str, BaseException] = field(default_factory=dict)
 
     def part(self, name: str):
+        self.threads[name].join()
         if name in self.errors:
             raise self.errors[name]
         return self.parts[name]
@@ -103,30 +106,35 @@ def stalls(cluster, cluster_factory, tmp_path_factory) -> Stalls:
     and its runs only wait, test_hangs.run_hangs (six hung runs, exit within their watchdog + 15 s). Their
     starts never overlap (each group's ranks start on the machine's two cores alone, as before); the hang
     runs' timed part (stall to exit) meets only the other group's waiting and its cut run's watchdog (a stack
-    request and a stop, light). Measured together: 191 s, against 231 s one after the other (2026-12-03)."""
+    request and a stop, light). Measured together: 191 s, against 231 s one after the other (2026-12-03).
+
+    Returns once every fault of both groups is in; the runs then wait out their timeouts in these threads while
+    the suite goes on with the unit tests (tests/conftest.py orders them there: one core of pure Python, no
+    rank starts) until a test asks for a part."""
     from .test_faults import START_LIMIT_S, wait_out
     from .test_hangs import run_hangs
 
     out = Stalls()
     other, pair = cluster_factory(3), cluster_factory(2)  # hosts of their own: a cut link breaks no other run
-    faulted = threading.Event()
+    waited, hung = threading.Event(), threading.Event()
 
-    def waits() -> None:
+    def part(name: str, event: threading.Event, run) -> None:
         try:
-            out.parts["waits"] = wait_out(cluster, other, tmp_path_factory.mktemp("waits"), faulted)
+            out.parts[name] = run()
         except BaseException as e:  # pytest.fail too: kept for this part's tests
-            out.errors["waits"] = e
+            out.errors[name] = e
         finally:
-            faulted.set()
+            event.set()
 
-    t = threading.Thread(target=waits, daemon=True)
-    t.start()
-    try:
-        faulted.wait(START_LIMIT_S + 60)
-        out.parts["hangs"] = run_hangs(cluster, pair, tmp_path_factory.mktemp("hangs"))
-    except (KeyboardInterrupt, SystemExit):
-        raise  # the other part's thread is a daemon: its runs end with their own timeouts and the heartbeat
-    except BaseException as e:
-        out.errors["hangs"] = e
-    t.join()
+    def hangs() -> None:
+        waited.wait(START_LIMIT_S + 60)
+        return run_hangs(cluster, pair, tmp_path_factory.mktemp("hangs"), hung)
+
+    for name, event, run in (("waits", waited, lambda: wait_out(cluster, other, tmp_path_factory.mktemp("waits"),
+                                                                  waited)),
+                             ("hangs", hung, hangs)):
+        out.threads[name] = threading.Thread(target=part, args=(name, event, run), daemon=True)
+        out.threads[name].start()
+    # Both threads are daemons: on Ctrl-C their runs end with their own timeouts and the heartbeat.
+    hung.wait()
     return out

@@ -107,9 +107,9 @@ def hangs(stalls) -> dict[str, Hang]:
     return stalls.part("hangs")
 
 
-def run_hangs(cluster, pair, tmp: Path) -> dict[str, Hang]:
+def run_hangs(cluster, pair, tmp: Path, faulted: threading.Event | None = None) -> dict[str, Hang]:
     """The six hung runs to their end; `pair`: hosts of their own for the tc runs (the dropped host must not cut
-    the other runs)."""
+    the other runs). `faulted` is set once every run's fault is in: from there on they only wait."""
     cut = pair.hosts[1]
     long = ("--collective-timeout", str(LONG_COLLECTIVE))
     runs: dict[str, Hang] = {}
@@ -160,6 +160,8 @@ def run_hangs(cluster, pair, tmp: Path) -> dict[str, Hang]:
                 for h in tcs:
                     h.pids, h.fault_at = h.run.poll_training(), time.monotonic()
             time.sleep(0.2)
+        if faulted is not None:
+            faulted.set()
         for name, h in runs.items():
             waiters[name].join(timeout=max(1.0, h.fault_at + h.watchdog_s + GRACE_S + 120 - time.monotonic()))
             TIMINGS[f"{name}: stall -> exit"] = h.took_s
