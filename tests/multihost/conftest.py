@@ -126,7 +126,7 @@ def stalls(cluster, cluster_factory, tmp_path_factory) -> Stalls:
         finally:
             event.set()
 
-    def hangs() -> None:
+    def hangs() -> dict:
         waited.wait(START_LIMIT_S + 60)
         return run_hangs(cluster, pair, tmp_path_factory.mktemp("hangs"), hung)
 
