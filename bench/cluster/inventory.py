@@ -19,7 +19,7 @@ from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import slurm_hosts
 from bench.core.config import LAUNCHERS
 from bench.core.errors import BadInput
-from bench.core.options import csv_parser, opt
+from bench.core.options import csv_parser, moment, opt
 from bench.core.precision import PRECISIONS
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -35,7 +35,7 @@ class HealthAsk:
 
     def argv(self) -> list[str]:
         """The same request as `bench probe --local` options."""
-        return ["--health", *(["--health-since", repr(self.since)] if self.since is not None else []),
+        return ["--health", *(["--since", repr(self.since)] if self.since is not None else []),
                 *(["--dcgm", str(self.dcgm_level)] if self.dcgm_level else []),
                 *(["--health-folders", ",".join(self.folders)] if self.folders else [])]
 
@@ -127,15 +127,17 @@ class ProbeConfig:
     health: bool = opt("also read each node's own health: GPU counters (NVML, else nvidia-smi -q), the kernel "
                        "log's Xid events, NVLink and InfiniBand ports, free space (bench validate's health check)",
                        default=False)
-    health_since: float | None = opt("with --health: kernel-log events from this Unix time on (default: since boot)",
-                                     default=None, metavar="SECONDS")
+    # validate's name for the same idea; --health-since took Unix seconds only.
+    since: float | None = opt("with --health: kernel-log events since TIME, ISO 8601 or Unix seconds, e.g. after a "
+                              "GPU reset (default: since boot)", default=None, parse=moment, metavar="TIME",
+                              aliases=("--health-since",))
     dcgm: int | None = opt("with --health: also run DCGM's diagnostic at this level where dcgmi answers",
                            default=None, choices=(1, 2, 3))
     health_folders: tuple[str, ...] = opt("with --health: folders whose free space to check", default=("/tmp",),
                                           parse=csv_parser(str, dedupe=True), metavar="LIST")
 
     def health_ask(self) -> HealthAsk | None:
-        return HealthAsk(self.health_since, self.dcgm, self.health_folders) if self.health else None
+        return HealthAsk(self.since, self.dcgm, self.health_folders) if self.health else None
 
     def __post_init__(self) -> None:
         if self.micro_batch is not None and self.micro_batch < 1:
@@ -144,6 +146,9 @@ class ProbeConfig:
             raise BadInput(f"--mem-per-sample-gb: must be > 0, not {self.mem_per_sample_gb}")
         if not self.timeout > 0:
             raise BadInput(f"--probe-timeout: must be > 0, not {self.timeout}")
+        for given, flag in ((self.since is not None, "--since"), (self.dcgm is not None, "--dcgm")):
+            if given and not self.health:
+                raise BadInput(f"{flag}: reads a node's health; add --health")
 
 
 def probe_resources(cfg: ProbeConfig, hosts: HostSelection) -> dict[str, list[int]] | None:

@@ -1,6 +1,6 @@
 """MPI entry of `bench probe --launcher openmpi`: each rank takes its node's inventory; rank 0 prints all.
 
-    mpirun -n N --hostfile H python -m bench.cluster.probe_mpi [--health --health-since S --dcgm N ...]
+    mpirun -n N --hostfile H python -m bench.cluster.probe_mpi [--health --since S --dcgm N ...]
 
 The health options are `bench probe`'s own (bench.cluster.inventory.HealthAsk.argv).
 """

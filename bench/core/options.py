@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import sys
 from dataclasses import field
+from datetime import datetime
 from typing import Any, Callable
 
 
@@ -91,6 +92,17 @@ def csv_parser(kind: type, *, dedupe: bool = False) -> Callable[[str], tuple]:
             return tuple(sorted(set(ints))) if dedupe else tuple(ints)
         return tuple(dict.fromkeys(items)) if dedupe else tuple(items)
     return parse
+
+
+def moment(text: str) -> float:
+    """An option's time as Unix seconds: ISO 8601 (2026-12-02T10:00; local time where it names no zone) or
+    Unix seconds (1796205600)."""
+    t = text.strip()
+    try:
+        return float(t) if t.replace(".", "", 1).isdigit() else datetime.fromisoformat(t).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO 8601, e.g. 2026-12-02T10:00, or Unix "
+                                         "seconds)") from None
 
 
 def option_name(name: str) -> str:

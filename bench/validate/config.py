@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from bench.analysis.compare import parse_threshold
 from bench.core.errors import BadInput
-from bench.core.options import csv_parser, opt
+from bench.core.options import csv_parser, moment, opt
 from bench.core.precision import PRECISIONS
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
@@ -98,8 +98,8 @@ class ValidateConfig:
                                   default=None, metavar="DIR")
     since_job: bool = opt("health: report only the kernel-log events raised since this Slurm job started (an "
                           "epilog; default: since boot)", default=False)
-    since: str | None = opt("health: report only the kernel-log events since TIME (ISO 8601 or Unix seconds; e.g. "
-                            "after a GPU reset)", default=None, metavar="TIME")
+    since: float | None = opt("health: report only the kernel-log events since TIME (ISO 8601 or Unix seconds; "
+                              "e.g. after a GPU reset)", default=None, parse=moment, metavar="TIME")
     dcgm: str = opt("run DCGM's diagnostic where dcgmi answers: auto (level 1 at prolog, 2 at quick, 3 at full, "
                     "none at health), off, or a level 1-3", default="auto", choices=DCGM)
     checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); preflight and inventory "

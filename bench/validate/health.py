@@ -22,29 +22,19 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime
 from typing import Any
 
 from bench.cluster.inventory import HealthAsk
 from bench.cluster.slurm import job_start
-from bench.core.errors import BadInput
 from bench.validate.state import Validation
 
 _STATUS = {"fail": "FAIL", "warn": "WARN"}
 
 
 def since_of(cfg) -> float | None:
-    """The time kernel-log events count from: --since-job, --since TIME, else None (since boot)."""
-    if cfg.since_job:
-        return job_start()
-    if cfg.since is None:
-        return None
-    text = cfg.since.strip()
-    try:
-        return float(text) if text.replace(".", "", 1).isdigit() else datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise BadInput(f"--since: {cfg.since!r} is not a time (ISO 8601, e.g. 2026-12-02T10:00, or Unix "
-                       "seconds)") from None
+    """The time kernel-log events count from: --since-job, --since TIME (parsed by bench.core.options.moment),
+    else None (since boot)."""
+    return job_start() if cfg.since_job else cfg.since
 
 
 def health_request(v: Validation) -> HealthAsk | None:

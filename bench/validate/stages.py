@@ -74,7 +74,7 @@ def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-"
     w = where(cfg, hosts)
     table = references.load(cfg.reference)
     numerics.load_references(cfg.numerics_reference)  # bad input before anything runs
-    health.since_of(cfg)
+    health.since_of(cfg)  # --since-job outside a Slurm job: refused before any node is reached
     _writable(cfg)
     storage.check_room(cfg.out, sum(len(s) for s in w.resources.values()))
     run_id = results.new_run_id(cfg.out, prefix=prefix)

@@ -5,6 +5,7 @@
     --launcher ssh (probe)        -> --launcher pdsh: bench probe takes bench run's launcher names
     --timeout (probe)             -> --probe-timeout (--timeout is a job's seconds without progress elsewhere)
     --warmup (comm)               -> --timing-warmup, as bench run's untimed first steps
+    --health-since (probe)        -> --since, as bench validate's (ISO 8601 or Unix seconds, as there)
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def test_probe_takes_bench_runs_launcher_names():
     (["comm", "--warmup", "2"], "warmup", 2, "bench comm: --warmup is now --timing-warmup"),
     (["run", "--num-gpus", "3"], "gpus", 3, "bench run: --num-gpus is now --gpus"),
     (["tune", "--num-gpus", "3"], "gpus", 3, "bench tune: --num-gpus is now --gpus"),
+    (["probe", "--health-since", "1764669600"], "since", 1764669600.0, "bench probe: --health-since is now --since"),
 ])
 def test_old_names_set_the_new_option(argv, dest, value, note, capsys):
     assert getattr(parsed(*argv), dest) == value
@@ -111,6 +113,36 @@ def test_old_names_set_the_new_option(argv, dest, value, note, capsys):
 
 
 @pytest.mark.parametrize("command,old", [("hosts", "--num-gpus"), ("run", "--num-gpus"), ("probe", "--timeout"),
-                                         ("comm", "--warmup"), ("sweep", "--values")])
+                                         ("comm", "--warmup"), ("sweep", "--values"),
+                                         ("probe", "--health-since")])
 def test_old_names_are_not_in_help(command, old):
     assert old not in cli(command, "--help").stdout.replace("--collective-timeout", "")
+
+
+
+@pytest.mark.parametrize("command", ["probe", "validate"])
+def test_since_reads_the_same_times_in_probe_and_validate(command):
+    from datetime import datetime
+
+    assert parsed(command, "--since", "2026-12-02T10:00").since == datetime(2026, 12, 2, 10, 0).timestamp()
+    assert parsed(command, "--since", "2026-12-02T10:00+00:00").since == 1796205600.0
+    assert parsed(command, "--since", "1764669600.5").since == 1764669600.5
+    assert_bad_input(cli(command, "--since", "yesterday"),
+                     f"bench {command}: error: argument --since: 'yesterday' is not a time (ISO 8601, "
+                     "e.g. 2026-12-02T10:00, or Unix seconds)")
+
+
+def test_probe_refuses_health_options_without_health():
+    assert_bad_input(cli("probe", "--local", "--since", "1764669600"),
+                     "bench probe: error: --since: reads a node's health; add --health")
+    assert_bad_input(cli("probe", "--local", "--dcgm", "1"), "bench probe: error: --dcgm: reads a node's health")
+
+
+def test_the_remote_probes_health_request_reads_back_as_sent():
+    """What bench probe asks of every node (over ssh, mpirun or srun) is parsed there by the same options."""
+    from bench.cluster.inventory import HealthAsk, ProbeConfig
+    from bench.core.options import from_args
+
+    asked = HealthAsk(since=1764669600.25, dcgm_level=2, folders=("/scratch", "/tmp"))
+    args = parsed("probe", "--local", "--json", *asked.argv())
+    assert from_args(ProbeConfig, args).health_ask() == asked
