@@ -31,3 +31,18 @@ def test_probe_names_a_host_that_does_not_answer(cluster_factory):
     doc = one_json(proc.stdout)
     assert list(doc["unreachable"]) == [c.hosts[1]] and [n["host"] for n in doc["nodes"]] == [c.hosts[0]]
     assert doc["verdict"]["level"] == "fail"
+
+
+def test_probe_health_sends_since_to_every_node(cluster):
+    """--health --since over ssh: each node's own probe gets the time (HealthAsk.argv) and reads its kernel log
+    from there; the time comes back as that node read it, whatever the node's zone."""
+    proc = bench("probe", "--hostfile", str(cluster.hostfile), "--launcher", "pdsh", "--health",
+                 "--since", "2026-12-02T10:00+00:00", "--json", env=cluster.env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]  # probe exits 1 only for a node it could not reach
+    doc = one_json(proc.stdout)
+    assert [n["host"] for n in doc["nodes"]] == cluster.hosts
+    for node in doc["nodes"]:
+        health = node["health"]
+        assert health["since"] == "2026-12-02T10:00:00+00:00", (node["host"], health)
+        sources = set(health["read"]) | {m["source"] for m in health["not_read"]}
+        assert "kernel-log" in sources, (node["host"], health)
