@@ -111,15 +111,20 @@ def _buffers(torch, op: str, rank: int, n: int, count: int, device):
     return src, src.clone(), (torch.empty(out, dtype=torch.float32, device=device) if out is not None else None)
 
 
+def _named(dist, name: str, before: str):
+    """torch 2.14's name for a collective, or the name it had before (in 2.14 an alias that warns on every rank)."""
+    return getattr(dist, name, None) or getattr(dist, before)
+
+
 def _run_op(dist, op: str, work, out, group, root: int) -> None:
     if op == "all_reduce":
         dist.all_reduce(work, group=group)
     elif op == "broadcast":
         dist.broadcast(work, src=root, group=group)
     elif op == "all_gather":
-        dist.all_gather_into_tensor(out, work, group=group)
+        _named(dist, "all_gather_single", "all_gather_into_tensor")(out, work, group=group)
     elif op == "reduce_scatter":
-        dist.reduce_scatter_tensor(out, work, group=group)
+        _named(dist, "reduce_scatter_single", "reduce_scatter_tensor")(out, work, group=group)
     else:
         raise ValueError(f"unknown op {op!r}")
 

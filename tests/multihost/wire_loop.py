@@ -31,7 +31,7 @@ def buffers(op: str, count: int, n: int) -> tuple:
         return (lambda: dist.all_reduce(x)),
     if op == "all_gather":
         out = torch.empty(count * n)
-        return (lambda: dist.all_gather_into_tensor(out, x)),
+        return (lambda: dist.all_gather_single(out, x)),
     if op == "reduce_scatter":
         big = torch.ones(count * n)
         return (lambda: dist.reduce_scatter_tensor(x, big)),

@@ -53,3 +53,12 @@ def no_processes(request, monkeypatch):
     monkeypatch.setattr(os, "fork", refuse("fork", os.fork))
     monkeypatch.setattr(os, "posix_spawn", refuse("posix_spawn", os.posix_spawn))
     yield
+
+
+@pytest.fixture
+def one_rank_group():
+    """A real one-rank gloo process group in this process (an in-memory store, no socket), gone after the test."""
+    dist = pytest.importorskip("torch.distributed")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist
+    dist.destroy_process_group()

@@ -191,18 +191,10 @@ def test_untimed_on_gpus_seconds_are_null_never_zero():
     assert step["ops"]["all_reduce"]["sent_bytes"] > 0 and c.timing_reason
 
 
-@pytest.fixture
-def one_rank_group():
-    store = dist.HashStore()
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 def test_real_collectives_pass_through_the_wrapper(one_rank_group):
     c = CommCounter(timed=True, world_size=lambda g: dist.get_world_size(g), backend="gloo")
     all_reduce = c.wrap("all_reduce", c10d.all_reduce)
-    gather = c.wrap("all_gather_into_tensor", c10d.all_gather_into_tensor)
+    gather = c.wrap("all_gather_single", c10d.all_gather_single)
     f_all_reduce = c.wrap("all_reduce", funcol.all_reduce,
                           funcol_size=lambda g: dist.get_world_size())
     x = torch.full((8,), 3.0)

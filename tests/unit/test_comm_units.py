@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from bench.analysis.comm_figures import row, rows_from_summary
@@ -103,6 +105,20 @@ def test_the_check_compares_in_bounded_chunks_and_counts_every_wrong_value(op, m
     # The pattern is v(r, i) = (r + 1) + (i mod 128) for any start, built without an index tensor.
     idx = torch.arange(5, 5 + 1000)
     assert torch.equal(wc.pattern(torch, 2, 1000, start=5), (idx % 128 + 3).float())
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
+def test_each_collective_runs_on_a_real_group_by_its_current_name(op, one_rank_group):
+    # torch 2.14 renamed all_gather_into_tensor and reduce_scatter_tensor: the old names still work but write a
+    # FutureWarning into every rank's log of every `bench comm`. One rank: the result is the input, checked exactly.
+    torch = pytest.importorskip("torch")
+    from bench.worker import comm as wc
+
+    _, work, out = wc._buffers(torch, op, 0, 1, 300, "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wc._run_op(one_rank_group, op, work, out, None, 0)
+    assert wc.count_wrong(torch, work if out is None else out, op, [0], 0, 300) == 0
 
 
 def test_bench_comm_plans_like_bench_run_from_a_gpu_less_head_node(tmp_path, monkeypatch):
