@@ -29,10 +29,13 @@ libtorch_cuda.so and libtorch_cpu.so hold no `TORCH_FR_` string (the
 2.7.1+cu126 wheel, git e2d141db), and the generic name came with
 pytorch/pytorch#152563 (May 2025), whose diff shows the line before it,
 `getCvarInt({"TORCH_NCCL_TRACE_BUFFER_SIZE"}, 0)`. torch 2.14.1 reads
-`TORCH_FR_BUFFER_SIZE` first and warns once that the old name is
-deprecated. So enable() sets both to the same value (a user's value of
-either is copied to the other), and the dump file's prefix under both of
-its names (`TORCH_FR_DUMP_TEMP_FILE`, `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`).
+`TORCH_FR_BUFFER_SIZE` first and warns into every rank's log when the
+old name is set at all ("Environment variable TORCH_NCCL_TRACE_BUFFER_SIZE
+is deprecated"). So enable() sets the size under the name the rank's own
+torch reads (both where the version is unknown), a user's value under
+either name taken as the value, and the dump file's prefix under both of
+its names (`TORCH_FR_DUMP_TEMP_FILE`, `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`;
+torch 2.14.1 reads the old one without a warning).
 
 An independent run (bench validate's per-GPU runs) gives every rank a
 world of one, where torch names its own dump by the group's rank, 0 on
@@ -62,43 +65,60 @@ _FILE_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 ALONE_SUFFIX = "-group-rank"  # flight/rank<R>-group-rank0: an independent rank's own dump, R the launcher's rank
 
 
-def enable(run_dir: str, launcher_rank: int | None = None) -> None:
+def enable(run_dir: str, launcher_rank: int | None = None, torch_version: str | None = None) -> None:
     """Switch the recorder on for the process groups this rank creates from now (environment, read at creation).
 
     launcher_rank: given in an independent run (a world of one per rank), where torch would name every rank's
-    dump flight/rank0.
+    dump flight/rank0. torch_version: the torch this rank runs (default: the one imported).
     """
-    _same_value(_SIZE_VARS, str(BUFFER_ENTRIES))
+    _same_value(_SIZE_VARS, str(BUFFER_ENTRIES), only=_size_names(torch_version or _imported_torch()))
     os.makedirs(os.path.join(run_dir, DIR), exist_ok=True)
     os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
     prefix = os.path.join(run_dir, DIR, PREFIX if launcher_rank is None else f"{PREFIX}{launcher_rank}{ALONE_SUFFIX}")
     _same_value(_FILE_VARS, prefix)
 
 
-def _same_value(names: tuple[str, ...], default: str) -> None:
-    """Every name of `names` set: to the value the user gave one of them (the first set), else to `default`."""
+def _same_value(names: tuple[str, ...], default: str, only: tuple[str, ...] | None = None) -> None:
+    """Every name of `only` (default: all of `names`) that is unset, set to the value the user gave one of `names`
+    (the first set), else to `default`."""
     given = next((os.environ[v] for v in names if os.environ.get(v, "").strip()), default)
-    for v in names:
+    for v in names if only is None else only:
         if not os.environ.get(v, "").strip():
             os.environ[v] = given
 
 
+def _imported_torch() -> str | None:
+    return getattr(sys.modules["torch"], "__version__", None) if "torch" in sys.modules else None
+
+
+def _size_names(torch_version: str | None) -> tuple[str, ...]:
+    """The names of the buffer size that torch reads (both where its version is not known)."""
+    if not torch_version or _version(torch_version) is None:
+        return _SIZE_VARS
+    return _SIZE_VARS[1:] if _before_generic_name(torch_version) else _SIZE_VARS[:1]
+
+
 def enabled(torch_version: str | None = None) -> bool:
     """Whether this torch records: the first of its names that is set, as torch reads them (2.7 knows one)."""
-    if torch_version is None and "torch" in sys.modules:
-        torch_version = getattr(sys.modules["torch"], "__version__", None)
+    if torch_version is None:
+        torch_version = _imported_torch()
     names = _SIZE_VARS[1:] if torch_version and _before_generic_name(torch_version) else _SIZE_VARS
     value = next((os.environ[v].strip() for v in names if os.environ.get(v, "").strip()), "")
     return value not in ("", "0")
 
 
-def _before_generic_name(version: str) -> bool:
-    """torch before 2.8 (pytorch/pytorch#152563 landed for 2.8): TORCH_NCCL_TRACE_BUFFER_SIZE only, default 0."""
+def _version(version: str) -> tuple[int, int] | None:
     try:
         major, minor = (int(x) for x in version.split("+")[0].split(".")[:2])
     except ValueError:
-        return False
-    return (major, minor) < (2, 8)
+        return None
+    return major, minor
+
+
+def _before_generic_name(version: str) -> bool:
+    """torch before 2.8 (pytorch/pytorch#152563 landed for 2.8): TORCH_NCCL_TRACE_BUFFER_SIZE only, default 0."""
+    v = _version(version)
+    return v is not None and v < (2, 8)
 
 
 def dump(run_dir: str, rank: int) -> dict[str, Any]:

@@ -74,9 +74,9 @@ def test_the_flight_recorder_is_switched_on_unless_the_user_said_otherwise(tmp_p
     for var in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT",
                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE"):
         monkeypatch.delenv(var, raising=False)
-    flight.enable(str(tmp_path))
+    flight.enable(str(tmp_path), torch_version="unknown")
     import os
-    # Both names: torch 2.7.1 (the Pascal image) reads only the second, torch 2.14.1 the first.
+    # A torch of unknown version gets both names: torch 2.7.1 (the Pascal image) reads only the second, 2.14.1 the first.
     assert os.environ["TORCH_FR_BUFFER_SIZE"] == os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] == str(flight.BUFFER_ENTRIES)
     assert os.environ["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
     assert os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == os.environ["TORCH_FR_DUMP_TEMP_FILE"] == \
