@@ -23,6 +23,16 @@ SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 _RECORD_SECRET_WORDS = (*SECRET_WORDS, "KEY")
 
 
+def release(version: str, parts: int = 3) -> tuple[int, ...] | None:
+    """The first `parts` numbers of a version string ('2.14.1+cu130' -> (2, 14, 1)); None where one is not a number
+    or there are fewer."""
+    try:
+        numbers = tuple(int(x) for x in version.split("+")[0].split(".")[:parts])
+    except ValueError:
+        return None
+    return numbers if len(numbers) == parts else None
+
+
 def allowed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     environ = dict(os.environ if environ is None else environ)
     return {k: v for k, v in sorted(environ.items())

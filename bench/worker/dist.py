@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import os
 
+from bench.core.provenance import release
 from bench.worker.bootstrap import bind_device, env_local_rank, map_launcher_env
 
 
@@ -49,10 +50,7 @@ def bound_device(torch, device) -> dict:
     """
     if device.type != "cuda":
         return {}
-    try:
-        version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:3])
-    except ValueError:
-        version = ()
+    version = release(torch.__version__) or ()
     if (2, 6, 0) < version < (2, 7, 1):
         return {}
     return {"device_id": device}

@@ -56,12 +56,17 @@ import os
 import sys
 from typing import Any
 
+from bench.core.provenance import release
+
 BUFFER_ENTRIES = 2000   # collectives kept per rank: a few steps of ZeRO-3's per-layer gathers
 DIR = "flight"
 PREFIX = "rank"         # files flight/rank<R>: torch's analyzer takes the digits after the prefix as the rank
 # The generic name first (torch 2.14.1 reads it first), NCCL's older one second (all torch 2.7.1 reads).
 _SIZE_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 _FILE_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+# torch 2.8 (pytorch/pytorch#152563) added TORCH_FR_BUFFER_SIZE; before it, TORCH_NCCL_TRACE_BUFFER_SIZE only,
+# default 0 (off).
+_GENERIC_SINCE = (2, 8)
 ALONE_SUFFIX = "-group-rank"  # flight/rank<R>-group-rank0: an independent rank's own dump, R the launcher's rank
 
 
@@ -71,7 +76,10 @@ def enable(run_dir: str, launcher_rank: int | None = None, torch_version: str | 
     launcher_rank: given in an independent run (a world of one per rank), where torch would name every rank's
     dump flight/rank0. torch_version: the torch this rank runs (default: the one imported).
     """
-    _same_value(_SIZE_VARS, str(BUFFER_ENTRIES), only=_size_names(torch_version or _imported_torch()))
+    known = _release(torch_version)
+    # Set only the name this torch reads (the old one warns on 2.8+); both where the version is not known.
+    only = _SIZE_VARS if known is None else _SIZE_VARS[1:] if known < _GENERIC_SINCE else _SIZE_VARS[:1]
+    _same_value(_SIZE_VARS, str(BUFFER_ENTRIES), only=only)
     os.makedirs(os.path.join(run_dir, DIR), exist_ok=True)
     os.environ.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
     prefix = os.path.join(run_dir, DIR, PREFIX if launcher_rank is None else f"{PREFIX}{launcher_rank}{ALONE_SUFFIX}")
@@ -87,38 +95,19 @@ def _same_value(names: tuple[str, ...], default: str, only: tuple[str, ...] | No
             os.environ[v] = given
 
 
-def _imported_torch() -> str | None:
-    return getattr(sys.modules["torch"], "__version__", None) if "torch" in sys.modules else None
-
-
-def _size_names(torch_version: str | None) -> tuple[str, ...]:
-    """The names of the buffer size that torch reads (both where its version is not known)."""
-    if not torch_version or _version(torch_version) is None:
-        return _SIZE_VARS
-    return _SIZE_VARS[1:] if _before_generic_name(torch_version) else _SIZE_VARS[:1]
-
-
 def enabled(torch_version: str | None = None) -> bool:
     """Whether this torch records: the first of its names that is set, as torch reads them (2.7 knows one)."""
-    if torch_version is None:
-        torch_version = _imported_torch()
-    names = _SIZE_VARS[1:] if torch_version and _before_generic_name(torch_version) else _SIZE_VARS
+    known = _release(torch_version)
+    names = _SIZE_VARS[1:] if known is not None and known < _GENERIC_SINCE else _SIZE_VARS
     value = next((os.environ[v].strip() for v in names if os.environ.get(v, "").strip()), "")
     return value not in ("", "0")
 
 
-def _version(version: str) -> tuple[int, int] | None:
-    try:
-        major, minor = (int(x) for x in version.split("+")[0].split(".")[:2])
-    except ValueError:
-        return None
-    return major, minor
-
-
-def _before_generic_name(version: str) -> bool:
-    """torch before 2.8 (pytorch/pytorch#152563 landed for 2.8): TORCH_NCCL_TRACE_BUFFER_SIZE only, default 0."""
-    v = _version(version)
-    return v is not None and v < (2, 8)
+def _release(torch_version: str | None) -> tuple[int, ...] | None:
+    """(major, minor) of the given torch version, else of the torch imported; None where neither is known."""
+    if torch_version is None and "torch" in sys.modules:
+        torch_version = getattr(sys.modules["torch"], "__version__", None)
+    return release(torch_version, 2) if torch_version else None
 
 
 def dump(run_dir: str, rank: int) -> dict[str, Any]:

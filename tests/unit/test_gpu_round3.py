@@ -232,6 +232,16 @@ def test_a_comm_rank_binds_its_one_gpu_but_not_on_cpu_nor_on_the_torch_that_hang
     assert "init_process_group(backend=backend, timeout=timeout, **bound_device(torch, device))" in src
 
 
+def test_one_parser_reads_torch_versions_for_the_bound_device_and_the_flight_recorder():
+    from bench.core.provenance import release
+
+    assert release("2.14.1+cu130") == (2, 14, 1) and release("2.14.1+cu130", 2) == (2, 14)
+    # An NGC pre-release: its minor is known (the recorder's names), its patch is not a number (no range test).
+    ngc = "2.5.0a0+872d972e41.nv24.08"
+    assert release(ngc) is None and release(ngc, 2) == (2, 5)
+    assert release("2.7") is None and release("garbage", 2) is None
+
+
 # --- 6. bench comm times k back-to-back collectives a sample ------------------------------------------------
 
 def test_a_sample_is_k_back_to_back_collectives_divided_by_k(monkeypatch):
