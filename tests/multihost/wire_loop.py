@@ -34,7 +34,7 @@ def buffers(op: str, count: int, n: int) -> tuple:
         return (lambda: dist.all_gather_single(out, x)),
     if op == "reduce_scatter":
         big = torch.ones(count * n)
-        return (lambda: dist.reduce_scatter_tensor(x, big)),
+        return (lambda: dist.reduce_scatter_single(x, big)),
     if op == "broadcast":
         return (lambda: dist.broadcast(x, src=0)),
     if op == "reduce":
