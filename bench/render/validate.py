@@ -101,6 +101,8 @@ def footer(rec: dict[str, Any]) -> list[tuple[str, str]]:
     if unknown:
         lines.append((f"unknown (not checked, do not trust): {', '.join(unknown)}; to run without them and what "
                       f"drains: --exclude {rec['exclude']}", "magenta"))
+    if rec.get("held"):
+        lines.append((f"held, none drained: {rec['held']['reason']}", "bold red"))
     for d in rec.get("drained") or []:
         lines.append((f"scontrol: {d['node']} {'drained' if d['drained'] else 'NOT drained'}: {d['scontrol']}",
                       "bold red" if not d["drained"] else ""))

@@ -41,7 +41,8 @@ class Level:
     iters: int               # timed iterations per size: the median of these is a row's time
     comm_warmup: int
     timeout: float           # seconds one launch may take
-    pairs: str               # inter-node pairs: "ring" (each node with its two neighbours) or "all" (round-robin)
+    pairs: str               # inter-node pairs: "ring" (each node with its two neighbours) or "all" (round-robin;
+                             # past pairing.ALL_PAIRS_MAX nodes the ring and `matchings` random perfect matchings)
     numerics_model: str
     numerics_steps: int
     matmul_n_gpu: int        # the timed matmul on a GPU (a CPU core gets 1024): large enough to reach the peak
@@ -52,6 +53,7 @@ class Level:
     cuda_img_size: int
     cuda_micro_batch: int
     checks: tuple[str, ...] = CHECKS
+    matchings: int = 4       # with pairs="all" past pairing.ALL_PAIRS_MAX nodes: random matchings after the ring
 
 
 LEVELS = {
@@ -118,8 +120,14 @@ class ValidateConfig:
     junit: str | None = opt("write one JUnit test case per check per node", default=None, metavar="FILE")
     out: str = opt("results root; writes OUT/validate-<id>/", default="results")
     fail_fast: bool = opt("stop after the first check with a FAIL (the rest SKIP)", default=False)
-    keep_going: bool = opt("after a host fails preflight, still check the others (default: stop there, in seconds)",
-                           default=False)
+    keep_going: bool = opt("after a host fails preflight, check the others (unknown or drain, with the reason, and "
+                           "the rest judged; --no-keep-going stops there, in seconds)", default=True)
+    max_drain: str = opt("the most nodes bench drains at once: N, a share (10%) or 'all'; past it bench drains none "
+                         "itself (the cause may be the fabric, the launcher or bench), marks them held in the drain "
+                         "file and exits 1 (default: 10% of the nodes, at least 2)", default="10%",
+                         metavar="N|SHARE|all")
+    pairs_seed: int = opt("the seed of the full level's random node pairs past 16 nodes (the plan and the record "
+                          "keep it: the same seed measures the same pairs)", default=1, metavar="N")
     repeats: int = opt("measure each GPU's throughput and each link this many times; FAIL only when it fails "
                        "every time, WARN when it fails some", default=1, metavar="N")
     baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each GPU's "
@@ -160,6 +168,7 @@ class ValidateConfig:
             raise BadInput(f"--soak: a burn-in trains on the cluster's GPUs, not at --level {self.level}")
         if self.soak_keep_going and self.soak is None:
             raise BadInput("--soak-keep-going: needs --soak DURATION")
+        max_drain_of(self.max_drain, 1)  # refused now, not after the checks ran
         unknown = [c for c in self.checks or () if c not in CHECKS]
         if unknown:
             raise BadInput(f"--checks: {unknown[0]!r} is not a check; choose from {', '.join(CHECKS)}")
@@ -173,3 +182,27 @@ class ValidateConfig:
         if self.dcgm == "off":
             return None
         return DCGM_AUTO[self.level] if self.dcgm == "auto" else int(self.dcgm)
+
+    def drain_limit(self, nodes: int) -> int | None:
+        """How many of `nodes` bench may drain at once (--max-drain); None: no limit."""
+        return max_drain_of(self.max_drain, nodes)
+
+
+def max_drain_of(text: str, nodes: int) -> int | None:
+    """--max-drain's limit for a cluster of `nodes`: "all" -> None; "N" -> N; "P%" -> P% of the nodes, at
+    least 2 (two nodes failing together is still a node's fault more often than the fabric's)."""
+    t = text.strip()
+    if t == "all":
+        return None
+    try:
+        if t.endswith("%"):
+            share = float(t[:-1]) / 100
+            if not 0 < share <= 1:
+                raise ValueError
+            return max(2, int(share * nodes))
+        n = int(t)
+        if n < 0:
+            raise ValueError
+        return n
+    except ValueError:
+        raise BadInput(f"--max-drain: a node count, a share like 10% or 'all', got {text!r}") from None

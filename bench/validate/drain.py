@@ -3,6 +3,7 @@
     entries = drain_list(v.checks)        # [{"host", "gpu", "check", "reason"}], one per failed node/GPU and check
     exclude_spec(entries)                 # "node3@node1:1": DeepSpeed's --exclude for the rest
     hosts_of(entries)                     # ["node1", "node3"]: what --drain-file lists and --drain drains
+    breaker(entries, limit=2, nodes=100)  # None, or what is held: more than --max-drain nodes at once
 
 Only rows that name a node or a GPU drain (a pair's row does not: its
 nodes' rows carry the verdict after bisection; a cluster row does not).
@@ -64,8 +65,26 @@ def reason_of(entries: list[dict[str, Any]], host: str) -> str:
             (f" (+{more} more failed check(s))" if more > 0 else ""))
 
 
-def write_drain_file(path: str, entries: list[dict[str, Any]]) -> None:
-    results.write_text_atomic(path, "".join(f"{h}\n" for h in hosts_of(entries)))
+def breaker(entries: list[dict[str, Any]], limit: int | None, nodes: int) -> dict[str, Any] | None:
+    """The circuit breaker (Azure's cluster-health-monitor, NVSentinel): more nodes to drain at once than
+    `limit` (--max-drain) is more often the fabric, the launcher or bench than that many bad nodes, so bench
+    drains none of them itself. None when within the limit (or no limit)."""
+    hosts = hosts_of(entries)
+    if limit is None or len(hosts) <= limit:
+        return None
+    return {"held": hosts, "limit": limit, "nodes": nodes,
+            "reason": f"{len(hosts)} of {nodes} nodes would drain at once, over --max-drain {limit}: the cause may "
+                      "be the fabric, the launcher or bench rather than the nodes; none drained (check what they "
+                      "share, then drain by hand, or rerun with --max-drain all)"}
+
+
+def write_drain_file(path: str, entries: list[dict[str, Any]], held: dict[str, Any] | None = None) -> None:
+    """One host a line; held by the breaker, every line a comment that says so (a script draining each line
+    drains nothing, a person reads which and why)."""
+    if held is None:
+        results.write_text_atomic(path, "".join(f"{h}\n" for h in hosts_of(entries)))
+        return
+    results.write_text_atomic(path, f"# held: {held['reason']}\n" + "".join(f"# held {h}\n" for h in held["held"]))
 
 
 def drain_slurm(entries: list[dict[str, Any]], node_name: dict[str, str]) -> list[dict[str, Any]]:

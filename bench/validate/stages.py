@@ -137,8 +137,9 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
             if name == "preflight" and v.failed() and not cfg.keep_going:
                 # The cluster as given cannot pass; say so in seconds, with the way on.
                 lost = [h for h in v.resources if h not in v.good]
-                stop_why = (f"{NOT_RUN}: {', '.join(lost)} did not pass preflight; fix it, or rerun with --exclude "
-                            f"{'@'.join(lost)} (or --keep-going to check the rest now)")
+                stop_why = (f"{NOT_RUN}: {', '.join(lost)} did not pass preflight and --no-keep-going stops there; "
+                            f"fix it, or rerun with --exclude {'@'.join(lost)} (or without --no-keep-going to "
+                            "check the rest now)")
                 print(f"bench validate: {stop_why}", file=sys.stderr)
     except KeyboardInterrupt:
         # What was judged before the interrupt is kept (no drain, no verdict on the rest), then bench stops.
@@ -173,9 +174,13 @@ def record(v: Validation, run_id: str, duration: float, interrupted: bool = Fals
     unknown = [h for h, n in nodes.items() if n["verdict"] == "unknown"]
     drained = resumed = None
     names = {h: n.split(".")[0] for h, n in v.hostname_of.items()}
+    held = drain.breaker(entries, v.cfg.drain_limit(len(v.resources)), len(v.resources))
+    if held is not None:
+        for h in held["held"]:
+            nodes[h]["action"] = f"held (not drained): {held['reason']}; {nodes[h]['action']}"
     if v.cfg.drain_file and not interrupted:
-        drain.write_drain_file(v.cfg.drain_file, entries)
-    if v.cfg.drain and not interrupted:
+        drain.write_drain_file(v.cfg.drain_file, entries, held)
+    if v.cfg.drain and not interrupted and held is None:
         drained = drain.drain_slurm(entries, names)
     if v.cfg.resume and not interrupted:
         # What this run judged (the names drain reasons carry: throughput, matmul, health, ...).
@@ -191,4 +196,4 @@ def record(v: Validation, run_id: str, duration: float, interrupted: bool = Fals
         checks_run=[n for n, _ in STAGES if n in ALWAYS or v.cfg.wanted(n)],
         counts={s: statuses.count(s) for s in STATUSES},
         checks=[asdict(c) for c in v.checks], stages=[asdict(s) for s in v.stages], measured=v.figures,
-        runs=v.runs, reference_table=v.table.path)
+        runs=v.runs, reference_table=v.table.path, held=held, pairing=v.pairing_plan())

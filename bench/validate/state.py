@@ -22,6 +22,7 @@ from bench.cluster.hostfile import HostSelection
 from bench.cluster.remote import is_local
 from bench.core.config import RunConfig
 from bench.launch.registry import LOCAL, MULTI_HOST_DEFAULT, get
+from bench.validate import pairing
 from bench.validate.config import LEVELS, ValidateConfig
 
 CLUSTER = "cluster"
@@ -180,6 +181,17 @@ class Validation:
         if not kind.remote or (kind.local_for_this_node and len(hosts) == 1 and is_local(hosts[0])):
             return LOCAL
         return self.launcher
+
+    def pair_rounds(self, n: int) -> list[list[tuple[int, int]]]:
+        """The level's first rounds of node pairs over n nodes (bench.validate.pairing.first_rounds)."""
+        return pairing.first_rounds(self.level.pairs, n, self.cfg.pairs_seed, self.level.matchings)
+
+    def pairing_plan(self) -> dict[str, Any]:
+        """How the first rounds of pairs were chosen, for the record: a run is repeated pair for pair from it."""
+        n = len(self.good) if self.good else len(self.resources)
+        return {"kind": self.level.pairs, "nodes": n, "rounds": len(self.pair_rounds(n)),
+                "how": pairing.describe(self.level.pairs, n, self.level.matchings),
+                "seed": self.cfg.pairs_seed, "matchings": self.level.matchings}
 
     def run_config(self, hosts: list[str], steps: int) -> RunConfig:
         lv = self.level

@@ -1,0 +1,179 @@
+"""bench validate at 1,000 nodes, in counts (never times): the full level's rounds and partners, the groups a
+launch carries, a bad node among a hundred named by its pairs, the circuit breaker, judging the rest by default."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.validate import drain, pairing
+from bench.validate.config import LEVELS, ValidateConfig
+from bench.validate.state import Check
+
+
+def _pairs(rounds) -> list[frozenset]:
+    return [frozenset(p) for r in rounds for p in r]
+
+
+def _is_matching(rnd) -> bool:
+    nodes = [x for p in rnd for x in p]
+    return len(nodes) == len(set(nodes))
+
+
+@pytest.mark.parametrize("n, rounds, partners", [(10, 9, 9), (16, 15, 15), (17, 7, 6), (100, 6, 6), (1000, 6, 6),
+                                                 (1001, 7, 6)])
+def test_full_level_rounds_and_partners(n, rounds, partners):
+    """Every pair up to 16 nodes (N-1 rounds, N for odd N); past it the ring and 4 random perfect matchings:
+    6 rounds at 1,000 nodes (not 999), every node with at least 6 distinct partners, no pair twice."""
+    got = pairing.first_rounds(LEVELS["full"].pairs, n, seed=1, matchings=LEVELS["full"].matchings)
+    assert len(got) == rounds
+    assert all(_is_matching(r) for r in got)
+    assert len(set(_pairs(got))) == len(_pairs(got)), "a pair measured twice"
+    seen = pairing.partners(got)
+    assert len(seen) == n and min(len(p) for p in seen.values()) >= partners
+
+
+@pytest.mark.parametrize("n", list(range(17, 80)) + [257, 1000, 1001])
+def test_every_node_meets_k_plus_2_distinct_partners_whatever_the_seed(n):
+    for seed in range(4):
+        got = pairing.ring_and_matchings(n, 4, seed)
+        assert min(len(p) for p in pairing.partners(got).values()) >= 6, (n, seed)
+        assert len(got) == (6 if n % 2 == 0 else 7)
+
+
+def test_the_seed_repeats_the_pairs_and_another_seed_draws_others():
+    a, b = pairing.first_rounds("all", 1000, seed=7), pairing.first_rounds("all", 1000, seed=7)
+    assert a == b
+    c = pairing.first_rounds("all", 1000, seed=8)
+    assert a[:2] == c[:2] and a[2:] != c[2:], "the ring is the ring; the matchings follow the seed"
+
+
+def test_quick_stays_the_ring_at_any_size():
+    assert len(pairing.first_rounds(LEVELS["quick"].pairs, 1000)) == 2
+    assert len(pairing.first_rounds(LEVELS["quick"].pairs, 1001)) == 3
+
+
+def test_the_groups_of_a_1000_node_launch_are_its_distinct_pairs_and_the_whole_set():
+    hosts = [f"n{i:04d}" for i in range(1000)]
+    ranks = {h: list(range(8 * i, 8 * i + 8)) for i, h in enumerate(hosts)}
+    rounds = pairing.first_rounds("all", 1000)
+    groups, names, round_groups = pairing.pair_groups(hosts, rounds * 2, True, ranks)  # --repeats 2
+    assert len(groups) == len(set(_pairs(rounds))) + 1 == 3001
+    assert len(round_groups) == 2 * len(rounds) + 1 and round_groups[-1] == [3000]
+    assert all(len(g) == 16 for g in groups[:-1]) and len(groups[-1]) == 8000
+    assert round_groups[:len(rounds)] == round_groups[len(rounds):-1], "a repeat measures the same groups again"
+
+
+# --------------------------------------------------------------------------- a bad NIC among a hundred nodes
+def _inter(monkeypatch, n: int, slow: dict[str, float], level: str = "full"):
+    """pairs.inter_node over n 1-GPU CPU nodes, each comm launch answering every pair with the slower end's
+    rate (busbw B/s; 100e6 unless `slow` says), as a real all-reduce over two NICs runs at its slower one."""
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import pairs, runs
+    from bench.validate.state import Validation
+
+    hosts = [f"n{i:03d}" for i in range(n)]
+    v = Validation(ValidateConfig(level=level, checks=("inter-node",)), HostSelection(), {h: [0] for h in hosts},
+                   references.load(), "/nonexistent")
+    asked = []
+
+    def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
+        asked.append((tag, len(rounds)))
+        rate = {h: slow.get(h, 100e6) for h in resources}
+        return {"rows": [{"group": name, "busbw": min(rate[h] for h in (resources if name == "all" else
+                                                                         name.split("+"))), "wrong": 0}
+                         for name in names]}
+
+    monkeypatch.setattr(runs, "comm", comm)
+    pairs.inter_node(v)
+    return {c.node: c for c in v.checks if c.check == "inter-node" and "+" not in c.node}, asked, v
+
+
+def test_one_slow_nic_among_100_nodes_is_named_after_its_pairs_and_a_retest_against_good_nodes(monkeypatch):
+    rows, asked, v = _inter(monkeypatch, 100, {"n042": 20e6})
+    assert rows["n042"].status == "FAIL" and "this node, not its neighbours" in rows["n042"].reason
+    assert {h: c.status for h, c in rows.items() if h not in ("n042", "cluster")} == \
+        {f"n{i:03d}": "PASS" for i in range(100) if i != 42}
+    assert [tag for tag, _ in asked] == ["inter-node", "inter-node-again"]
+    assert asked[0][1] == 7, "6 rounds of pairs and the whole set once"
+    assert v.figures["bisection"].keys() == {"n042"}
+
+
+def test_two_slow_nics_side_by_side_in_the_ring_are_both_named(monkeypatch):
+    rows, _, _ = _inter(monkeypatch, 40, {"n010": 20e6, "n011": 20e6})
+    assert rows["n010"].status == rows["n011"].status == "FAIL"
+    assert sum(c.status == "FAIL" for c in rows.values()) == 2
+
+
+def test_the_record_says_how_the_pairs_were_chosen():
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate.state import Validation
+
+    v = Validation(ValidateConfig(level="full", pairs_seed=5), HostSelection(), {f"n{i}": [0] for i in range(300)},
+                   references.load(), "/nonexistent")
+    plan = v.pairing_plan()
+    assert plan["rounds"] == 6 and plan["seed"] == 5 and plan["matchings"] == 4 and plan["nodes"] == 300
+    assert plan["how"].startswith("ring + 4 random perfect matchings")
+
+
+# --------------------------------------------------------------------------- the circuit breaker
+def _fails(hosts) -> list[Check]:
+    return [Check("inter-node", h, "FAIL", reason="slow", host=h) for h in hosts]
+
+
+@pytest.mark.parametrize("text, nodes, limit", [("10%", 1000, 100), ("10%", 10, 2), ("10%", 3, 2), ("5", 1000, 5),
+                                                ("0", 10, 0), ("all", 1000, None), ("50%", 100, 50)])
+def test_max_drain_is_a_count_a_share_at_least_two_or_all(text, nodes, limit):
+    assert ValidateConfig(max_drain=text).drain_limit(nodes) == limit
+
+
+@pytest.mark.parametrize("text", ["ten", "-1", "0%", "150%", "%"])
+def test_a_max_drain_that_is_none_of_those_is_bad_input(text):
+    from bench.core.errors import BadInput
+
+    with pytest.raises(BadInput, match="--max-drain"):
+        ValidateConfig(max_drain=text)
+
+
+def test_more_nodes_to_drain_than_the_limit_are_held_and_the_drain_file_drains_nothing(tmp_path):
+    entries = drain.drain_list(_fails(["n1", "n2", "n3"]))
+    assert drain.breaker(entries, 3, 10) is None and drain.breaker(entries, None, 10) is None
+    held = drain.breaker(entries, 2, 10)
+    assert held["held"] == ["n1", "n2", "n3"] and "fabric, the launcher or bench" in held["reason"]
+    path = tmp_path / "drain.txt"
+    drain.write_drain_file(str(path), entries, held)
+    lines = path.read_text().splitlines()
+    assert all(line.startswith("# held") for line in lines) and lines[1:] == ["# held n1", "# held n2", "# held n3"]
+    drain.write_drain_file(str(path), entries)
+    assert path.read_text() == "n1\nn2\nn3\n"
+
+
+def test_the_record_holds_the_drain_and_still_exits_1(tmp_path):
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate.stages import record
+    from bench.validate.state import Validation
+
+    hosts = [f"n{i}" for i in range(10)]
+    path = tmp_path / "drain.txt"
+    for max_drain, held in (("10%", True), ("all", False)):
+        v = Validation(ValidateConfig(max_drain=max_drain, drain_file=str(path)), HostSelection(),
+                       {h: [0] for h in hosts}, references.load(), str(tmp_path))
+        for c in _fails(hosts[:3]):
+            v.add(c.check, c.node, c.status, reason=c.reason, host=c.host)
+        for h in hosts[3:]:
+            v.add_node("inter-node", h, "PASS")
+        rec = record(v, "validate-x", 1.0)
+        assert rec["exit_status"] == 1
+        assert (rec["held"] is not None) == held
+        assert path.read_text().startswith("# held") == held
+        assert rec["nodes"]["n1"]["verdict"] == "drain"
+        assert rec["nodes"]["n1"]["action"].startswith("held (not drained)") == held
+
+
+# --------------------------------------------------------------------------- the rest judged by default
+def test_validate_judges_the_other_nodes_when_one_fails_preflight_unless_told_to_stop():
+    assert ValidateConfig().keep_going is True
+    assert ValidateConfig(keep_going=False).keep_going is False
+
