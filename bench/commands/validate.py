@@ -6,6 +6,7 @@
     bench validate --level prolog                                     # this node, seconds: a Slurm Prolog
     bench validate --level health --drain --resume                    # counters only: HealthCheckProgram
     bench validate --health-from saved/node7                          # a node's saved reports, offline
+    bench validate --hostfile hostfiles/vector --level full --dry-run # the plan and its time; nothing runs
 
 The checks and their order are bench.validate.stages'. Exit 0: every node
 judged and none to drain (WARNs allowed, shown); 1: a node to drain (or a
@@ -24,7 +25,7 @@ import os
 import sys
 
 from bench.cluster.hostfile import HostSelection
-from bench.commands.common import add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
+from bench.commands.common import add_dry_run_flag, add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
 from bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN
 from bench.core.options import add_options, from_args
 from bench.validate.config import THIS_NODE, ValidateConfig
@@ -39,11 +40,15 @@ def add_arguments(p) -> None:
     add_options(p, HostSelection, skip=("num_gpus",))
     add_json_flag(p)
     add_metrics_flag(p)
+    add_dry_run_flag(p, "print the plan: each stage's launches, rounds, pairs and timeout, the predicted time to a "
+                        "verdict and the budget; reach no node, launch nothing")
 
 
 def main(args) -> int:
     cfg = from_args(ValidateConfig, args)
     check_metrics_file(args.metrics_file)
+    if args.dry_run:
+        return _dry_run(cfg, from_args(HostSelection, args), args.json)
     if cfg.soak is not None:
         return _soak(cfg, args)
     rec = validate(cfg, from_args(HostSelection, args))
@@ -82,3 +87,15 @@ def _soak(cfg: ValidateConfig, args) -> int:
     else:
         render(rec)
     return EXIT_FAILED if rec["result"] == "FAIL" else EXIT_UNKNOWN if rec["result"] == "ERROR" else EXIT_OK
+
+
+def _dry_run(cfg: ValidateConfig, hosts: HostSelection, as_json: bool) -> int:
+    """The plan of bench.validate.budget for the hosts bench validate would check; no host is reached."""
+    from bench.analysis import references
+    from bench.validate.budget import plan, stage_rows
+    from bench.validate.where import where
+
+    w = where(cfg, hosts)
+    p = plan(cfg, w.resources, w.launcher, references.load(cfg.reference))
+    print(json.dumps(p) if as_json else "\n".join(stage_rows(p)))
+    return EXIT_OK

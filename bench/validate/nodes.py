@@ -21,6 +21,7 @@ from bench.cluster.preflight import preflight as check_hosts
 from bench.core.errors import BadInput
 from bench.core.precision import cpu_refusal
 from bench.launch.registry import get
+from bench.validate.budget import INVENTORY_S, PREFLIGHT_S, reach_timeout
 from bench.validate.health import health_request
 from bench.validate.state import CLUSTER, Validation
 
@@ -33,8 +34,8 @@ def preflight(v: Validation) -> None:
     via = get(v.launcher).preflight_via or "ssh"
     try:
         # srun queues a step behind the allocation's others, mpirun starts its daemons: more than one ssh each.
-        answers = check_hosts(list(v.resources), timeout=15.0 if via == "ssh" else 60.0, run_root=v.cfg.out,
-                              via=via)
+        wait = reach_timeout(PREFLIGHT_S["ssh" if via == "ssh" else "other"], len(v.resources))
+        answers = check_hosts(list(v.resources), timeout=wait, run_root=v.cfg.out, via=via)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
         raise BadInput(f"--hostfile: {e}") from None
     for c in answers:
@@ -50,6 +51,10 @@ def preflight(v: Validation) -> None:
             status = "ERROR" if c.unanswered else "FAIL"
             v.add_node("preflight", c.host, status, reason="; ".join(c.problems),
                        reference=f"same as this machine ({via})", t0=t0)
+
+
+def _inventory_timeout(kind, nodes: int) -> float:
+    return reach_timeout(INVENTORY_S["ssh" if kind.preflight_via == "ssh" else "other"], nodes)
 
 
 def _value(inv: dict) -> str:
@@ -71,8 +76,7 @@ def inventory(v: Validation) -> None:
     good = {h: v.resources[h] for h in v.good}
     kind = get(v.launcher_for(list(good)))
     via = kind.probe_via
-    nodes, unreachable = probe_any(via, good, 30.0 if kind.preflight_via == "ssh" else 60.0,
-                                   health=health_request(v))
+    nodes, unreachable = probe_any(via, good, _inventory_timeout(kind, len(good)), health=health_request(v))
     for host, why in unreachable.items():
         v.add_node("inventory", host, "ERROR", reason=f"not probed ({via}): {why}", t0=t0)
     verdict_ = verdict([selected(n) for n in nodes], v.cfg.precision, v.level.micro_batch)
@@ -105,7 +109,7 @@ def reread_health(v: Validation, since: float | None) -> None:
     ask = health_request(v)
     if ask is None:
         return
-    fresh, unreachable = probe_any(kind.probe_via, good, 30.0 if kind.preflight_via == "ssh" else 60.0,
+    fresh, unreachable = probe_any(kind.probe_via, good, _inventory_timeout(kind, len(good)),
                                    health=dataclasses.replace(ask, since=since))
     for n in fresh:
         v.inventory.setdefault(n["host"], {})["health"] = n.get("health")

@@ -51,7 +51,7 @@ def _first(v: Validation, resources: dict[str, list[int]], tag: str, with_numeri
     if not with_numerics:
         return None
     return numerics_job.first(numerics_spec(v), os.path.join(v.vdir, "barriers", f"{tag}-numerics-{v.launches}"),
-                              sum(len(s) for s in resources.values()), v.level.timeout)
+                              sum(len(s) for s in resources.values()), v.launch_timeout(resources))
 
 
 def _started(v: Validation, rec: dict[str, Any], t0: float) -> None:
@@ -74,7 +74,7 @@ def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int |
     v.launches += 1
     world = sum(len(s) for s in resources.values())
     barrier = {"dir": os.path.join(v.vdir, "barriers", f"{tag}-{v.launches}"), "count": world,
-               "timeout_s": v.level.timeout / 2}
+               "timeout_s": v.launch_timeout(resources) / 2}
     cfg = v.run_config(list(resources), steps or v.level.steps)
     t0 = time.time()
     try:
@@ -107,7 +107,7 @@ def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.
     t0 = time.time()
     try:
         rec = numerics_job.run(resources, v.launcher_for(list(resources)), v.device, spec,
-                               out_root=os.path.join(v.vdir, "runs"), timeout=v.level.timeout)
+                               out_root=os.path.join(v.vdir, "runs"), timeout=v.launch_timeout(resources))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "numerics")
     _started(v, rec, t0)
@@ -125,7 +125,7 @@ def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]]
         rec = comm_job.measure(resources, v.launcher_for(list(resources)), v.device, op="all_reduce", sizes=sizes,
                                iters=v.level.iters, warmup=v.level.comm_warmup,
                                out_root=os.path.join(v.vdir, "runs"), groups=groups, group_names=names,
-                               rounds=rounds, timeout=v.level.timeout,
+                               rounds=rounds, timeout=v.launch_timeout(resources),
                                numerics=_first(v, resources, tag, with_numerics))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench comm")

@@ -22,7 +22,7 @@ from bench.cluster.hostfile import HostSelection
 from bench.cluster.remote import is_local
 from bench.core.config import RunConfig
 from bench.launch.registry import LOCAL, MULTI_HOST_DEFAULT, get
-from bench.validate import pairing
+from bench.validate import budget, pairing
 from bench.validate.config import LEVELS, ValidateConfig
 
 CLUSTER = "cluster"
@@ -186,6 +186,12 @@ class Validation:
         """The level's first rounds of node pairs over n nodes (bench.validate.pairing.first_rounds)."""
         return pairing.first_rounds(self.level.pairs, n, self.cfg.pairs_seed, self.level.matchings)
 
+    def launch_timeout(self, hosts: dict[str, list[int]] | list[str]) -> float:
+        """The level's launch timeout grown with the launch's nodes and ranks (bench.validate.budget)."""
+        ranks = sum(len(self.resources[h]) for h in hosts) if isinstance(hosts, list) else \
+            sum(len(s) for s in hosts.values())
+        return budget.launch_timeout(self.level.timeout, len(hosts), ranks)
+
     def pairing_plan(self) -> dict[str, Any]:
         """How the first rounds of pairs were chosen, for the record: a run is repeated pair for pair from it."""
         n = len(self.good) if self.good else len(self.resources)
@@ -199,7 +205,7 @@ class Validation:
         return RunConfig(model=model, img_size=img_size, dataset="synthetic", synthetic_size=lv.synthetic_size,
                          steps=steps, timing_warmup=lv.timing_warmup, micro_batch=micro_batch, eval=False,
                          launcher=self.launcher_for(hosts), precision=self.cfg.precision, device=self.device,
-                         timeout=lv.timeout, out=os.path.join(self.vdir, "runs"))
+                         timeout=self.launch_timeout(hosts), out=os.path.join(self.vdir, "runs"))
 
     def gpu_name(self, host: str, slot: int) -> str:
         """The GPU model of a slot (as the probe named it), or the node's CPU model for CPU ranks."""

@@ -177,3 +177,59 @@ def test_validate_judges_the_other_nodes_when_one_fails_preflight_unless_told_to
     assert ValidateConfig().keep_going is True
     assert ValidateConfig(keep_going=False).keep_going is False
 
+
+
+# --------------------------------------------------------------------------- the plan before the work
+def _hostfile(tmp_path, n: int, slots: int = 8):
+    path = tmp_path / f"hosts{n}"
+    path.write_text("".join(f"gpu{i:04d}.example.org slots={slots}\n" for i in range(n)))  # need not resolve
+    return path
+
+
+@pytest.mark.parametrize("level, under_s", [("quick", 600), ("full", 1800)])
+def test_dry_run_of_1000_hosts_plans_every_stage_within_its_time_and_reaches_no_node(tmp_path, level, under_s):
+    from tests.conftest import cli, one_json
+
+    out = tmp_path / "results"
+    proc = cli("validate", "--hostfile", str(_hostfile(tmp_path, 1000)), "--level", level, "--dry-run", "--json",
+               "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    p = one_json(proc.stdout)
+    assert not out.exists(), "a dry run writes no run folder"
+    assert p["nodes"] == 1000 and p["ranks"] == 8000
+    stages = {s["stage"]: s for s in p["stages"]}
+    assert list(stages) == ["preflight", "inventory", "health", "throughput", "numerics", "intra-node", "inter-node",
+                            "training", "stragglers", "scaling"]
+    assert sum(s["launches"] for s in p["stages"]) == 3
+    inter = stages["inter-node"]
+    assert inter["pairs"] == (1000 if level == "quick" else 3000) and inter["partners"] == (2 if level == "quick" else 6)
+    assert stages["intra-node"]["rounds"] == 1 + (2 if level == "quick" else 6) + 1
+    base = LEVELS[level].timeout
+    assert stages["throughput"]["timeout_s"] == base + 8 + 60, "the level's timeout, + torch's 8 s for 8,000 ranks, " \
+                                                                "+ the head's 60 ms a node"
+    assert 0 < p["predicted_s"] < under_s < p["budget_s"]
+
+
+def test_timeouts_grow_with_the_cluster_and_the_run_uses_them():
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import budget
+    from bench.validate.state import Validation
+
+    small, large = budget.launch_timeout(240, 2, 16), budget.launch_timeout(240, 1000, 8000)
+    assert small == pytest.approx(240 + 0.016 + 0.12, abs=0.05) and large == 240 + 8 + 60
+    v = Validation(ValidateConfig(), HostSelection(), {f"n{i}": list(range(8)) for i in range(1000)},
+                   references.load(), "/nonexistent")
+    assert v.run_config(list(v.resources), 10).timeout == large
+
+
+def test_dry_run_prints_the_plan_in_lines_a_person_reads(tmp_path):
+    from tests.conftest import cli
+
+    proc = cli("validate", "--hostfile", str(_hostfile(tmp_path, 40)), "--level", "full", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("bench validate --level full --dry-run: 40 nodes, 320 ranks, through pdsh")
+    assert any(line.strip().startswith("inter-node") and "ring + 4 random perfect matchings" in line for line in lines)
+    assert any(line.startswith("predicted time to verdict:") for line in lines)
+    assert any(line.startswith("assumes: GPUs as slow as") for line in lines)

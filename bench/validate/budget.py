@@ -1,0 +1,192 @@
+"""What bench validate will do, before it does it: stages, launches, rounds and pairs, each launch's timeout,
+and the predicted time to a verdict (`bench validate --dry-run`); and the timeouts the run itself uses.
+
+    p = plan(ValidateConfig(level="full"), {"n0001": [0, 1, 2, 3, 4, 5, 6, 7], ...}, "pdsh", references.load())
+    p["predicted_s"], p["budget_s"]       # the expected time to verdict; the most it may take (every timeout)
+    launch_timeout(240.0, nodes=1000, ranks=8000)   # 240 + 8 (torch's barrier) + 60 (the head's ssh) = 308
+
+Timeouts grow with the cluster as torch's own do: its store barrier waits
+1 s longer per 1,000 ranks (pytorch#109218), and the head starts one ssh
+(pdsh, preflight, inventory) per node, about 60 ms of its CPU each
+(bench/data/validate_costs.json, measured). The prediction adds what each
+launch costs (the head's ssh, a node's ranks starting side by side, the
+store's rendezvous per rank) to its work: per-GPU steps at the slowest
+published images/s for the level's model and precision, and every round's
+all-reduce at the slowest published NIC's busbw. A prediction from the
+slowest published figures errs long on faster hardware; second looks (a
+straggler's second round, a link measured again) are in the budget, not in
+the prediction, since a healthy cluster needs none.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from typing import Any
+
+from bench.core.model_size import shape_of, vit_params
+from bench.core.models import resolve_model
+from bench.launch.registry import get
+from bench.validate import pairing
+from bench.validate.config import LEVELS, ValidateConfig
+
+COSTS_PATH = os.path.join(os.path.dirname(__file__), os.pardir, "data", "validate_costs.json")
+# The comm ranks' calibration before timing (bench.worker.comm.CALIBRATION): collectives beside warm-up and iters.
+CALIBRATION = 3
+# What the ssh-reached stages wait for a host's answer before the head's share (bench.validate.nodes).
+PREFLIGHT_S = {"ssh": 15.0, "other": 60.0}
+INVENTORY_S = {"ssh": 30.0, "other": 60.0}
+
+
+@functools.cache
+def costs() -> dict[str, float]:
+    with open(COSTS_PATH) as f:
+        raw = json.load(f)
+    return {k: float(v["value"]) for k, v in raw.items() if not k.startswith("_")}
+
+
+def head_s(nodes: int) -> float:
+    """The head's share of reaching every node: one ssh (or step) each, counted serially on one core."""
+    return nodes * costs()["head_per_node_s"]
+
+
+def launch_timeout(base: float, nodes: int, ranks: int) -> float:
+    """A launch's timeout over `nodes` nodes and `ranks` ranks: the level's, plus torch's barrier growth and the
+    head's share of starting every node."""
+    return round(base + ranks * costs()["barrier_per_rank_s"] + head_s(nodes), 1)
+
+
+def reach_timeout(base: float, nodes: int) -> float:
+    """How long preflight and the inventory wait for a host: their base, plus the head's share."""
+    return round(base + head_s(nodes), 1)
+
+
+def _slowest_ips(table, model: str, precision: str) -> tuple[float, str] | None:
+    """The slowest published images/s for the model and precision (any GPU, any batch), and its GPU."""
+    refs = [r for r in table.throughput if r.model == model and r.precision == precision] or \
+           [r for r in table.throughput if r.model == model]
+    if not refs:
+        return None
+    r = min(refs, key=lambda r: r.value)
+    return r.value, f"{r.gpu} {r.precision} {r.model}: {r.value:g} images/s"
+
+
+def _slowest_nic(table) -> tuple[float, str]:
+    nics = [e for e in table.inter if not e.derived and e.value > 0]
+    e = min(nics, key=lambda e: e.value)
+    return e.value, e.label
+
+
+def _allreduce_s(size: int, ranks: int, busbw: float) -> float:
+    """One all-reduce of `size` bytes over `ranks` ranks at `busbw` (docs/metrics.md: busbw = algbw x 2(n-1)/n)."""
+    if ranks < 2:
+        return 0.0
+    return costs()["collective_latency_s"] + size * 2 * (ranks - 1) / ranks / busbw
+
+
+def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, table) -> dict[str, Any]:
+    """The stages a validate of `resources` runs, with their launches, rounds, pairs, timeouts and predicted
+    seconds; the sum of the predictions (predicted_s) and of every timeout it may meet (budget_s)."""
+    lv = LEVELS[cfg.level]
+    nodes, ranks = len(resources), sum(len(s) for s in resources.values())
+    c = costs()
+    via = "ssh" if (get(launcher).preflight_via or "ssh") == "ssh" else "other"
+    timeout = launch_timeout(lv.timeout, nodes, ranks)
+    start = head_s(nodes) + c["rank_start_s"]
+    model, batch = lv.cuda_model, lv.cuda_micro_batch
+    spec = resolve_model(model, lv.cuda_img_size, 10)
+    shape = shape_of(spec)
+    params = vit_params(shape) if shape else 0
+    size = params * (2 if cfg.precision in ("fp16", "bf16") else 4) or lv.fallback_size
+    ips = _slowest_ips(table, model, cfg.precision)
+    step = batch / ips[0] if ips else lv.timeout / max(lv.steps, 1)
+    nic, nic_label = _slowest_nic(table)
+    rounds = pairing.first_rounds(lv.pairs, nodes, cfg.pairs_seed, lv.matchings) if nodes >= 2 else []
+    per_look = lv.comm_warmup + lv.iters + CALIBRATION
+    pair_s = per_look * _allreduce_s(size, 2 * max(len(s) for s in resources.values()), nic)
+    whole_s = per_look * _allreduce_s(size, ranks, nic) if nodes > 2 else 0.0
+    intra_s = per_look * _allreduce_s(size, max(len(s) for s in resources.values()), nic)
+    wanted = {name: cfg.wanted(name) for name in ("health", "throughput", "numerics", "intra-node", "inter-node",
+                                                     "training", "stragglers", "scaling")}
+    stages: list[dict[str, Any]] = [
+        {"stage": "preflight", "launches": 0, "timeout_s": reach_timeout(PREFLIGHT_S[via], nodes),
+         "predicted_s": round(head_s(nodes) + 0.5, 1), "how": f"every node at once ({via})"},
+        {"stage": "inventory", "launches": 0, "timeout_s": reach_timeout(INVENTORY_S[via], nodes),
+         "predicted_s": round(head_s(nodes) + c["node_probe_s"], 1),
+         "how": "bench probe on every node at once" + (", reading its health" if wanted["health"] else "")},
+    ]
+
+    def launch(name: str, work: float, how: str, looks: int = 1, rendezvous: bool = True, **extra) -> None:
+        pred = start + (ranks * c["rendezvous_per_rank_s"] if rendezvous else 0.0) + work
+        stages.append({"stage": name, "launches": 1, "looks": looks, "timeout_s": timeout,
+                       "predicted_s": round(pred, 1), "how": how, **extra})
+
+    def none(name: str, how: str, looks: int = 0) -> None:
+        """A stage that launches nothing of its own (looks: launches it may still need, a second look)."""
+        stages.append({"stage": name, "launches": 0, "looks": looks, "timeout_s": timeout if looks else 0.0,
+                       "predicted_s": 0.0, "how": how})
+
+    if wanted["health"]:
+        none("health", "read by the inventory's probe")
+    numerics_first = wanted["numerics"]
+    if wanted["throughput"]:
+        launch("throughput", lv.steps * step * cfg.repeats + (lv.numerics_steps * 0.1 if numerics_first else 0.0),
+               f"every GPU alone, all at once: {lv.steps} steps of {model}, batch {batch}"
+               + (", the numerics job first" if numerics_first else ""), looks=2, rendezvous=False)
+    if numerics_first and not wanted["throughput"]:
+        launch("numerics", lv.numerics_steps * 0.1, f"{lv.numerics_model}, {lv.numerics_steps} steps on every GPU",
+               rendezvous=False)
+    elif numerics_first:
+        none("numerics", "run first in the per-GPU launch")
+    links = wanted["intra-node"] or wanted["inter-node"]
+    if links:
+        n_rounds = (1 if wanted["intra-node"] else 0) + (len(rounds) * cfg.repeats + (nodes > 2)
+                                                         if wanted["inter-node"] else 0)
+        launch("intra-node" if wanted["intra-node"] else "inter-node",
+               intra_s * wanted["intra-node"] + (pair_s * len(rounds) * cfg.repeats + whole_s) * wanted["inter-node"],
+               f"all-reduce of {size} B: each node's own GPUs" * wanted["intra-node"]
+               + (", then " if wanted["intra-node"] and wanted["inter-node"] else "")
+               + (f"{len(rounds)} round(s) of node pairs and the whole set" if wanted["inter-node"] else ""),
+               looks=2, rounds=n_rounds)
+    if wanted["inter-node"]:
+        stage_pairs = sum(len(r) for r in rounds)
+        if wanted["intra-node"]:
+            none("inter-node", "measured in the intra-node launch; a second look only where a pair fell short",
+                 looks=1)
+        stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings),
+                          seed=cfg.pairs_seed, partners=min((len(p) for p in pairing.partners(rounds).values()),
+                                                            default=0))
+    if wanted["training"]:
+        launch("training", lv.dp_steps * (step + _allreduce_s(size, ranks, nic)),
+               f"data-parallel {model} over every good GPU, {lv.dp_steps} steps")
+    for name in ("stragglers", "scaling"):
+        if wanted[name]:
+            none(name, "judged from what was measured")
+    budget = sum(s["timeout_s"] * s.get("looks", 1) for s in stages if s["timeout_s"])
+    return {"level": cfg.level, "launcher": launcher, "nodes": nodes, "ranks": ranks, "stages": stages,
+            "predicted_s": round(sum(s["predicted_s"] for s in stages), 1), "budget_s": round(budget, 1),
+            "message_bytes": size, "assumes": {
+                "gpu": ips[1] if ips else f"no published figure for {model}: a step is the timeout over the steps",
+                "nic": nic_label, "costs": os.path.relpath(os.path.normpath(COSTS_PATH), os.getcwd())
+                if os.path.isabs(COSTS_PATH) else COSTS_PATH},
+            "timeouts": f"each launch {timeout:g} s: the level's {lv.timeout:g} s + {ranks * c['barrier_per_rank_s']:g}"
+                        f" s for {ranks} ranks (torch's barrier, 1 s per 1,000) + {head_s(nodes):g} s for the "
+                        f"head's ssh to {nodes} nodes"}
+
+
+def stage_rows(p: dict[str, Any]) -> list[str]:
+    """The plan as plain lines (what --dry-run prints without --json)."""
+    rows = [f"bench validate --level {p['level']} --dry-run: {p['nodes']} nodes, {p['ranks']} ranks, through "
+            f"{p['launcher']}; nothing is launched"]
+    for s in p["stages"]:
+        extra = "".join(f", {k} {s[k]}" for k in ("rounds", "pairs", "partners", "seed") if k in s)
+        rows.append(f"  {s['stage']:<11} {s['launches']} launch(es){extra}; timeout {s['timeout_s']:g} s; predicted "
+                    f"{s['predicted_s']:g} s: {s['how']}" + (f" ({s['pairing']})" if "pairing" in s else ""))
+    rows.append(f"predicted time to verdict: {p['predicted_s']:g} s ({p['predicted_s'] / 60:.1f} min); budget (every "
+                f"timeout, every second look): {p['budget_s']:g} s ({math.ceil(p['budget_s'] / 60)} min)")
+    rows.append(f"timeouts: {p['timeouts']}")
+    rows.append(f"assumes: GPUs as slow as {p['assumes']['gpu']}; NICs as slow as {p['assumes']['nic']}; "
+                f"costs from {p['assumes']['costs']}")
+    return rows
