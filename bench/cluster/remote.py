@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import resource
 import shlex
 import signal
 import socket
@@ -36,6 +37,7 @@ SSH_FAILED = 255
 # A shell answers 127 when the command is not there.
 NOT_FOUND = 127
 _MAX_THREADS = 256
+FDS_PER_CHILD = 6  # a child's stdout and stderr pipes, both ends while it starts, and its pidfd/select slack
 # After the kill, how long to wait for the pipes to close; a grandchild that
 # left our process group (setsid) may hold them open for ever.
 _DRAIN_S = 2.0
@@ -198,6 +200,8 @@ def run_on_hosts(
             plans.append((host, ssh_argv(host, argv, connect_timeout), True))
     if not plans:
         return {}
+    # Each ssh at once holds its pipes here: 256 of them is near the usual soft limit of 1,024.
+    raise_open_files(FDS_PER_CHILD * min(len(plans), _MAX_THREADS) + 64)
     started: list[subprocess.Popen] = []
     with ThreadPoolExecutor(max_workers=min(len(plans), _MAX_THREADS)) as pool:
         futures = [pool.submit(_run_one, h, cmd, ssh, timeout, env, started) for h, cmd, ssh in plans]
@@ -210,3 +214,15 @@ def run_on_hosts(
                 _kill_group(proc)
             raise
     return {r.host: r for r in results}
+
+
+def raise_open_files(needed: int) -> int:
+    """Raise this process's soft limit on open files to `needed` (at most the hard limit; never lowered), so the
+    launcher it starts inherits it; the soft limit now. A cluster's usual 1,024 is what breaks pdsh past ~500 hosts,
+    while the hard limit an unprivileged process may raise to is usually far higher."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if want > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        return want
+    return soft

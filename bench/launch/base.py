@@ -48,6 +48,7 @@ class LaunchPlan:
     container: list[str] | None = None  # what enters the image on each node (bench.cluster.container)
     files: dict[str, str] = field(default_factory=dict)  # path -> text, written with the hostfile
     gpu_by: str = BY_LOCAL_RANK       # how a rank finds its GPU (bench.core.placement)
+    open_files: int = 0               # file descriptors the launcher process needs (bench.launch.execute raises to it)
 
     def shell(self) -> str:
         """The exact command, copy-pasteable (for --dry-run and logs)."""
@@ -138,6 +139,10 @@ class Launcher:
 
     def command(self, job: Job) -> list[str]:
         raise NotImplementedError
+
+    def open_files(self, job: Job) -> int:
+        """File descriptors the launcher process holds at once (0: no more than any process)."""
+        return 0
 
     def files(self, job: Job) -> dict[str, str]:
         """Files the launch reads besides the hostfile and .deepspeed_env: {absolute path: text}."""

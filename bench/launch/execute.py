@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from bench.cluster.remote import raise_open_files
 from bench.core import heartbeat, storage
 from bench.core.errors import StorageFailed
 from bench.launch import flight_dumps, memcg, stacks
@@ -187,6 +188,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
         log = open(log_path, "ab")
     except OSError as e:
         raise StorageFailed(log_path, e.strerror or str(e)) from None
+    raise_open_files(lp.open_files)
     # The ranks watch this pulse and stop by themselves if bench dies (bench.core.heartbeat).
     with log, _sigterm_interrupts() as got, heartbeat.beating(run_dir):
         proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -23,6 +23,12 @@ import shlex
 from bench.launch.base import Job, MultiNode
 
 
+# DeepSpeed's PDSHRunner's fan-out, kept while the hosts fit in it (the same argv word for word).
+FANOUT = 1024
+# Descriptors pdsh holds per host (its socketpair, the ssh child's stdin/stdout/stderr pipes), rounded up.
+FDS_PER_HOST = 8
+
+
 class Pdsh(MultiNode):
     name = "pdsh"
     stop_with_sigterm = False
@@ -35,7 +41,7 @@ class Pdsh(MultiNode):
     def command(self, job: Job) -> list[str]:
         """pdsh starting bench's node launcher on every host, under this interpreter or the image's.
 
-        PDSHRunner.get_cmd's command: fan-out 1024, the hosts in resource order,
+        PDSHRunner.get_cmd's command: fan-out 1024 (the host count past 1,024), the hosts in resource order,
         the exports runner_exports makes, `cd` to the run dir, then the node
         launcher with --node-rank=%n (pdsh's index of the host). Other than that:
         values are shell-quoted (DeepSpeed's double quotes let a remote shell
@@ -46,4 +52,12 @@ class Pdsh(MultiNode):
         remote = ("".join(f"export {k}={shlex.quote(v)}; " for k, v in self.exports(job).items())
                   + f"cd {shlex.quote(job.run_dir)}; "
                   + shlex.join(job.node_launch(job.rank_python(), job.resources, "%n")))
-        return ["pdsh", "-S", "-f", "1024", "-w", ",".join(job.resources), remote]
+        # Each host's ssh lives as long as its ranks: a window (-f) smaller than the hosts would start the rest
+        # only as ranks end, and the first ranks wait for them at the rendezvous until the timeout.
+        fanout = max(FANOUT, len(job.resources))
+        return ["pdsh", "-S", "-f", str(fanout), "-w", ",".join(job.resources), remote]
+
+    def open_files(self, job: Job) -> int:
+        """pdsh holds a socketpair and the ssh module's pipes per host for the whole run: with the usual soft limit
+        of 1,024 descriptors it breaks near 500 hosts (chaos/pdsh#123, 'poll/close error storm' at fanout 496)."""
+        return FDS_PER_HOST * len(job.resources) + 64

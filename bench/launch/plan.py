@@ -94,7 +94,7 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
                       hostfile=job.hostfile if kind.remote else None, launcher=kind.name,
                       master_addr=job.master_addr, master_port=job.master_port,
                       module=module, container=ce.prefix(os.path.dirname(run_dir)) if ce is not None else None,
-                      files=kind.files(job), gpu_by=kind.gpu_by)
+                      files=kind.files(job), gpu_by=kind.gpu_by, open_files=kind.open_files(job))
 
 
 # How long past the ranks' collective timeout the watchdog waits (gloo): ranks blocked on a hung peer then report

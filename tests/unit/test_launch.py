@@ -67,6 +67,29 @@ def test_pdsh_command_is_exactly():
     assert Pdsh().environment(job) == {"DS_ENV_FILE": f"{RUN}/.deepspeed_env", "PDSH_RCMD_TYPE": "ssh"}
 
 
+def test_pdsh_holds_every_host_in_its_window_and_asks_for_the_descriptors_they_take():
+    """Every host's ssh lives as long as its ranks: pdsh's window (-f) must hold them all, or the hosts past it
+    start only as ranks end. 1024 (DeepSpeed's) while they fit; 8 descriptors a host asked of the soft limit."""
+    hosts = {f"n{i:04d}": [0] for i in range(2000)}
+    argv = Pdsh().command(_job(hosts))
+    assert argv[:4] == ["pdsh", "-S", "-f", "2000"] and argv[5].count(",") == 1999
+    assert Pdsh().command(_job({f"n{i}": [0] for i in range(1000)}))[3] == "1024"
+    assert Pdsh().open_files(_job(hosts)) == 8 * 2000 + 64
+    assert OpenMPI().open_files(_job(HOSTS)) == 0
+
+
+@pytest.mark.process
+def test_the_soft_limit_on_open_files_is_raised_for_the_launcher_never_lowered_nor_past_the_hard_limit():
+    import subprocess
+    import sys
+
+    code = ("import resource; from bench.cluster.remote import raise_open_files as r; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096)); "
+            "print(r(8064), r(100), r(100000), resource.getrlimit(resource.RLIMIT_NOFILE))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:3] == ["4096", "4096", "4096"] and out[3:] == ["(4096,", "4096)"]
+
+
 def test_openmpi_command_is_exactly():
     assert OpenMPI().command(_job(HOSTS)) == [
         "mpirun", "-n", "4", "-hostfile", f"{RUN}/hostfile", "--mca", "btl", "^openib",
