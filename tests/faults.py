@@ -223,6 +223,42 @@ def cpu_quota_on(cluster, host: str, local_rank: int | None, module: str = "benc
 
 
 
+@contextlib.contextmanager
+def sigstop_on(cluster, host: str, local_rank: int = 0, module: str = "bench.worker",
+               after: str = "start barrier") -> Iterator[list[int]]:
+    """The first rank of `module` with this local rank on `host` SIGSTOPped once its log holds `after` (e.g.
+    "start barrier": stopped while it trains, as a GPU that stops answering). Yields the PIDs stopped (one at
+    most). At the end each is sent SIGCONT (bench's cleanup has killed it by PID by then; a rank still alive
+    goes on rather than staying stopped)."""
+    import signal
+
+    ns_ino = os.stat(f"/run/netns/{cluster.ns_of(host)}").st_ino
+    stopped: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set() and not stopped:
+            for pid in os.listdir("/proc"):
+                argv = _rank_of(pid, ns_ino, module, local_rank) if pid.isdigit() else None
+                if argv is not None and _logged(pid, argv, after):
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGSTOP)
+                        stopped.append(int(pid))
+                    break
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield stopped
+    finally:
+        stop.set()
+        thread.join()
+        for pid in stopped:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+
+
 def exit_at_import(module: str = "bench.worker", status: int = 3) -> str:
     """A process that imports `module` exits at once with `status`: ranks that cannot start (a broken install on
     one node), while the node's preflight and inventory, which never import it, still answer."""

@@ -31,6 +31,7 @@ from bench.core.errors import StorageFailed
 from bench.launch import flight_dumps, memcg, stacks
 from bench.launch.base import LaunchPlan
 from bench.launch.diagnose import diagnose
+from bench.launch.left_behind import LeftBehind
 from bench.launch.registry import get
 
 
@@ -92,6 +93,7 @@ class _Watch:
     stalled: stacks.Stacks | None = None                # the ranks' answers to the stack request
     analyzer: subprocess.Popen | None = None            # the flight-record analyser started meanwhile (GPUs)
     timeline: dict[str, float] = field(default_factory=dict)  # seconds after the watchdog fired
+    waited: float | None = None  # the silence it fired on, where shorter than the watchdog's (bench.launch.left_behind)
 
 
 def _waits(plan: dict[str, Any], timeout: float) -> tuple[float, float]:
@@ -110,16 +112,21 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
     passes through (w holds what is running)."""
     progress_path = os.path.join(run_dir, "progress.json")
     last_change, last_seen = time.time(), None
+    behind = LeftBehind(run_dir, plan, started=last_change)
     while proc.poll() is None:
         time.sleep(0.5)
         prog = _read_json(progress_path)
         marker = (prog or {}).get("time")
+        now = time.time()
         if marker != last_seen:
-            last_seen, last_change = marker, time.time()
+            last_seen, last_change = marker, now
             if prog and on_progress is not None:
                 on_progress(prog)
-        elif time.time() - last_change > (timeout if last_seen is not None else startup):
-            w.hung, w.fired = True, time.time()
+        elif (left := behind.hung(now, last_change)) or now - last_change > (timeout if last_seen is not None
+                                                                              else startup):
+            w.hung, w.fired = True, now
+            if left:
+                w.waited = now - max(last_change, behind.last_done or 0.0)
             # Before anything is stopped: where is each rank? (a few seconds, bounded)
             w.stalled = stacks.collect(run_dir)
             w.timeline["answers"] = time.time() - w.fired
@@ -214,7 +221,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
                   if r]
     if rc == 0 and (summary is not None or not expect_summary) and not w.hung:
         return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
-    status, error = _failure(run_dir, plan, rc, timeout, w, rank_files, cleanup, oom_before, vm_oom_before)
+    status, error = _failure(run_dir, plan, rc, w.waited or timeout, w, rank_files, cleanup, oom_before,
+                             vm_oom_before)
     return Outcome(status, rc, duration, error=error, rank_files=rank_files)
 
 
