@@ -35,7 +35,10 @@ Groups are measured in rounds: the groups of one round at the same time
 (disjoint: bench validate's node pairs of one matching, or every node's own
 GPUs), the rounds one after another with a barrier of the whole world
 between them, so a group is never measured while a group of another round
-shares its links. Without "rounds", each group is a round of its own.
+shares its links. Without "rounds", each group is a round of its own. A
+round's groups are made as it comes, only where a rank needs them
+(bench.worker.groups): at 1,000 nodes every rank making every group would
+be thousands of world-wide collectives before the first byte is timed.
 """
 
 from __future__ import annotations
@@ -196,12 +199,14 @@ class _Progress:
                                           "time": self.last})
 
 
-def _measure_rounds(torch, dist, spec: dict, groups: list[list[int]], rounds: list[list[int]], handles: list,
-                    rank: int, device, sync, progress: _Progress) -> list[dict]:
-    """This rank's rows, round by round: each group of a round measures at once, the rounds one after another."""
+def _measure_rounds(torch, dist, spec: dict, groups: list[list[int]], rounds: list[list[int]], made, rank: int,
+                    device, sync, progress: _Progress) -> list[dict]:
+    """This rank's rows, round by round: each group of a round measures at once, the rounds one after another;
+    made (bench.worker.groups.RoundGroups) makes a round's groups as it comes."""
     mine = []
     for ri, round_groups in enumerate(rounds):
-        gi = next((g for g in round_groups if rank in groups[g]), None)
+        handles = made.enter(ri)  # every rank: on NCCL a round's new groups are split from the world's
+        gi = next((g for g in round_groups if g in handles), None)
         if gi is not None:
             members = groups[gi]
             first = rank == members[0]
@@ -220,7 +225,8 @@ def run(run_dir: str) -> dict:
     import torch.distributed as dist
 
     from bench.worker import comm_counter, flight
-    from bench.worker.dist import init
+    from bench.worker.dist import bound_device, init
+    from bench.worker.groups import RoundGroups, how
 
     with open(os.path.join(run_dir, "comm.json")) as f:
         spec = json.load(f)
@@ -241,10 +247,9 @@ def run(run_dir: str) -> dict:
         sync, name = (lambda: None), "cpu"
     groups = spec.get("groups") or [list(range(world))]
     rounds = spec.get("rounds") or [[gi] for gi in range(len(groups))]
-    # Every rank must create every group, in the same order, members or not.
-    handles = [dist.new_group(g) if len(g) < world else None for g in groups]
+    made = RoundGroups(dist, groups, rounds, rank, world, how(dist, device.type, bool(bound_device(torch, device))))
     mark_started(run_dir, rank)
-    mine = _measure_rounds(torch, dist, spec, groups, rounds, handles, rank, device, sync,
+    mine = _measure_rounds(torch, dist, spec, groups, rounds, made, rank, device, sync,
                            _Progress(run_dir, len(rounds) * len(spec["sizes"])))
     rec = {"rank": rank, "host": socket.gethostname(), "device": name, "status": "ok", "groups": mine}
     write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), rec)

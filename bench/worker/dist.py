@@ -44,8 +44,8 @@ def bound_device(torch, device) -> dict:
     """init_process_group's device_id for a rank that owns one GPU (bench comm's ranks; DeepSpeed binds its own).
 
     Bound, torch creates NCCL's communicator at once (a rank that cannot reach its peers fails in init, not at
-    its first collective), builds every later group by splitting it (every rank calls new_group, members or
-    not: bench comm does), and never guesses the device from the rank. Not on CPU, and not on torch 2.6.x-2.7.0,
+    its first collective), builds every later group by splitting it (bench comm splits each round's groups
+    from it: bench.worker.groups), and never guesses the device from the rank. Not on CPU, and not on torch 2.6.x-2.7.0,
     where a bound device could hang (pytorch/pytorch#153960, the range DeepSpeed 0.19.8 skips too).
     """
     if device.type != "cuda":

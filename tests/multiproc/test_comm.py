@@ -57,3 +57,20 @@ def test_a_corrupted_buffer_is_counted_wrong(out_dir, tmp_path):
 
 def test_bad_sizes_are_one_line(out_dir):
     assert_bad_input(bench("comm", "--sizes", "4X", "--out", out_dir), "--sizes")
+
+
+def test_groups_of_a_round_at_once_a_repeated_group_and_a_member_with_no_group_before(out_dir):
+    # bench comm's groups as bench validate gives them (no flag of bench comm's own): 4 gloo ranks. Round 1 measures
+    # two disjoint groups at once, one of them unsorted, and in each a member that made a group in round 0 meets one
+    # that made none: with torch's own count of groups made, they would name the group differently and wait for each
+    # other until the timeout. Round 2 is round 0 again (validate's --repeats), round 3 the whole world.
+    from bench.jobs.comm import measure
+
+    groups, names = [[0, 1], [1, 2], [3, 0], [0, 1, 2, 3]], ["a", "b", "c", "all"]
+    rounds = [[0], [1, 2], [0], [3]]
+    rec = measure({"localhost": [0, 1, 2, 3]}, "local", "cpu", sizes=[1024], iters=3, warmup=1, out_root=out_dir,
+                  groups=groups, group_names=names, rounds=rounds, timeout=120)
+    assert rec["status"] == "ok", rec.get("error")
+    results.validate(rec)
+    assert [(r["round"], r["group"], r["ranks"], r["wrong"]) for r in rec["rows"]] == [
+        (0, "a", 2, 0), (1, "b", 2, 0), (1, "c", 2, 0), (2, "a", 2, 0), (3, "all", 4, 0)]
