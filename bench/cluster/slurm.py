@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 
 from bench.core.errors import BadInput
 
@@ -64,6 +65,23 @@ def in_allocation(environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     return bool(env.get("SLURM_JOB_ID") and (env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"))
                 and not env.get("SLURM_SCRIPT_CONTEXT"))
+
+
+# Where Slurm's clients look for their configuration when SLURM_CONF does not say (Debian's and upstream's).
+CONF_PATHS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf")
+
+
+def no_slurm(environ: dict[str, str] | None = None) -> str | None:
+    """Why scontrol cannot reach a Slurm here (not on PATH, or no slurm.conf for it to read), or None."""
+    env = os.environ if environ is None else environ
+    if shutil.which("scontrol", path=env.get("PATH")) is None:
+        return "scontrol is not on PATH"
+    conf = env.get("SLURM_CONF")
+    if conf:
+        return None if os.path.exists(conf) else f"SLURM_CONF={conf} does not exist"
+    if not any(os.path.exists(p) for p in CONF_PATHS):
+        return f"no slurm.conf here (SLURM_CONF unset; none of {', '.join(CONF_PATHS)})"
+    return None
 
 
 _GRES_LINE = re.compile(r"^\s*Nodes=(\S+)\s.*\bGRES=(\S*)", re.M)

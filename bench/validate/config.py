@@ -172,6 +172,11 @@ class ValidateConfig:
         unknown = [c for c in self.checks or () if c not in CHECKS]
         if unknown:
             raise BadInput(f"--checks: {unknown[0]!r} is not a check; choose from {', '.join(CHECKS)}")
+        # A check outside the level would be SKIPped and the run PASS with nothing asked for measured.
+        outside = [c for c in self.checks or () if c not in LEVELS[self.level].checks]
+        if outside:
+            raise BadInput(f"--checks: {outside[0]!r} is not part of --level {self.level}, whose checks are "
+                           f"{', '.join(LEVELS[self.level].checks)}")
 
     def wanted(self, check: str) -> bool:
         """Whether this run runs `check` (its level's checks, narrowed by --checks)."""

@@ -52,9 +52,15 @@ def _slot_of(v: Validation, host: str, finding: dict[str, Any]) -> int | None:
 
 
 def _said(found: list[dict[str, Any]]) -> tuple[str, str]:
-    """(value, reason) of a row's findings, worst first."""
+    """(value, reason) of a row's findings, worst first. The reason names what each finding is about (the port,
+    the DCGM test, the GPU: its `what`) and says each code's meaning and action once: the one line a person
+    reads (--level health, prolog) is the reason, and "a port is not Active" three times named no port."""
     value = "; ".join(f"{f['code']}: {f['what']}" for f in found)
-    reason = "; ".join(f"{f['code']} ({f['severity']}): {f['meaning']}; action: {f['action']}" for f in found)
+    by_code: dict[str, list[dict[str, Any]]] = {}
+    for f in found:
+        by_code.setdefault(f["code"], []).append(f)
+    reason = "; ".join(f"{code} ({fs[0]['severity']}): {' / '.join(dict.fromkeys(f['what'] for f in fs))}: "
+                       f"{fs[0]['meaning']}; action: {fs[0]['action']}" for code, fs in by_code.items())
     return value, reason
 
 

@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from bench.analysis import references
 from bench.cluster.hostfile import HostSelection
+from bench.cluster.slurm import no_slurm
 from bench.core import results, storage
 from bench.core.errors import BadInput
 from bench.validate import baseline, drain, gpus, health, links, nodes, numerics, pairs, scaling, training, verdicts
@@ -71,6 +72,10 @@ def _writable(cfg: ValidateConfig) -> None:
 
 def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-") -> Validation:
     """Everything that can refuse the input, before any node is reached; the Validation in its new folder."""
+    for option, asked in (("--drain", cfg.drain), ("--resume", cfg.resume)):
+        missing = no_slurm() if asked else None
+        if missing:
+            raise BadInput(f"{option}: drains and resumes Slurm nodes, and Slurm is not here: {missing}")
     w = where(cfg, hosts)
     table = references.load(cfg.reference)
     numerics.load_references(cfg.numerics_reference)  # bad input before anything runs
