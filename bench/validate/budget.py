@@ -26,6 +26,7 @@ import math
 import os
 from typing import Any
 
+from bench.cluster import topology
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
 from bench.launch.registry import get
@@ -103,7 +104,8 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     ips = _slowest_ips(table, model, cfg.precision)
     step = batch / ips[0] if ips else lv.timeout / max(lv.steps, 1)
     nic, nic_label = _slowest_nic(table)
-    rounds = pairing.first_rounds(lv.pairs, nodes, cfg.pairs_seed, lv.matchings) if nodes >= 2 else []
+    leaves = topology.leaves_of(list(resources), topology.read(cfg.topology), {}) if cfg.topology else None
+    rounds = pairing.first_rounds(lv.pairs, nodes, cfg.pairs_seed, lv.matchings, leaves) if nodes >= 2 else []
     per_look = lv.comm_warmup + lv.iters + CALIBRATION
     pair_s = per_look * _allreduce_s(size, 2 * max(len(s) for s in resources.values()), nic)
     whole_s = per_look * _allreduce_s(size, ranks, nic) if nodes > 2 else 0.0
@@ -155,7 +157,10 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
         if wanted["intra-node"]:
             none("inter-node", "measured in the intra-node launch; a second look only where a pair fell short",
                  looks=1)
-        stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings),
+        crossing = sum(1 for r in rounds for a, b in r if leaves and leaves[a] != leaves[b])
+        stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings)
+                          + (f"; {crossing} of {stage_pairs} pairs across leaf switches ({cfg.topology})"
+                             if leaves else ""),
                           seed=cfg.pairs_seed, partners=min((len(p) for p in pairing.partners(rounds).values()),
                                                             default=0))
     if wanted["training"]:

@@ -126,6 +126,8 @@ class ValidateConfig:
                          "itself (the cause may be the fabric, the launcher or bench), marks them held in the drain "
                          "file and exits 1 (default: 10% of the nodes, at least 2)", default="10%",
                          metavar="N|SHARE|all")
+    topology: str | None = opt("Slurm's topology.conf (SwitchName=... Nodes=...): node pairs cross leaf switches, "
+                               "and a pair is judged beside the nodes of its own leaves", default=None, metavar="FILE")
     pairs_seed: int = opt("the seed of the full level's random node pairs past 16 nodes (the plan and the record "
                           "keep it: the same seed measures the same pairs)", default=1, metavar="N")
     repeats: int = opt("measure each GPU's throughput and each link this many times; FAIL only when it fails "

@@ -60,50 +60,80 @@ def _used(rounds: list[list[tuple[int, int]]]) -> set[frozenset[int]]:
 
 
 def random_matching(n: int, rng: random.Random, avoid: set[frozenset[int]], rest: int | None = None,
-                    tries: int = 8) -> list[tuple[int, int]]:
+                    tries: int = 8, apart: list | None = None) -> list[tuple[int, int]]:
     """A random perfect matching of n nodes (of n-1 for odd n: `rest` sits out) that uses no pair in `avoid`
-    where one can be found: a shuffle, then each pair already used swapped with a random other pair until
-    neither is used (a few swaps per conflict at most: with k+2 partners taken of n-1, a pair is used with
-    odds (k+2)/(n-1)). Where no swap frees it after `tries` passes (tiny n), a used pair stays."""
+    (nor two nodes of the same `apart` group: a leaf switch) where one can be found: a shuffle, then each pair
+    that should not be swapped with a random other pair until neither is one (a few swaps per conflict at most:
+    with k+2 partners taken of n-1, a pair is used with odds (k+2)/(n-1)). Where no swap frees it after `tries`
+    passes (tiny n, one big leaf), such a pair stays."""
+    def bad(a: int, b: int) -> bool:
+        return frozenset((a, b)) in avoid or (apart is not None and apart[a] is not None and apart[a] == apart[b])
+
     nodes = [i for i in range(n) if i != rest]
     rng.shuffle(nodes)
     pairs = [(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
     for _ in range(tries):
-        bad = [i for i, p in enumerate(pairs) if frozenset(p) in avoid]
-        if not bad:
+        wrong = [i for i, p in enumerate(pairs) if bad(*p)]
+        if not wrong:
             break
-        for i in bad:
-            if frozenset(pairs[i]) not in avoid:
+        for i in wrong:
+            if not bad(*pairs[i]):
                 continue  # freed by an earlier swap in this pass
             for j in rng.sample(range(len(pairs)), min(len(pairs), 16)):
                 (a, b), (c, d) = pairs[i], pairs[j]
-                if j != i and frozenset((a, c)) not in avoid and frozenset((b, d)) not in avoid:
+                if j != i and not bad(a, c) and not bad(b, d):
                     pairs[i], pairs[j] = (a, c), (b, d)
                     break
     return [(a, b) if a < b else (b, a) for a, b in pairs]
 
 
-def ring_and_matchings(n: int, k: int, seed: int) -> list[list[tuple[int, int]]]:
-    """The ring's rounds, then k seeded random perfect matchings avoiding every pair taken before: each node
-    meets its two ring neighbours and k more distinct nodes (as many as n allows). Odd n: each matching leaves
-    a different node out, and that node's make-up pair goes into the ring's third round, which holds one pair
-    ((n-1, 0)) and has room: k+3 rounds, every node still with k+2 partners."""
+def ring_and_matchings(n: int, k: int, seed: int, apart: list | None = None) -> list[list[tuple[int, int]]]:
+    """The ring's rounds, then k seeded random perfect matchings avoiding every pair taken before (and, where they
+    can, two nodes of one `apart` group: a leaf switch): each node meets its two ring neighbours and k more distinct
+    nodes (as many as n allows). Odd n: each matching leaves a different node out, and that node's make-up pair
+    goes into the ring's third round, which holds one pair ((n-1, 0)) and has room: k+3 rounds, every node still
+    with k+2 partners."""
     rounds = ring_rounds(n)
     rng = random.Random(seed)
     k = min(k, max(0, n - 3))  # past n-3 the pairs left cannot make k more distinct partners for everyone
     rests = rng.sample(range(1, n - 1), k) if n % 2 and n > 3 else [None] * k
     for rest in rests:
-        rounds.append(random_matching(n, rng, _used(rounds), rest=rest))
+        taken = _used(rounds)
+        got = random_matching(n, rng, taken, rest=rest, apart=apart)
+        if apart is not None and any(frozenset(p) in taken for p in got):  # no room: distinct partners first
+            got = random_matching(n, rng, taken, rest=rest)
+        rounds.append(got)
     if n % 2 and n > 3 and k:
         used, busy = _used(rounds), {0, n - 1, *rests}
         pool = [x for x in range(n) if x not in busy]
         rng.shuffle(pool)
         for r in rests:
-            x = next((x for x in pool if frozenset((r, x)) not in used), None)
+            free = [x for x in pool if frozenset((r, x)) not in used]
+            x = next((x for x in free if apart is None or apart[x] is None or apart[x] != apart[r]),
+                     free[0] if free else None)
             if x is not None:
                 pool.remove(x)
                 rounds[2].append((min(r, x), max(r, x)))
     return rounds
+
+
+def cross_order(leaves: list[str | None]) -> list[int]:
+    """The nodes in an order whose neighbours hang off different leaf switches where the leaves allow: one from
+    each leaf in turn, the largest leaves first (a node of unknown leaf is a leaf of its own)."""
+    groups: dict[object, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        groups.setdefault(leaf if leaf is not None else ("unknown", i), []).append(i)
+    queues = sorted(groups.values(), key=len, reverse=True)
+    order: list[int] = []
+    while queues:
+        for q in queues:
+            order.append(q.pop(0))
+        queues = [q for q in queues if q]
+    return order
+
+
+def _mapped(rounds: list[list[tuple[int, int]]], order: list[int]) -> list[list[tuple[int, int]]]:
+    return [[(min(order[a], order[b]), max(order[a], order[b])) for a, b in r] for r in rounds]
 
 
 def partners(rounds: list[list[tuple[int, int]]]) -> dict[int, set[int]]:
@@ -144,14 +174,19 @@ def retest_rounds(suspects: list[int], good: list[int], per_suspect: int = 2) ->
     return schedule(retest_pairs(suspects, good, per_suspect))
 
 
-def first_rounds(kind: str, n: int, seed: int = 1, matchings: int = 4) -> list[list[tuple[int, int]]]:
+def first_rounds(kind: str, n: int, seed: int = 1, matchings: int = 4,
+                 leaves: list[str | None] | None = None) -> list[list[tuple[int, int]]]:
     """A level's pairs of n nodes: "ring" (each node with its two neighbours) or "all" (every pair up to
-    ALL_PAIRS_MAX nodes; past it the ring and `matchings` random perfect matchings from `seed`)."""
+    ALL_PAIRS_MAX nodes; past it the ring and `matchings` random perfect matchings from `seed`). With each node's
+    leaf switch (--topology), the ring's neighbours and the matchings' partners cross leaves where they can."""
+    if kind != "ring" and n <= ALL_PAIRS_MAX:
+        return round_robin(n)
+    if not leaves or len(set(leaves)) < 2:
+        return ring_rounds(n) if kind == "ring" else ring_and_matchings(n, matchings, seed)
+    order = cross_order(leaves)
     if kind == "ring":
-        return ring_rounds(n)
-    return round_robin(n) if n <= ALL_PAIRS_MAX else ring_and_matchings(n, matchings, seed)
-
-
+        return _mapped(ring_rounds(n), order)
+    return _mapped(ring_and_matchings(n, matchings, seed, apart=[leaves[i] for i in order]), order)
 def describe(kind: str, n: int, matchings: int = 4) -> str:
     """How first_rounds chose the pairs, for the plan and the record."""
     if kind == "ring" or n < 2:

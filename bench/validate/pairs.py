@@ -125,7 +125,7 @@ def _first_look(v: Validation, hosts: list[str]) -> tuple[dict[str, list[float]]
     ahead = v.links_ahead
     if ahead is not None and ahead["hosts"] == hosts:
         return ahead["bw"], ahead["wrong"], ahead["rec"]
-    return _launch(v, hosts, v.pair_rounds(len(hosts)), len(hosts) > 2, "inter-node")
+    return _launch(v, hosts, v.pair_rounds(hosts), len(hosts) > 2, "inter-node")
 
 
 def _judge(v: Validation, hosts: list[str], links: Links) -> dict[str, float]:
@@ -133,10 +133,41 @@ def _judge(v: Validation, hosts: list[str], links: Links) -> dict[str, float]:
     floor); returns each node's best pair's busbw."""
     best = {h: max(x.busbw for x in links.of(h)) for h in hosts}
     peers = list(best.values()) if len(hosts) > 2 else []   # two nodes: the one pair is its own median
+    leaves = v.leaves(hosts)
+    near = _LeafPeers(links, best, dict(zip(hosts, leaves))) if leaves else None
     for x in links.pairs.values():
         ranks = len(v.good_slots(x.pair.a)) + len(v.good_slots(x.pair.b))
-        x.verdict = judge_link(v, x.busbw, x.wrong, ranks, _pair_ref(v, x.pair.a, x.pair.b), peers)
+        x.verdict = judge_link(v, x.busbw, x.wrong, ranks, _pair_ref(v, x.pair.a, x.pair.b),
+                               (near.of(x.pair) if near else []) or peers)
     return best
+
+
+class _LeafPeers:
+    """--topology: what a pair is judged beside, nearest first: the pairs between the same two leaf switches (the
+    same path through the fabric: an oversubscribed uplink slows them all, a bad node only its own; itself and
+    at least three others), else the best pairs of the nodes on its leaves (at least three); else [] (the whole
+    cluster's)."""
+
+    def __init__(self, links: Links, best: dict[str, float], leaf: dict[str, str | None]):
+        self.leaf = leaf
+        self.by_path: dict[frozenset, list[float]] = {}
+        for y in links.pairs.values():
+            self.by_path.setdefault(self._path(y.pair), []).append(y.busbw)
+        self.by_leaf: dict[str | None, list[float]] = {}
+        for h, bw in best.items():
+            self.by_leaf.setdefault(leaf.get(h), []).append(bw)
+
+    def _path(self, pair: Pair) -> frozenset:
+        return frozenset((self.leaf.get(pair.a), self.leaf.get(pair.b)))
+
+    def of(self, pair: Pair) -> list[float]:
+        path = self._path(pair)
+        if None in path:
+            return []
+        if len(self.by_path.get(path, [])) >= 4:
+            return self.by_path[path]
+        near = [bw for name in path for bw in self.by_leaf.get(name, [])]
+        return near if len(near) >= 3 else []
 
 
 def _second_look(v: Validation, hosts: list[str], links: Links) -> bool:

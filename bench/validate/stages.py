@@ -37,6 +37,7 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from bench.analysis import references
+from bench.cluster import topology
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import no_slurm
 from bench.core import results, storage
@@ -81,6 +82,7 @@ def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-"
     numerics.load_references(cfg.numerics_reference)  # bad input before anything runs
     health.since_of(cfg)  # --since-job outside a Slurm job: refused before any node is reached
     _writable(cfg)
+    leaf_of = topology.read(cfg.topology) if cfg.topology else None
     storage.check_room(cfg.out, sum(len(s) for s in w.resources.values()))
     run_id = results.new_run_id(cfg.out, prefix=prefix)
     vdir = os.path.abspath(os.path.join(cfg.out, run_id))
@@ -89,7 +91,9 @@ def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-"
         path = os.path.join(vdir, "hostfile")
         results.write_text_atomic(path, w.hostfile_text)
         hosts = HostSelection(hostfile=path)
-    return Validation(cfg, hosts, w.resources, table, vdir, launcher=w.launcher)
+    v = Validation(cfg, hosts, w.resources, table, vdir, launcher=w.launcher)
+    v.leaf_of = leaf_of
+    return v
 
 
 def saved(cfg: ValidateConfig) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from bench.cluster import topology
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.remote import is_local
 from bench.core.config import RunConfig
@@ -90,6 +91,7 @@ class Validation:
         # A GPU that looks like a straggler in the first round is measured again before it is named one; a
         # soak, which measures every GPU round after round, judges each round as it comes.
         self.confirm_stragglers = True
+        self.leaf_of: dict[str, str] | None = None  # --topology: each node's leaf switch (bench.cluster.topology)
 
     # ------------------------------------------------------------------ who is still in
     @property
@@ -182,9 +184,16 @@ class Validation:
             return LOCAL
         return self.launcher
 
-    def pair_rounds(self, n: int) -> list[list[tuple[int, int]]]:
-        """The level's first rounds of node pairs over n nodes (bench.validate.pairing.first_rounds)."""
-        return pairing.first_rounds(self.level.pairs, n, self.cfg.pairs_seed, self.level.matchings)
+    def leaves(self, hosts: list[str]) -> list[str | None] | None:
+        """Each host's leaf switch (--topology), or None without one."""
+        if self.leaf_of is None:
+            return None
+        return topology.leaves_of(hosts, self.leaf_of, self.hostname_of)
+
+    def pair_rounds(self, hosts: list[str]) -> list[list[tuple[int, int]]]:
+        """The level's first rounds of node pairs over hosts (bench.validate.pairing.first_rounds)."""
+        return pairing.first_rounds(self.level.pairs, len(hosts), self.cfg.pairs_seed, self.level.matchings,
+                                    self.leaves(hosts))
 
     def launch_timeout(self, hosts: dict[str, list[int]] | list[str]) -> float:
         """The level's launch timeout grown with the launch's nodes and ranks (bench.validate.budget)."""
@@ -194,10 +203,13 @@ class Validation:
 
     def pairing_plan(self) -> dict[str, Any]:
         """How the first rounds of pairs were chosen, for the record: a run is repeated pair for pair from it."""
-        n = len(self.good) if self.good else len(self.resources)
-        return {"kind": self.level.pairs, "nodes": n, "rounds": len(self.pair_rounds(n)),
-                "how": pairing.describe(self.level.pairs, n, self.level.matchings),
-                "seed": self.cfg.pairs_seed, "matchings": self.level.matchings}
+        hosts = self.good or list(self.resources)
+        leaves = self.leaves(hosts)
+        return {"kind": self.level.pairs, "nodes": len(hosts), "rounds": len(self.pair_rounds(hosts)),
+                "how": pairing.describe(self.level.pairs, len(hosts), self.level.matchings),
+                "seed": self.cfg.pairs_seed, "matchings": self.level.matchings,
+                "leaves": None if leaves is None else len({x for x in leaves if x is not None}),
+                "topology": self.cfg.topology}
 
     def run_config(self, hosts: list[str], steps: int) -> RunConfig:
         lv = self.level

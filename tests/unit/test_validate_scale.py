@@ -233,3 +233,86 @@ def test_dry_run_prints_the_plan_in_lines_a_person_reads(tmp_path):
     assert any(line.strip().startswith("inter-node") and "ring + 4 random perfect matchings" in line for line in lines)
     assert any(line.startswith("predicted time to verdict:") for line in lines)
     assert any(line.startswith("assumes: GPUs as slow as") for line in lines)
+
+
+# --------------------------------------------------------------------------- --topology: leaves and the fabric
+def test_slurm_hostlists_expand_as_slurm_writes_them():
+    from bench.cluster.topology import expand
+
+    assert expand("gpu[01-03,7]-ib,login1") == ["gpu01-ib", "gpu02-ib", "gpu03-ib", "gpu7-ib", "login1"]
+    assert expand("n[8-10]") == ["n8", "n9", "n10"]
+    assert expand("r[1-2]n[1-2]") == ["r1n1", "r1n2", "r2n1", "r2n2"]
+    for bad in ("n[1-x]", "n[1-2"):
+        with pytest.raises(ValueError):
+            expand(bad)
+
+
+def test_topology_conf_gives_each_node_its_leaf_and_a_bad_line_is_named(tmp_path):
+    from bench.cluster.topology import leaves_of, read
+    from bench.core.errors import BadInput
+
+    conf = tmp_path / "topology.conf"
+    conf.write_text("# fat tree\nSwitchName=s1 Nodes=node[01-02] LinkSpeed=400\nSwitchName=s2 Nodes=node03\n"
+                    "SwitchName=spine Switches=s[1-2]\n")
+    leaf_of = read(str(conf))
+    assert leaf_of == {"node01": "s1", "node02": "s1", "node03": "s2"}
+    # By hostfile name, else by the hostname the node gave (addresses in the hostfile), else unknown.
+    assert leaves_of(["node01", "10.0.0.3", "10.0.0.9"], leaf_of, {"10.0.0.3": "node03.cluster"}) == \
+        ["s1", "s2", None]
+    for text, needle in (("SwitchName=s1 Bogus=1\n", ":1: expected"), ("SwitchName=s1 Nodes=n[1-x]\n", ":1: Nodes="),
+                         ("SwitchName=a Nodes=n1\nSwitchName=b Nodes=n1\n", ":2: n1 is on a already"),
+                         ("SwitchName=spine Switches=s[1-2]\n", "no switch with Nodes=")):
+        conf.write_text(text)
+        with pytest.raises(BadInput, match=needle):
+            read(str(conf))
+    with pytest.raises(BadInput, match="cannot read"):
+        read(str(tmp_path / "none.conf"))
+
+
+@pytest.mark.parametrize("kind, n, leaf_size", [("ring", 40, 10), ("ring", 41, 8), ("all", 1000, 32),
+                                                ("all", 999, 100)])
+def test_with_leaves_the_pairs_cross_leaf_switches(kind, n, leaf_size):
+    leaves = [f"leaf{i // leaf_size}" for i in range(n)]
+    got = pairing.first_rounds(kind, n, seed=3, matchings=4, leaves=leaves)
+    assert all(_is_matching(r) for r in got)
+    pairs = _pairs(got)
+    assert len(set(pairs)) == len(pairs)
+    assert sum(leaves[a] == leaves[b] for a, b in (tuple(p) for p in pairs)) == 0
+    assert min(len(p) for p in pairing.partners(got).values()) == (2 if kind == "ring" else 6)
+    assert len(got) == len(pairing.first_rounds(kind, n, seed=3, matchings=4)), "as many rounds as without"
+
+
+def _inter_leaves(monkeypatch, topology: bool):
+    """40 nodes on 4 leaf switches of 10; leaf l3's uplink runs at 40% (every pair through it), node n05's NIC at
+    20%: what --topology changes in the verdicts."""
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import pairs, runs
+    from bench.validate.state import Validation
+
+    hosts = [f"n{i:02d}" for i in range(40)]
+    leaf = {h: f"l{i // 10}" for i, h in enumerate(hosts)}
+    v = Validation(ValidateConfig(level="full", checks=("inter-node",)), HostSelection(), {h: [0] for h in hosts},
+                   references.load(), "/nonexistent")
+    v.leaf_of = leaf if topology else None
+
+    def rate(a: str, b: str) -> float:
+        nic = min(20e6 if h == "n05" else 100e6 for h in (a, b))
+        return nic * (0.4 if "l3" in (leaf[a], leaf[b]) else 1.0)
+
+    def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
+        return {"rows": [{"group": name, "wrong": 0, "busbw": 40e6 if name == "all" else rate(*name.split("+"))}
+                         for name in names]}
+
+    monkeypatch.setattr(runs, "comm", comm)
+    pairs.inter_node(v)
+    return {c.node: c.status for c in v.checks if c.check == "inter-node" and c.host is not None}
+
+
+def test_with_topology_a_slow_uplink_is_the_paths_and_a_bad_nic_still_the_nodes(monkeypatch):
+    got = _inter_leaves(monkeypatch, topology=True)
+    assert got["n05"] == "FAIL"
+    assert {h: s for h, s in got.items() if h != "n05"} == {f"n{i:02d}": "PASS" for i in range(40) if i != 5}
+    without = _inter_leaves(monkeypatch, topology=False)
+    assert without["n05"] == "FAIL"
+    assert any(without[f"n{i}"] != "PASS" for i in range(30, 40)), "without it, leaf l3's nodes look slow"
