@@ -58,6 +58,8 @@ class HostCheck:
     problems: list[str] = field(default_factory=list)
     elapsed: float = 0.0
     unanswered: bool = False  # not reached, or no answer: nothing is known of the host (not that it is wrong)
+    fs: dict | None = None    # what the results root is on this host (bench.cluster.shared_dir.mount_of)
+    warnings: list[str] = field(default_factory=list)  # may take part, but a person should know
 
     @property
     def ok(self) -> bool:
@@ -113,6 +115,10 @@ def _judge(r: HostResult, python: str, here: dict, run_root: str | None = None) 
         shared = shared_dir.problem(there.get("run_dir"), run_root)
         if shared:
             check.problems.append(shared)
+        check.fs = (there.get("run_dir") or {}).get("fs")
+        warning = shared_dir.fs_warning(check.fs)
+        if warning:
+            check.warnings.append(warning)
     if check.python != here["python"]:
         check.problems.append(f"python {check.python} != {here['python']} here")
     for name in PACKAGES:

@@ -50,19 +50,48 @@ def planted(root: str) -> Iterator[tuple[str, str]]:
             os.unlink(path)
 
 
+def mount_of(path, mountinfo="/proc/self/mountinfo"):
+    """On a host: the mount holding path, as this host's kernel mounted it: {"type", "mount", "source",
+    "options"} (only the options that change what another host sees and when: NFS's caches and close-to-open,
+    locks, read-only), or None where mountinfo cannot be read. (Standard library only.)"""
+    import os
+    keep = ("vers", "actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "nocto", "noac",
+            "local_lock", "sync", "soft", "flock", "localflock", "noflock", "ro")
+    try:
+        with open(mountinfo) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    real, best = os.path.realpath(path), None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        a, b = left.split(), right.split()
+        if not sep or len(a) < 6 or len(b) < 2:
+            continue
+        point = a[4].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[0])):  # the last of equal points is on top
+            opts = a[5].split(",") + (b[2].split(",") if len(b) > 2 else [])
+            best = (point, {"type": b[0], "mount": point, "source": b[1],
+                            "options": list(dict.fromkeys(o for o in opts if o.split("=")[0] in keep))})
+    return best[1] if best else None
+
+
 def answer(path, nonce):
-    """On a host: does path hold nonce, and may a file be created beside it? (Standard library only.)"""
+    """On a host: does path hold nonce, and may a file be created beside it? (Standard library only; mount_of
+    must be defined beside it.)"""
     import os
     import socket
+    fs = mount_of(os.path.dirname(path))
     try:
         with open(path) as f:
             seen = f.read().strip()
     except FileNotFoundError:
-        return {"seen": "missing"}
+        return {"seen": "missing", "fs": fs}
     except OSError as e:
-        return {"seen": "unreadable", "error": e.strerror}
+        return {"seen": "unreadable", "error": e.strerror, "fs": fs}
     if seen != nonce:
-        return {"seen": "other"}
+        return {"seen": "other", "fs": fs}
     probe = f"{path}.{socket.gethostname()}.{os.getpid()}"
     try:
         fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -70,12 +99,29 @@ def answer(path, nonce):
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        return {"seen": "same", "writable": False, "error": e.strerror}
-    return {"seen": "same", "writable": True}
+        return {"seen": "same", "writable": False, "error": e.strerror, "fs": fs}
+    return {"seen": "same", "writable": True, "fs": fs}
 
 
-# answer()'s source, for probe code that runs as `python -c` where bench may not be importable.
-ANSWER_SOURCE = textwrap.dedent(inspect.getsource(answer))
+# answer()'s source and mount_of()'s, for probe code that runs as `python -c` where bench may not be importable.
+ANSWER_SOURCE = textwrap.dedent(inspect.getsource(mount_of)) + "\n" + textwrap.dedent(inspect.getsource(answer))
+
+
+def fs_text(fs: dict | None) -> str:
+    """What the results root is on a host, in a few words: "nfs4 /shared (vers=4.2, lookupcache=pos)"."""
+    if not fs:
+        return "filesystem unknown"
+    opts = f" ({', '.join(fs['options'])})" if fs.get("options") else ""
+    return f"{fs['type']} {fs['mount']}{opts}"
+
+
+def fs_warning(fs: dict | None) -> str | None:
+    """Why this mount may show the ranks' files late or torn to another host, or None. nocto turns NFS's
+    close-to-open off: a file one host closed may be read stale or short on another (nfs(5))."""
+    if fs and "nocto" in fs.get("options", []):
+        return (f"{fs['mount']} is {fs['type']} mounted with nocto: close-to-open is off, so a file one host wrote "
+                "may be read stale or short on another; mount it without nocto")
+    return None
 
 
 def problem(ans: dict | None, root: str) -> str | None:

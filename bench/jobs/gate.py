@@ -14,7 +14,7 @@ import sys
 
 from bench.cluster.hetero import verdict as judge
 from bench.cluster.inventory import probe_any, selected
-from bench.cluster.preflight import check_or_raise
+from bench.cluster.preflight import HostCheck, check_or_raise
 from bench.core.config import LaunchConfig
 from bench.core.errors import BadInput, RunFailed
 from bench.core.precision import cpu_refusal
@@ -29,24 +29,34 @@ def inspect_cluster(cfg: LaunchConfig, placement: Placement, quiet: bool, *, pre
     run_root: the results root, which every host must see as the same writable directory.
     """
     kind = get(placement.launcher)
-    preflight(cfg, placement, run_root)
+    checks = preflight(cfg, placement, run_root)
     nodes, unreachable = probe_any(kind.probe_via, placement.resources, 60.0, container_exec=cfg.container_exec)
     if unreachable:
         raise RunFailed("; ".join(f"probe: {h}: {why}" for h, why in unreachable.items()))
+    # What the results root is on each host goes into its inventory (the record's), its warnings to stderr.
+    by_host = {c.host: c for c in checks}
+    for n in nodes:
+        c = by_host.get(n.get("host"))
+        if c is not None and c.fs is not None:
+            n["shared_dir"] = c.fs
+        for w in c.warnings if c is not None and not quiet else ():
+            print(f"bench: preflight: {c.host}: {w}", file=sys.stderr)
     return nodes, gate([selected(n) for n in nodes], precision, micro_batch, strict=cfg.strict, quiet=quiet,
                        compile=bool(getattr(cfg, "compile", False)))
 
 
-def preflight(cfg: LaunchConfig, placement: Placement, run_root: str | None = None) -> None:
+def preflight(cfg: LaunchConfig, placement: Placement, run_root: str | None = None) -> list[HostCheck]:
     """Every host answers, with the same versions, and sees run_root as the directory bench writes; else RunFailed.
+    Each host's answer (what the results root is there, warnings about it).
 
     Nothing to do for a launcher that starts only local ranks.
     """
     via = get(placement.launcher).preflight_via
-    if via is not None:
-        # srun queues a step behind the allocation's others: more time than one ssh each.
-        check_or_raise(list(placement.resources), timeout=15.0 if via == "ssh" else 60.0,
-                       container_exec=cfg.container_exec, run_root=run_root, via=via)
+    if via is None:
+        return []
+    # srun queues a step behind the allocation's others: more time than one ssh each.
+    return check_or_raise(list(placement.resources), timeout=15.0 if via == "ssh" else 60.0,
+                          container_exec=cfg.container_exec, run_root=run_root, via=via)
 
 
 def gate(nodes: list[dict], precision: str, micro_batch: int | None, *, strict: bool = False,

@@ -18,6 +18,7 @@ import time
 from bench.cluster.hetero import verdict
 from bench.cluster.inventory import probe_any, selected
 from bench.cluster.preflight import preflight as check_hosts
+from bench.cluster.shared_dir import fs_text
 from bench.core.errors import BadInput
 from bench.core.precision import cpu_refusal
 from bench.launch.registry import get
@@ -42,9 +43,12 @@ def preflight(v: Validation) -> None:
         if c.ok:
             v.hostname_of[c.host] = c.hostname or c.host
             vers = c.versions
-            v.add_node("preflight", c.host, "PASS", f"{c.hostname}: python {c.python}, deepspeed "
-                       f"{vers.get('deepspeed')}, torch {vers.get('torch')}", f"same as this machine ({via})",
-                       t0=t0)
+            if c.fs is not None:
+                v.figures.setdefault("shared_dir", {})[c.host] = c.fs
+            v.add_node("preflight", c.host, "WARN" if c.warnings else "PASS",
+                       f"{c.hostname}: python {c.python}, deepspeed {vers.get('deepspeed')}, torch "
+                       f"{vers.get('torch')}; --out on {fs_text(c.fs)}", f"same as this machine ({via})",
+                       "; ".join(c.warnings), t0=t0)
         else:
             # Not reached, or no answer: nothing about the node is known (ERROR). Reached, with other software
             # or storage than this machine: checked, and wrong (FAIL).

@@ -66,6 +66,9 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
             set(_gpus(cluster)), check
     h = cluster.hosts
     assert {c["node"] for c in rec["checks"] if c["check"] == "intra-node"} == set(h)
+    # What --out is on each host, as that host's kernel mounted it (the namespace hosts share this disk).
+    assert all("--out on " in row(rec, "preflight", x)["value"] for x in h)
+    assert set(rec["measured"]["shared_dir"]) == set(h)
     assert {c["node"] for c in rec["checks"] if c["check"] == "inter-node"} == {
         f"{h[0]}+{h[1]}", f"{h[1]}+{h[2]}", f"{h[2]}+{h[0]}", *h, "cluster"}
     pairs = [c for c in rec["checks"] if c["check"] == "inter-node" and "+" in c["node"]]

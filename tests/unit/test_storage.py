@@ -95,7 +95,8 @@ def test_floor_and_the_refusal_line(tmp_path, monkeypatch):
 def test_shared_dir_same_directory(tmp_path):
     with shared_dir.planted(str(tmp_path)) as (path, nonce):
         ans = shared_dir.answer(path, nonce)
-        assert ans == {"seen": "same", "writable": True}
+        fs = shared_dir.mount_of(str(tmp_path))
+        assert ans == {"seen": "same", "writable": True, "fs": fs} and fs is not None
         assert shared_dir.problem(ans, str(tmp_path)) is None
         assert os.listdir(tmp_path) == [os.path.basename(path)]  # the write probe cleaned up after itself
     assert os.listdir(tmp_path) == []  # and the nonce file is gone
@@ -106,10 +107,10 @@ def test_shared_dir_another_directory_at_the_path(tmp_path):
         other = tmp_path / "elsewhere"
         other.mkdir()
         missing = shared_dir.answer(str(other / os.path.basename(path)), nonce)
-        assert missing == {"seen": "missing"}
+        assert {k: x for k, x in missing.items() if k != "fs"} == {"seen": "missing"}
         stale = other / "stale"
         stale.write_text("0123456789abcdef")
-        assert shared_dir.answer(str(stale), nonce) == {"seen": "other"}
+        assert shared_dir.answer(str(stale), nonce)["seen"] == "other"
     for ans in (missing, {"seen": "other"}):
         assert shared_dir.problem(ans, str(tmp_path)) == \
             f"{tmp_path} is not the directory bench wrote (not shared storage?)"
@@ -123,4 +124,4 @@ def test_the_answer_runs_from_its_source_alone(tmp_path):
     ns: dict = {}
     exec(compile(shared_dir.ANSWER_SOURCE, "<probe>", "exec"), ns)
     with shared_dir.planted(str(tmp_path)) as (path, nonce):
-        assert ns["answer"](path, nonce) == {"seen": "same", "writable": True}
+        assert ns["answer"](path, nonce) == {"seen": "same", "writable": True, "fs": shared_dir.mount_of(path)}
