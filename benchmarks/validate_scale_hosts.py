@@ -2,7 +2,8 @@
 report, through pdsh, Open MPI and srun; then the 61-host cluster with four nodes broken, judged.
 
     .venv/bin/python benchmarks/validate_scale_hosts.py --hosts 8,16,32,61 --json reach.json   # as root; minutes
-    .venv/bin/python benchmarks/validate_scale_hosts.py --broken 61 --json broken.json           # ~5 min
+    VALIDATE_SCALE_KEEP=rec.json .venv/bin/python benchmarks/validate_scale_hosts.py --broken 61 --json broken.json
+    .venv/bin/python benchmarks/validate_scale_hosts.py --ssh 30     # the head's CPU per ssh (validate_costs.json)
 
 --hosts: for each host count, namespace hosts of one slot each (tests/multihost/netns.py) and:
   preflight   bench.cluster.preflight over ssh (every host at once: versions, the shared folder)
@@ -143,13 +144,37 @@ def broken(n: int) -> dict:
         for h in gone:
             c.start_sshd(h)
     rec = json.loads(proc.stdout)
+    keep = os.environ.get("VALIDATE_SCALE_KEEP")
+    if keep:  # the whole record, for a person to read why each node got its verdict
+        with open(keep, "w") as f:
+            json.dump(rec, f)
     verdicts: dict[str, int] = {}
     for node in rec["nodes"].values():
         verdicts[node["verdict"]] = verdicts.get(node["verdict"], 0) + 1
-    return {"hosts": n, "exit": proc.returncode, "seconds": round(took, 1), "stopped": stopped,
+    odd = {c["node"]: f"{c['status']}: {c['reason'][:160]}" for c in rec["checks"]
+           if c["check"] == "throughput" and c["gpu"] is not None and c["status"] not in ("PASS", "SKIP")}
+    return {"hosts": n, "exit": proc.returncode, "seconds": round(took, 1), "stopped": stopped, "not_pass": odd,
             "stages": {s["stage"]: round(s["duration_s"], 1) for s in rec["stages"]}, "verdicts": verdicts,
             "broken": {h: rec["nodes"][h]["verdict"] for h in (*gone, bad, stopped_host)},
             "load_before": load_before, "load_after": load()}
+
+
+def ssh_cost(n: int) -> dict:
+    """The head's share of reaching a node: CPU seconds of one ssh client (`ssh host true`, n in a row, after 3
+    to warm up), from this process's children's rusage; the wall time per connection beside it."""
+    import resource
+
+    with netns.build_cluster(2) as c:
+        argv = ["ssh", c.hosts[0], "true"]
+        for _ in range(3):
+            subprocess.run(argv, env=c.env, check=True)
+        r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        for _ in range(n):
+            subprocess.run(argv, env=c.env, check=True)
+        r1, t1 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / n
+    return {"ssh_client_cpu_s": round(cpu, 4), "ssh_wall_s": round((t1 - t0) / n, 4), "connections": n,
+            "load": load()}
 
 
 def main() -> int:
@@ -158,10 +183,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-slurm", action="store_true", help="leave srun out")
     ap.add_argument("--broken", type=int, default=0, help="hosts for the broken-cluster validate (0: none)")
+    ap.add_argument("--ssh", type=int, default=0, help="connections for the head's ssh cost (0: not measured)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     print(machine(), flush=True)
     rows = []
+    if args.ssh:
+        rows.append(ssh_cost(args.ssh))
+        print(json.dumps(rows[-1]), flush=True)
     for n in [int(x) for x in args.hosts.split(",") if x]:
         row = reach(n, args.rounds, not args.no_slurm)
         rows.append(row)

@@ -73,6 +73,11 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
                 reason = (outcome.error or {}).get("reason") or "failed"
             elif own.get("status") in ("failed", "oom"):
                 reason = own.get("error") or own["status"]
+            elif outcome.status == "oom" and os.path.exists(os.path.join(run_dir, "ranks", f"pid-{rank}")):
+                # The kernel killed processes, the launch named one: a silent rank that had started is likely
+                # another (61 namespace hosts on 24 GiB: 10 kills, one named, ten "stopped when its run ended").
+                reason = ("no report: the kernel's OOM killer killed processes during this run, and this rank was "
+                          f"likely one ({(outcome.error or {}).get('reason') or 'oom'})")
             else:
                 reason = silent_rank(run_dir, rank, outcome.status != "ok")
             # Whether it was measured before it failed: it trained a step (or ran out of memory: the GPU had

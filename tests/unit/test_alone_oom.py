@@ -1,0 +1,27 @@
+"""An independent run the kernel's OOM killer cut into: the rank the launch named, and every other silent rank that had
+started, say the OOM killer; one that never started says so (bench.jobs.alone.record)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.core.config import RunConfig
+from bench.jobs.alone import record
+from bench.launch.execute import Outcome
+
+
+@pytest.mark.process  # the record's provenance asks git for the revision
+def test_silent_ranks_of_a_run_the_oom_killer_cut_say_so(tmp_path):
+    (tmp_path / "ranks").mkdir()
+    (tmp_path / "alone").mkdir()
+    for r in (0, 1, 2):
+        (tmp_path / "ranks" / f"pid-{r}").write_text(f"h {100 + r}\n")
+    named = "rank 1 on h was killed by the kernel's OOM killer (memory cgroup /x counted 3 OOM kill(s)); no report"
+    out = Outcome("oom", 1, 5.0, error={"where": "h", "reason": named, "rank": 1})
+    plan = {"resources": {"h": [0, 1, 2, 3]}, "world_size": 4, "device": "cpu"}
+    rec = record(RunConfig(), plan, "run", str(tmp_path), out, {}, {}, lambda *a: {})
+    why = {r["rank"]: r["reason"] for r in rec["alone"]}
+    assert why[1] == named
+    assert all("OOM killer killed processes during this run" in why[r] and "likely one" in why[r] for r in (0, 2))
+    assert why[3].startswith("never started"), why[3]
+    assert rec["status"] == "failed"
