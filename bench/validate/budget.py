@@ -2,7 +2,7 @@
 and the predicted time to a verdict (`bench validate --dry-run`); and the timeouts the run itself uses.
 
     p = plan(ValidateConfig(level="full"), {"n0001": [0, 1, 2, 3, 4, 5, 6, 7], ...}, "pdsh", references.load())
-    p["predicted_s"], p["budget_s"]       # the expected time to verdict; the most it may take (every timeout)
+    p["predicted_s"], p["budget_s"]       # the expected time to verdict; with every launch hung and looked at twice
     launch_timeout(240.0, nodes=1000, ranks=8000)   # 240 + 8 (torch's barrier) + 60 (the head's ssh) = 308
 
 Timeouts grow with the cluster as torch's own do: its store barrier waits
@@ -89,7 +89,8 @@ def _allreduce_s(size: int, ranks: int, busbw: float) -> float:
 
 def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, table) -> dict[str, Any]:
     """The stages a validate of `resources` runs, with their launches, rounds, pairs, timeouts and predicted
-    seconds; the sum of the predictions (predicted_s) and of every timeout it may meet (budget_s)."""
+    seconds; the sum of the predictions (predicted_s), and that plus every wait for a hang (budget_s: a launch's
+    timeout is how long it may go without progress, not how long it may run)."""
     lv = LEVELS[cfg.level]
     nodes, ranks = len(resources), sum(len(s) for s in resources.values())
     c = costs()
@@ -169,9 +170,12 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     for name in ("stragglers", "scaling"):
         if wanted[name]:
             none(name, "judged from what was measured")
-    budget = sum(s["timeout_s"] * s.get("looks", 1) for s in stages if s["timeout_s"])
+    predicted = sum(s["predicted_s"] for s in stages)
+    # A launch hangs after its last progress, so its wait comes on top of its work; a second look repeats both.
+    budget = predicted + sum(s["timeout_s"] * s.get("looks", 1) + s["predicted_s"] * (s.get("looks", 1) - 1)
+                             for s in stages if s["timeout_s"])
     return {"level": cfg.level, "launcher": launcher, "nodes": nodes, "ranks": ranks, "stages": stages,
-            "predicted_s": round(sum(s["predicted_s"] for s in stages), 1), "budget_s": round(budget, 1),
+            "predicted_s": round(predicted, 1), "budget_s": round(budget, 1),
             "message_bytes": size, "assumes": {
                 "gpu": ips[1] if ips else f"no published figure for {model}: a step is the timeout over the steps",
                 "nic": nic_label, "costs": os.path.relpath(os.path.normpath(COSTS_PATH), os.getcwd())
@@ -190,7 +194,8 @@ def stage_rows(p: dict[str, Any]) -> list[str]:
         rows.append(f"  {s['stage']:<11} {s['launches']} launch(es){extra}; timeout {s['timeout_s']:g} s; predicted "
                     f"{s['predicted_s']:g} s: {s['how']}" + (f" ({s['pairing']})" if "pairing" in s else ""))
     rows.append(f"predicted time to verdict: {p['predicted_s']:g} s ({p['predicted_s'] / 60:.1f} min); budget (every "
-                f"timeout, every second look): {p['budget_s']:g} s ({math.ceil(p['budget_s'] / 60)} min)")
+                f"launch hung to its timeout, every second look): {p['budget_s']:g} s "
+                f"({math.ceil(p['budget_s'] / 60)} min)")
     rows.append(f"timeouts: {p['timeouts']}")
     rows.append(f"assumes: GPUs as slow as {p['assumes']['gpu']}; NICs as slow as {p['assumes']['nic']}; "
                 f"costs from {p['assumes']['costs']}")
