@@ -163,6 +163,7 @@ def _chosen(v: Validation, keys: list[tuple[str, int]], rounds: list[tuple[dict,
         if s["params"]:
             v.figures.setdefault("params", s["params"])
     v.figures["gpu_rounds"] = len(rounds)
+    v.derived.clear()
     if len(rounds) > 1:
         v.figures["gpu_images_per_s_rounds"] = {f"{h}:{s}": [r[0][(h, s)]["images_per_s"] if (h, s) in r[0] else None
                                                             for r in rounds] for h, s in keys}

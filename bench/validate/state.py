@@ -79,6 +79,9 @@ class Validation:
         self.figures: dict[str, Any] = {"gpu_images_per_s": {}, "node_images_per_s": {}, "node_busbw": {},
                                         "intra_busbw": {}}
         self.runs: dict[str, str] = {}
+        # Worked out once from self.figures for checks that read it for every node or pair (links.floor: the
+        # median GPU's step); what writes those figures empties it.
+        self.derived: dict[str, Any] = {}
         # The inter-node check's pairs, measured in the intra-node check's launch (bench.validate.links).
         self.links_ahead: dict[str, Any] | None = None
         self.launches = 0
