@@ -48,6 +48,11 @@ class Check:
     figure: float | None = None  # the row's figure as a number, higher is better (images/s, bytes/s, FLOP/s)
     action: str = ""         # what to do about it, where the row knows (a health finding's table line)
 
+    def as_dict(self) -> dict[str, Any]:
+        """dataclasses.asdict(self) without its deep copy, which every field (a str, number or None) does not
+        need: a tenth of the time, for the 40,000 rows of 8,000 GPUs."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
 
 @dataclass(slots=True)
 class Stage:
