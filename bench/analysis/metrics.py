@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from bench.analysis.stats import Summary, _finite_list, percentile, summary
+from bench.analysis.stats import Summary, _finite_list, mean_of_max_draws, percentile, summary
 from bench.core import collectives
 
 __all__ = ["Summary", "percentile", "summary"]  # distributions: bench.analysis.stats, used here too
@@ -240,15 +240,12 @@ def expected_slowest(step_samples: Sequence[Sequence[float]], draws: int = 4000,
     A synchronous step ends when its slowest rank arrives, so a cluster whose
     ranks jitter step to step (shared cores, thermal, OS noise) steps slower
     than any rank's mean even when no rank is slow on average. Bootstrap
-    (seeded: the same samples give the same figure).
+    (seeded: the same samples give the same figure; bench.analysis.stats.mean_of_max_draws).
     """
-    import random
-
     pools = [_finite_list("step_samples", s) for s in step_samples]
     if not pools:
         raise ValueError("step_samples: empty")
-    rng = random.Random(seed)
-    return math.fsum(max(rng.choice(p) for p in pools) for _ in range(draws)) / draws
+    return mean_of_max_draws(pools, draws, seed)
 
 
 # --- distributions and stragglers -------------------------------------------

@@ -22,7 +22,9 @@ FAILs its rank whatever the curves say.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +35,7 @@ class Verdict:
     status: str                  # PASS, FAIL, SKIP
     reason: str
     first_step: int | None = None
-    compared_with: tuple[str, ...] = field(default=())
+    compared_with: Sequence[str] = field(default=())  # a tuple, or Others
     judged_by: str = "none"      # "reference", "peers" or "none"
 
 
@@ -72,24 +74,88 @@ def find_reference(references: list[dict], stack: dict[str, Any], spec: dict[str
     return None
 
 
-def _peers(m: dict, members: list[dict]) -> Verdict:
-    """The verdict of one rank by its peers of the same stack alone."""
-    names = [x["key"] for x in members]
-    peers = tuple(k for k in names if k != m["key"])
+class Others(Sequence):
+    """Every key of a stack's group but one rank's, in order, read-only: that rank's peers (a Verdict's
+    compared_with). A tuple of them per rank held N^2 keys for a stack of N GPUs: half a GiB, and most of
+    the numerics check's time, at 8,000 GPUs. Equal to the tuple of the same keys."""
+
+    __slots__ = ("_names", "_i")
+
+    def __init__(self, names: tuple[str, ...], i: int):
+        self._names, self._i = names, i
+
+    def __len__(self) -> int:
+        return len(self._names) - 1
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return tuple(self)[j]
+        if not -len(self) <= j < len(self):
+            raise IndexError("peer index out of range")
+        j %= len(self)
+        return self._names[j + (j >= self._i)]
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain(itertools.islice(self._names, self._i), itertools.islice(self._names, self._i + 1, None))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (tuple, Others)) and len(other) == len(self) and \
+            all(a == b for a, b in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+@dataclass(slots=True)
+class _Group:
+    """What every rank of one stack is judged against, worked out once for the group: per rank, it took N
+    signatures and counts, N^2 for a stack of N GPUs (six CPU minutes at 8,000 GPUs)."""
+
+    members: list[dict]
+    names: tuple[str, ...]
+    sigs: list[tuple]
+    counts: Counter
+    top: tuple[tuple, int]   # the commonest signature and how many ranks have it
+    agree: list[str]         # the keys of the ranks that have it
+    first: dict              # the first rank that has it
+    unique: bool             # no two ranks share a key: a rank's peers are the names before and after it
+
+    @classmethod
+    def of(cls, members: list[dict]) -> "_Group":
+        names = tuple(x["key"] for x in members)
+        sigs = [_signature(x) for x in members]
+        counts = Counter(sigs)
+        top = counts.most_common(1)[0]
+        agree = [i for i, s in enumerate(sigs) if s == top[0]]
+        return cls(members, names, sigs, counts, top, [names[i] for i in agree], members[agree[0]],
+                   len(set(names)) == len(names))
+
+    def peers(self, i: int) -> Sequence[str]:
+        if self.unique:
+            return Others(self.names, i)
+        return tuple(k for k in self.names if k != self.names[i])
+
+
+def _peers(i: int, g: _Group) -> Verdict:
+    """The verdict of rank i of a group by its peers of the same stack alone."""
+    m, members = g.members[i], g.members
+    peers = g.peers(i)
     if len(members) < 2:
         return Verdict(m["key"], "SKIP", "no other GPU of this model and stack here, and no reference curve for "
                        "it: nothing to compare with")
-    counts = Counter(_signature(x) for x in members)
-    sig, n = counts.most_common(1)[0]
+    counts = g.counts
+    sig, n = g.top
     if n * 2 <= len(members):
         return Verdict(m["key"], "FAIL", f"no majority among the {len(members)} GPUs of this model and stack "
                        f"({len(counts)} different results): one of them computes wrong, nothing says which",
                        None, peers, "peers")
-    if _signature(m) == sig:
+    if g.sigs[i] == sig:
         return Verdict(m["key"], "PASS", f"bit-identical to {n - 1} of its {len(peers)} peer(s) of the same stack",
                        compared_with=peers, judged_by="peers")
-    agree = [x["key"] for x in members if _signature(x) == sig]
-    ok = next(x for x in members if _signature(x) == sig)
+    agree, ok = g.agree, g.first
     step, what = _where(m, ok["losses"], ok["params_sha256"])
     return Verdict(m["key"], "FAIL", f"differs from {len(agree)} GPU(s) of the same model and stack "
                    f"({', '.join(agree[:4])}{' ...' if len(agree) > 4 else ''}) from step {step}: {what}",
@@ -131,8 +197,9 @@ def judge(ranks: list[dict], spec: dict[str, Any], references: list[dict] | None
     out: list[Verdict] = []
     for members in groups.values():
         ref = find_reference(references or [], members[0]["stack"], spec)
-        for m in members:
-            v = _peers(m, members)
+        group = _Group.of(members)
+        for i, m in enumerate(members):
+            v = _peers(i, group)
             if ref is not None:
                 v = _against(m, ref, v, trusted)
             exact = m.get("matmul_exact") or {}

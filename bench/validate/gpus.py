@@ -114,15 +114,25 @@ def model_lines(v: Validation, figures: dict[tuple[str, int], float], ses: dict[
     return out
 
 
-def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[tuple[str, int], float],
+def by_model(v: Validation, figures: dict[tuple[str, int], float]) -> dict[str, list[float]]:
+    """Every GPU's figure of one round, per GPU model, in the round's order: each GPU's peers, gathered once for
+    the round (a scan per GPU was GPUs^2)."""
+    out: dict[str, list[float]] = {}
+    for k, x in figures.items():
+        out.setdefault(v.gpu_name(*k), []).append(x)
+    return out
+
+
+def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[str, list[float]],
               lines: dict[str, Lines | None]) -> tuple:
-    """(status, reference text, reason) of one GPU's images/s; peers: every GPU's figure in the same round."""
+    """(status, reference text, reason) of one GPU's images/s; peers: every GPU's figure in the same round, per
+    model (by_model)."""
     name = v.gpu_name(*key)
     model, _, micro_batch = v.workload
     r = v.table.throughput_for(name, v.cfg.precision, model, micro_batch)
     ref = (r.value, r.lower, r.upper, f"{r.value:g} img/s ({r.gpu}, {r.precision})", r.source) if r else None
-    got = judge_both(ips, ref, [x for k, x in peers.items() if v.gpu_name(*k) == name], v.table.relative,
-                     lambda m: f"{name} {m:.1f} img/s", lines.get(name))
+    got = judge_both(ips, ref, peers.get(name, []), v.table.relative, lambda m: f"{name} {m:.1f} img/s",
+                     lines.get(name))
     if got is None:
         return ("SKIP", "none", f"no published figure for {name} / {model} at micro batch "
                 f"{micro_batch} ({v.cfg.precision}) and no other GPU of this model here: nothing to judge "
@@ -163,24 +173,32 @@ def _chosen(v: Validation, keys: list[tuple[str, int]], rounds: list[tuple[dict,
         if s["params"]:
             v.figures.setdefault("params", s["params"])
     v.figures["gpu_rounds"] = len(rounds)
+    v.derived.clear()
     if len(rounds) > 1:
         v.figures["gpu_images_per_s_rounds"] = {f"{h}:{s}": [r[0][(h, s)]["images_per_s"] if (h, s) in r[0] else None
                                                             for r in rounds] for h, s in keys}
     return chosen
 
 
-def _over_repeats(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]], status: str,
-                  reason: str) -> tuple[str, str]:
-    """--repeats: (status, reason) from the GPU's verdict in each round: FAIL only when it failed every one; the
-    median round's status where no round could be judged."""
-    verdicts = []
+def _per_round(v: Validation, rounds: list[tuple[dict, dict]]) -> list[tuple[dict, dict, dict]]:
+    """--repeats: each round's (figures, peers by model, lines), once per round, not once per GPU and round."""
+    out = []
     for r in rounds:
-        if k not in r[0]:
+        figs = {q: x["images_per_s"] for q, x in r[0].items()}
+        out.append((figs, by_model(v, figs), model_lines(v, figs, {q: x["se"] for q, x in r[0].items()}, {})))
+    return out
+
+
+def _over_repeats(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict, dict]], status: str,
+                  reason: str) -> tuple[str, str]:
+    """--repeats: (status, reason) from the GPU's verdict in each round (_per_round): FAIL only when it failed
+    every one; the median round's status where no round could be judged."""
+    verdicts = []
+    for figs, peers, lines in rounds:
+        if k not in figs:
             verdicts.append("FAIL")
             continue
-        figs = {q: x["images_per_s"] for q, x in r[0].items()}
-        verdicts.append(judge_gpu(v, k, figs[k], figs,
-                                  model_lines(v, figs, {q: x["se"] for q, x in r[0].items()}, {}))[0])
+        verdicts.append(judge_gpu(v, k, figs[k], peers, lines)[0])
     judged = [x for x in verdicts if x != "SKIP"]
     failed = sum(x != "PASS" for x in judged)
     if judged:
@@ -188,8 +206,8 @@ def _over_repeats(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, di
     return status, f"not PASS in {failed} of {len(judged)} rounds ({', '.join(verdicts)}); median round: {reason}"
 
 
-def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]], ips: dict, lines: dict,
-             t0: float) -> str:
+def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]], ips: dict, peers: dict,
+             lines: dict, judged: list[tuple[dict, dict, dict]], t0: float) -> str:
     """One GPU's row; its status."""
     host, slot = k
     if k not in ips:
@@ -199,10 +217,10 @@ def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]],
         v.add_gpu("throughput", host, slot, status, reason=f"its run failed: {why}" if measured else
                   f"could not be measured: {why}", t0=t0)
         return status
-    status, reference, reason = judge_gpu(v, k, ips[k], ips, lines)
+    status, reference, reason = judge_gpu(v, k, ips[k], peers, lines)
     value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and v.cfg.repeats == 1 else "")
     if v.cfg.repeats > 1:
-        status, reason = _over_repeats(v, k, rounds, status, reason)
+        status, reason = _over_repeats(v, k, judged, status, reason)
         value = f"{ips[k]:.1f} img/s (median of {v.cfg.repeats})"
     v.add_gpu("throughput", host, slot, status, value, reference, reason, t0=t0, figure=ips[k])
     return status
@@ -239,5 +257,6 @@ def throughput(v: Validation) -> None:
     lines = model_lines(v, ips, {k: s["se"] for k, s in chosen.items()},
                         {k: xs for k, xs in by_round.items() if len(xs) == len(rounds)})
     v.figures["gpu_lines"] = {name: (dataclasses.asdict(x) if x else None) for name, x in lines.items()}
-    statuses = {k: _gpu_row(v, k, rounds, ips, lines, t0) for k in keys}
+    peers, judged = by_model(v, ips), _per_round(v, rounds) if v.cfg.repeats > 1 else []
+    statuses = {k: _gpu_row(v, k, rounds, ips, peers, lines, judged, t0) for k in keys}
     _node_rows(v, res, ips, statuses, t0)

@@ -45,11 +45,13 @@ def message_size(v: Validation) -> int:
 def floor(v: Validation, ranks: int) -> tuple[float | None, str]:
     """(the busbw below which a link of `ranks` ranks FAILs, what it is), or (None, why none)."""
     table_floor = v.table.busbw.floor
-    steps = [metrics.percentile(xs, 50) for xs in (v.figures.get("gpu_step_samples") or {}).values() if xs]
+    if "median_step_s" not in v.derived:  # every GPU's samples, read once, not once per link (links x GPUs)
+        steps = [metrics.percentile(xs, 50) for xs in (v.figures.get("gpu_step_samples") or {}).values() if xs]
+        v.derived["median_step_s"] = metrics.percentile(steps, 50) if steps else None
+    t_compute = v.derived["median_step_s"]
     params = v.figures.get("params")
     line = None
-    if steps and params and ranks > 1:
-        t_compute = metrics.percentile(steps, 50)
+    if t_compute is not None and params and ranks > 1:
         line = metrics.compute_line_busbw(params * comm_bytes_per_element(v.cfg.precision), t_compute, ranks)
     if line is not None and (table_floor is None or line > table_floor):
         return line, (f"compute line {rate(line)} (one all-reduce of the gradients per {t_compute * 1e3:.1f} ms "
@@ -165,8 +167,12 @@ def intra_node(v: Validation) -> None:
         return ((v.interconnect(h).get("intra") or {}).get("kind"), len(multi[h]), v.gpu_name(h, multi[h][0]))
 
     def verdicts(rows: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str, str]]:
+        kinds = {h: kind(h) for h in multi}
+        peers: dict[tuple, list[float]] = {}  # each node's peers, gathered once: a scan per node was nodes^2
+        for o in multi:
+            peers.setdefault(kinds[o], []).append(rows[o]["busbw"])
         return {h: judge_link(v, rows[h]["busbw"], rows[h]["wrong"], len(multi[h]), link_ref(v, "intra", h),
-                              [rows[o]["busbw"] for o in multi if kind(o) == kind(h)]) for h in multi}
+                              peers[kinds[h]]) for h in multi}
 
     rows = measure("intra-node")
     if rows is None:

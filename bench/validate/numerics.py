@@ -132,8 +132,13 @@ def numerics(v: Validation) -> None:
         v.add_gpu("numerics", r["host"], r["slot"], x.status, f"{len(losses)} steps, loss {losses[0]:.6f} -> "
                   f"{losses[-1]:.6f}", ref, x.reason, t0=t0)
     _matmul(v, [r for r in ok], t0)
+    # Each node's GPU rows, gathered in one pass over the rows: a pass per node was nodes x rows.
+    gpu_rows: dict[str, list] = {}
+    for c in v.checks:
+        if c.check == "numerics" and c.gpu is not None:
+            gpu_rows.setdefault(c.host, []).append(c)
     for h, slots in res.items():
-        mine = [c for c in v.checks if c.check == "numerics" and c.host == h and c.gpu is not None]
+        mine = gpu_rows.get(h, [])
         bad = [f"{c.node} {c.status}" for c in mine if c.status in ("FAIL", "ERROR", "WARN")]
         status = max((c.status for c in mine), key=RANK.__getitem__, default="SKIP")
         v.add("numerics", h, status, f"{len(mine)} GPU(s)", "its GPUs' rows",
@@ -152,6 +157,9 @@ def best_noise(matmul: dict) -> float:
 def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
     rates = {r["key"]: (r.get("matmul") or {}).get("flops_per_s") for r in ok}
     model = {r["key"]: v.gpu_name(r["host"], r["slot"]) for r in ok}
+    # A model's peers and the lines derived from them are the same for each of its GPUs: made once per model,
+    # not once per GPU (N^2).
+    peers: dict[str, tuple[list[float], Any]] = {}
     for r in ok:
         m = r.get("matmul") or {}
         rate, dtype = m.get("flops_per_s"), m.get("dtype")
@@ -159,14 +167,16 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
         if not rate:
             v.add_gpu("matmul", r["host"], r["slot"], "SKIP", reason="no timed matmul in its report", t0=t0)
             continue
+        if name not in peers:
+            same = [q for q in ok if rates[q["key"]] and model[q["key"]] == name]
+            peers[name] = ([rates[q["key"]] for q in same],
+                           derive([rates[q["key"]] for q in same], [best_noise(q.get("matmul") or {}) for q in same],
+                                  straggler=STRAGGLER_WARN, se_name="gap of the fifth-best iteration to the best"))
         value = f"{rate / 1e12:.3g} TFLOP/s ({dtype}, n={m.get('n')})"
         p = v.table.matmul_for(name, dtype)
         ref = (p.flops, p.lower, p.upper, f"{p.flops / 1e12:g} TFLOP/s ({p.gpu}, {p.dtype})", p.source) if p else None
-        same = [q for q in ok if rates[q["key"]] and model[q["key"]] == name]
-        got = judge_both(rate, ref, [rates[q["key"]] for q in same], v.table.relative,
-                         lambda med: f"{name} {med / 1e12:.3g} TFLOP/s",
-                         derive([rates[q["key"]] for q in same], [best_noise(q.get("matmul") or {}) for q in same],
-                                straggler=STRAGGLER_WARN, se_name="gap of the fifth-best iteration to the best"))
+        got = judge_both(rate, ref, peers[name][0], v.table.relative, lambda med: f"{name} {med / 1e12:.3g} TFLOP/s",
+                         peers[name][1])
         if got is None:
             v.add_gpu("matmul", r["host"], r["slot"], "SKIP", value, "none", f"no published matmul figure for "
                       f"{name} ({dtype}) and no other of its model here: nothing to judge it against", t0=t0,

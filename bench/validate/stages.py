@@ -204,5 +204,5 @@ def record(v: Validation, run_id: str, duration: float, interrupted: bool = Fals
         exclude=drain.exclude_spec(entries, unknown), drained=drained, resumed=resumed, identity=v.identity(),
         checks_run=[n for n, _ in STAGES if n in ALWAYS or v.cfg.wanted(n)],
         counts={s: statuses.count(s) for s in STATUSES},
-        checks=[asdict(c) for c in v.checks], stages=[asdict(s) for s in v.stages], measured=v.figures,
+        checks=[c.as_dict() for c in v.checks], stages=[asdict(s) for s in v.stages], measured=v.figures,
         runs=v.runs, reference_table=v.table.path, held=held, pairing=v.pairing_plan())

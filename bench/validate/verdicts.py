@@ -62,9 +62,12 @@ def _row(c: Check) -> dict[str, Any]:
 def node_verdicts(checks: list[Check], resources: dict[str, list[int]]) -> dict[str, dict[str, Any]]:
     """{host: {verdict, action, findings, not_checked}} for every selected host, in hostfile order."""
     cluster_errors = [c for c in checks if c.node == CLUSTER and c.status == "ERROR"]
+    by_host: dict[str, list[Check]] = {}  # one pass over the rows, not one per host (hosts x rows)
+    for c in checks:
+        by_host.setdefault(c.host, []).append(c)
     out: dict[str, dict[str, Any]] = {}
     for host in resources:
-        mine = [c for c in checks if c.host == host]
+        mine = by_host.get(host, [])
         fails = [c for c in mine if c.status == "FAIL"]
         warns = [c for c in mine if c.status == "WARN"]
         # Not reached: an ERROR, a SKIP after an ERROR, or a check asked for that a stop kept from running.
