@@ -42,9 +42,10 @@ def exclude_spec(entries: list[dict[str, Any]], unknown: list[str] = ()) -> str:
     """Whole hosts where a node row failed or the node is unknown, host:slot,slot where only GPUs failed
     (DeepSpeed's --exclude): what a run leaves out to use only what validate found good."""
     whole = [e["host"] for e in entries if e["gpu"] is None] + list(unknown)
+    out = set(whole)  # `in` on the list was a scan per entry: N^2 when many nodes fail
     gpus: dict[str, list[int]] = {}
     for e in entries:
-        if e["gpu"] is not None and e["host"] not in whole:
+        if e["gpu"] is not None and e["host"] not in out:
             gpus.setdefault(e["host"], [])
             if e["gpu"] not in gpus[e["host"]]:
                 gpus[e["host"]].append(e["gpu"])

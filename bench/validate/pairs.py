@@ -92,6 +92,7 @@ class Links:
     pairs: dict[frozenset[str], Link] = field(default_factory=dict)
     whole: list[float] = field(default_factory=list)
     whole_wrong: int = 0
+    by_host: dict[str, list[Link]] = field(default_factory=dict)  # of(): a scan of every pair per host was N^2
 
     def add(self, bw: dict[str, list[float]], wrong: dict[str, int], look: str) -> None:
         """One launch's rows (bench.validate.pairing.pair_figures), as the first or second look."""
@@ -100,12 +101,17 @@ class Links:
                 self.whole, self.whole_wrong = xs, wrong.get("all", 0)
                 continue
             p = Pair.of(name)
-            link = self.pairs.setdefault(p.key, Link(p))
+            link = self.pairs.get(p.key)
+            if link is None:
+                link = self.pairs[p.key] = Link(p)
+                for h in (p.a, p.b):
+                    self.by_host.setdefault(h, []).append(link)
             setattr(link, look, metrics.percentile(xs, 50))
             link.wrong += wrong.get(name, 0)
 
     def of(self, host: str) -> list[Link]:
-        return [x for x in self.pairs.values() if x.pair.has(host)]
+        """The host's pairs, in the order they were first measured."""
+        return list(self.by_host.get(host, ()))
 
     def passed(self) -> set[str]:
         """The nodes found good: at least half their pairs PASS. A good node beside a bad one has one pair short
@@ -133,12 +139,14 @@ def _judge(v: Validation, hosts: list[str], links: Links) -> dict[str, float]:
     floor); returns each node's best pair's busbw."""
     best = {h: max(x.busbw for x in links.of(h)) for h in hosts}
     peers = list(best.values()) if len(hosts) > 2 else []   # two nodes: the one pair is its own median
+    median = metrics.percentile(peers, 50) if len(peers) >= 2 else None
     leaves = v.leaves(hosts)
     near = _LeafPeers(links, best, dict(zip(hosts, leaves))) if leaves else None
     for x in links.pairs.values():
         ranks = len(v.good_slots(x.pair.a)) + len(v.good_slots(x.pair.b))
-        x.verdict = judge_link(v, x.busbw, x.wrong, ranks, _pair_ref(v, x.pair.a, x.pair.b),
-                               (near.of(x.pair) if near else []) or peers)
+        mine, mid = near.of(x.pair) if near else ([], None)
+        x.verdict = judge_link(v, x.busbw, x.wrong, ranks, _pair_ref(v, x.pair.a, x.pair.b), mine or peers,
+                               mid if mine else median)
     return best
 
 
@@ -153,6 +161,7 @@ class _LeafPeers:
         self.by_path: dict[frozenset, list[float]] = {}
         for y in links.pairs.values():
             self.by_path.setdefault(self._path(y.pair), []).append(y.busbw)
+        self.cache: dict[frozenset, tuple[list[float], float | None]] = {}
         self.by_leaf: dict[str | None, list[float]] = {}
         for h, bw in best.items():
             self.by_leaf.setdefault(leaf.get(h), []).append(bw)
@@ -160,14 +169,17 @@ class _LeafPeers:
     def _path(self, pair: Pair) -> frozenset:
         return frozenset((self.leaf.get(pair.a), self.leaf.get(pair.b)))
 
-    def of(self, pair: Pair) -> list[float]:
+    def of(self, pair: Pair) -> tuple[list[float], float | None]:
+        """(the peers, their median), each path's worked out once."""
         path = self._path(pair)
         if None in path:
-            return []
-        if len(self.by_path.get(path, [])) >= 4:
-            return self.by_path[path]
-        near = [bw for name in path for bw in self.by_leaf.get(name, [])]
-        return near if len(near) >= 3 else []
+            return [], None
+        if path not in self.cache:
+            near = self.by_path.get(path, [])
+            if len(near) < 4:
+                near = [bw for name in path for bw in self.by_leaf.get(name, [])]
+            self.cache[path] = (near, metrics.percentile(near, 50)) if len(near) >= 3 else ([], None)
+        return self.cache[path]
 
 
 def _second_look(v: Validation, hosts: list[str], links: Links) -> bool:
