@@ -174,6 +174,29 @@ def _logged(pid: str, argv: list[bytes], line: str) -> bool:
 
 
 @contextlib.contextmanager
+def _catching(ns_ino: int, module: str, local_rank: int | None, after: str | None, act, done) -> Iterator[None]:
+    """A thread that calls act(pid) on each rank of `module` with this local rank in the namespace ns_ino, as it
+    starts or once its log holds `after`, skipping those done(pid) says are handled, until the block ends."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for pid in os.listdir("/proc"):
+                argv = _rank_of(pid, ns_ino, module, local_rank) if pid.isdigit() and not done(pid) else None
+                if argv is not None and (after is None or _logged(pid, argv, after)):
+                    act(pid)
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
 def cpu_quota_on(cluster, host: str, local_rank: int | None, module: str = "bench.worker", quota_us: int = 5000,
                  period_us: int = 100000, after: str | None = None) -> Iterator[set[str]]:
     """Every rank of `module` with this local rank (None: every rank) on `host` in a cgroup v1 CPU quota of its
@@ -194,25 +217,16 @@ def cpu_quota_on(cluster, host: str, local_rank: int | None, module: str = "benc
             f.write(str(value))
     ns_ino = os.stat(f"/run/netns/{cluster.ns_of(host)}").st_ino
     moved: set[str] = set()
-    stop = threading.Event()
 
-    def watch() -> None:
-        while not stop.is_set():
-            for pid in os.listdir("/proc"):
-                argv = _rank_of(pid, ns_ino, module, local_rank) if pid.isdigit() and pid not in moved else None
-                if argv is not None and (after is None or _logged(pid, argv, after)):
-                    with contextlib.suppress(OSError), open(f"{cg}/cgroup.procs", "w") as f:
-                        f.write(pid)
-                        moved.add(pid)
-            stop.wait(0.05)
+    def move(pid: str) -> None:
+        with contextlib.suppress(OSError), open(f"{cg}/cgroup.procs", "w") as f:
+            f.write(pid)
+            moved.add(pid)
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
     try:
-        yield moved
+        with _catching(ns_ino, module, local_rank, after, move, lambda pid: pid in moved):
+            yield moved
     finally:
-        stop.set()
-        thread.join()
         with open(f"{cg}/cgroup.procs") as f:
             left = f.read().split()
         for pid in left:
@@ -234,26 +248,16 @@ def sigstop_on(cluster, host: str, local_rank: int = 0, module: str = "bench.wor
 
     ns_ino = os.stat(f"/run/netns/{cluster.ns_of(host)}").st_ino
     stopped: list[int] = []
-    stop = threading.Event()
 
-    def watch() -> None:
-        while not stop.is_set() and not stopped:
-            for pid in os.listdir("/proc"):
-                argv = _rank_of(pid, ns_ino, module, local_rank) if pid.isdigit() else None
-                if argv is not None and _logged(pid, argv, after):
-                    with contextlib.suppress(OSError):
-                        os.kill(int(pid), signal.SIGSTOP)
-                        stopped.append(int(pid))
-                    break
-            stop.wait(0.05)
+    def halt(pid: str) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(int(pid), signal.SIGSTOP)
+            stopped.append(int(pid))
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
     try:
-        yield stopped
+        with _catching(ns_ino, module, local_rank, after, halt, lambda pid: bool(stopped)):
+            yield stopped
     finally:
-        stop.set()
-        thread.join()
         for pid in stopped:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
