@@ -89,24 +89,29 @@ def parse_nvlink_status(text: str) -> dict[int, list[dict]]:
     return out
 
 
-def _port(ca: str, port: int) -> dict:
-    return {"ca": ca, "port": port, "state": None, "physical_state": None, "rate_gbps": None, "link_layer": None}
+def _port(ca: str, port: int, ca_type: str | None = None) -> dict:
+    return {"ca": ca, "port": port, "state": None, "physical_state": None, "rate_gbps": None, "link_layer": None,
+            "ca_type": ca_type}
 
 
 def parse_ibstat(text: str) -> list[dict]:
-    """`ibstat` -> one {"ca", "port", "state", "physical_state", "rate_gbps", "link_layer"} per port."""
+    """`ibstat` -> one {"ca", "port", "state", "physical_state", "rate_gbps", "link_layer", "ca_type"} per port (the
+    CA type, "MT4129" for a ConnectX-7: ports of one kind are each other's peers)."""
     ports: list[dict] = []
-    ca = None
+    ca = ca_type = None
     keys = {"State": "state", "Physical state": "physical_state", "Rate": "rate_gbps", "Link layer": "link_layer"}
     for line in text.splitlines():
         m = re.match(r"^CA '([^']+)'", line)
         if m:
-            ca = m.group(1)
+            ca, ca_type = m.group(1), None
             continue
         key, _, value = (s.strip() for s in line.partition(":"))
+        if key == "CA type" and ca is not None:
+            ca_type = value or None
+            continue
         m = re.match(r"^Port (\d+)$", key)
         if m and ca is not None and not value:
-            ports.append(_port(ca, int(m.group(1))))
+            ports.append(_port(ca, int(m.group(1)), ca_type))
         elif ports and ports[-1]["ca"] == ca and key in keys:
             ports[-1][keys[key]] = _number(value) if key == "Rate" else value
     return ports
@@ -142,9 +147,10 @@ def read_ib_dir(base: str) -> list[dict]:
     ports = []
     for ca in _ls(base):
         pdir = os.path.join(base, ca, "ports")
+        ca_type = _read(os.path.join(base, ca, "hca_type"))  # the CA's kind, as ibstat's "CA type" says it
         for p in sorted(_ls(pdir), key=lambda s: (len(s), s)):
             d = os.path.join(pdir, p)
-            rec = _port(ca, int(p) if p.isdigit() else p)
+            rec = _port(ca, int(p) if p.isdigit() else p, ca_type)
             state, phys = _read(os.path.join(d, "state")) or "", _read(os.path.join(d, "phys_state")) or ""
             rec["state"] = _IB_STATE.get(state.partition(":")[0].strip(), state or None)
             rec["physical_state"] = phys.partition(":")[2].strip() or phys or None

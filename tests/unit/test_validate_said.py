@@ -52,3 +52,36 @@ def test_drain_and_resume_without_slurm_say_so_before_any_work(tmp_path, monkeyp
     (tmp_path / "scontrol").chmod(0o755)
     proc = cli("validate", "--resume", "--hostfile", str(hosts), env={**env, "SLURM_CONF": str(tmp_path / "nope")})
     assert_bad_input(proc, "--resume", "SLURM_CONF=")
+
+
+def _roce_node(text: str) -> str:
+    """The recorded 12-HCA ibstat as a RoCE node: its ConnectX-7 (MT4129) ports relabelled Ethernet, its ConnectX-6 Dx
+    (MT4125) frontend ports brought up at 100 Gb/s (derived from the recording, as issue 41 item 6(a) describes)."""
+    out, ca_type = [], None
+    for line in text.splitlines():
+        if "CA type:" in line:
+            ca_type = line.split(":", 1)[1].strip()
+        if "Link layer:" in line:
+            line = line.replace("InfiniBand", "Ethernet")
+        if ca_type == "MT4125" and "Rate:" in line:
+            line = line.split(":")[0] + ": 100"
+        if ca_type == "MT4125" and ("State:" in line and "Physical" not in line):
+            line = line.split(":")[0] + ": Active"
+        if ca_type == "MT4125" and "Physical state:" in line:
+            line = line.split(":")[0] + ": LinkUp"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_a_port_is_judged_slow_beside_ports_of_its_own_ca_type_only():
+    from bench.cluster.health.infiniband import port_findings
+    from bench.cluster.interconnect import parse_ibstat
+
+    text = _roce_node((FIXTURES / "ibstat_12-hca_3-ports-down-disabled.txt").read_text())
+    ports = parse_ibstat(text)
+    kinds = {(p["ca_type"], p["rate_gbps"]) for p in ports if p["state"] == "Active"}
+    assert kinds == {("MT4129", 400.0), ("MT4125", 100.0)} and {p["link_layer"] for p in ports} == {"Ethernet"}
+    assert [f for f in port_findings(ports) if f["code"] == "ib-port-slow"] == [], "another card is no slower peer"
+    one_slow = text.replace("Rate: 100", "Rate: 40", 1)
+    slow = [f for f in port_findings(parse_ibstat(one_slow)) if f["code"] == "ib-port-slow"]
+    assert len(slow) == 1 and "MT4125" in slow[0]["what"] and "100 Gb/s" in slow[0]["what"], slow

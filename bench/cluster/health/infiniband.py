@@ -11,7 +11,7 @@ counters/ files. Judged per link layer (InfiniBand apart from Ethernet/RoCE):
 a port not Active while another port of its layer is Active, or while no port
 of the node is, is down (ib-port-no-sm when its physical link is up: the
 subnet manager has not configured it); an Active port below the fastest
-Active rate of its layer is slow. A port whose link layer is not given is
+Active rate of its layer and CA type is slow (a card of another kind is no peer). A port whose link layer is not given is
 compared with no one. Error counters that are not zero are ib-errors; a
 counter at the top of its width (IBA PortCounters: 8-bit link_downed, 16-bit
 port_xmit_discards, 4-bit excessive_buffer_overrun_errors, ...) has saturated
@@ -85,13 +85,19 @@ def port_findings(ports: list[dict], source: str = SOURCE) -> list[dict]:
         said += f"; {len(peers_active)} other {layer} port(s) Active" if peers_active else "; no port of the node is Active"
         code = "ib-port-no-sm" if p.get("physical_state") == "LinkUp" else "ib-port-down"
         out.append(finding(code, source, said, port=_name(p)))
-    for layer in {p.get("link_layer") for p in ports} - {None}:
-        active = [p for p in ports if p.get("link_layer") == layer and p.get("state") == "Active" and p.get("rate_gbps")]
-        top = max((p["rate_gbps"] for p in active), default=None)
+    # A port's peers for its rate: the Active ports of its link layer and CA type. A node's 100 Gb/s ConnectX-6 Dx
+    # frontend ports beside its 400 Gb/s ConnectX-7 rails are other cards, not slow ones.
+    kinds: dict[tuple, list[dict]] = {}
+    for p in ports:
+        if p.get("link_layer") is not None and p.get("state") == "Active" and p.get("rate_gbps"):
+            kinds.setdefault((p["link_layer"], p.get("ca_type")), []).append(p)
+    for (layer, ca_type), active in kinds.items():
+        top = max(p["rate_gbps"] for p in active)
+        kind = f"{layer}, {ca_type}" if ca_type else layer
         for p in active:
             if p["rate_gbps"] < top:
-                out.append(finding("ib-port-slow", source, f"{_name(p)} ({layer}) at {p['rate_gbps']:g} Gb/s while other "
-                                   f"Active {layer} ports run at {top:g} Gb/s", port=_name(p)))  # fmt: skip
+                out.append(finding("ib-port-slow", source, f"{_name(p)} ({kind}) at {p['rate_gbps']:g} Gb/s while other "
+                                   f"Active {kind} ports run at {top:g} Gb/s", port=_name(p)))  # fmt: skip
     return out
 
 
