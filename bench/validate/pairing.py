@@ -187,6 +187,8 @@ def first_rounds(kind: str, n: int, seed: int = 1, matchings: int = 4,
     if kind == "ring":
         return _mapped(ring_rounds(n), order)
     return _mapped(ring_and_matchings(n, matchings, seed, apart=[leaves[i] for i in order]), order)
+
+
 def describe(kind: str, n: int, matchings: int = 4) -> str:
     """How first_rounds chose the pairs, for the plan and the record."""
     if kind == "ring" or n < 2:

@@ -65,9 +65,6 @@ class Pair:
         """The pair whatever the order it is named in (a second look may name it b+a)."""
         return frozenset((self.a, self.b))
 
-    def has(self, host: str) -> bool:
-        return host in (self.a, self.b)
-
 
 @dataclass(slots=True)
 class Link:
