@@ -69,6 +69,17 @@ class HostCheck:
         return f"preflight: {self.host}: {', '.join(self.problems)}"
 
 
+def wait_s(via: str | None) -> float:
+    """How long preflight waits for a host's answer: one ssh each, or (srun, mpirun) a step queued behind the
+    allocation's others, daemons started: more than one ssh each."""
+    return 15.0 if via in (None, "ssh") else 60.0
+
+
+def inventory_wait_s(via: str | None) -> float:
+    """How long validate's inventory waits for a node's probe, reached the way preflight reached it (`via`)."""
+    return 30.0 if via in (None, "ssh") else 60.0
+
+
 def probe_here(python: str | None = None) -> dict:
     """This machine's answer to PROBE_CODE, by the same code in a fresh interpreter."""
     proc = subprocess.run(

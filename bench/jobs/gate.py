@@ -14,7 +14,7 @@ import sys
 
 from bench.cluster.hetero import verdict as judge
 from bench.cluster.inventory import probe_any, selected
-from bench.cluster.preflight import HostCheck, check_or_raise
+from bench.cluster.preflight import HostCheck, check_or_raise, wait_s
 from bench.core.config import LaunchConfig
 from bench.core.errors import BadInput, RunFailed
 from bench.core.precision import cpu_refusal
@@ -37,9 +37,11 @@ def inspect_cluster(cfg: LaunchConfig, placement: Placement, quiet: bool, *, pre
     by_host = {c.host: c for c in checks}
     for n in nodes:
         c = by_host.get(n.get("host"))
-        if c is not None and c.fs is not None:
+        if c is None:
+            continue
+        if c.fs is not None:
             n["shared_dir"] = c.fs
-        for w in c.warnings if c is not None and not quiet else ():
+        for w in [] if quiet else c.warnings:
             print(f"bench: preflight: {c.host}: {w}", file=sys.stderr)
     return nodes, gate([selected(n) for n in nodes], precision, micro_batch, strict=cfg.strict, quiet=quiet,
                        compile=bool(getattr(cfg, "compile", False)))
@@ -54,8 +56,7 @@ def preflight(cfg: LaunchConfig, placement: Placement, run_root: str | None = No
     via = get(placement.launcher).preflight_via
     if via is None:
         return []
-    # srun queues a step behind the allocation's others: more time than one ssh each.
-    return check_or_raise(list(placement.resources), timeout=15.0 if via == "ssh" else 60.0,
+    return check_or_raise(list(placement.resources), timeout=wait_s(via),
                           container_exec=cfg.container_exec, run_root=run_root, via=via)
 
 

@@ -27,6 +27,7 @@ import os
 from typing import Any
 
 from bench.cluster import topology
+from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
 from bench.launch.registry import get
@@ -36,9 +37,6 @@ from bench.validate.config import LEVELS, ValidateConfig
 COSTS_PATH = os.path.join(os.path.dirname(__file__), os.pardir, "data", "validate_costs.json")
 # The comm ranks' calibration before timing (bench.worker.comm.CALIBRATION): collectives beside warm-up and iters.
 CALIBRATION = 3
-# What the ssh-reached stages wait for a host's answer before the head's share (bench.validate.nodes).
-PREFLIGHT_S = {"ssh": 15.0, "other": 60.0}
-INVENTORY_S = {"ssh": 30.0, "other": 60.0}
 
 
 @functools.cache
@@ -94,7 +92,7 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     lv = LEVELS[cfg.level]
     nodes, ranks = len(resources), sum(len(s) for s in resources.values())
     c = costs()
-    via = "ssh" if (get(launcher).preflight_via or "ssh") == "ssh" else "other"
+    via = get(launcher).preflight_via or "ssh"
     timeout = launch_timeout(lv.timeout, nodes, ranks)
     start = head_s(nodes) + c["rank_start_s"]
     model, batch = lv.cuda_model, lv.cuda_micro_batch
@@ -114,9 +112,9 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     wanted = {name: cfg.wanted(name) for name in ("health", "throughput", "numerics", "intra-node", "inter-node",
                                                      "training", "stragglers", "scaling")}
     stages: list[dict[str, Any]] = [
-        {"stage": "preflight", "launches": 0, "timeout_s": reach_timeout(PREFLIGHT_S[via], nodes),
+        {"stage": "preflight", "launches": 0, "timeout_s": reach_timeout(wait_s(via), nodes),
          "predicted_s": round(head_s(nodes) + 0.5, 1), "how": f"every node at once ({via})"},
-        {"stage": "inventory", "launches": 0, "timeout_s": reach_timeout(INVENTORY_S[via], nodes),
+        {"stage": "inventory", "launches": 0, "timeout_s": reach_timeout(inventory_wait_s(via), nodes),
          "predicted_s": round(head_s(nodes) + c["node_probe_s"], 1),
          "how": "bench probe on every node at once" + (", reading its health" if wanted["health"] else "")},
     ]

@@ -17,12 +17,13 @@ import time
 
 from bench.cluster.hetero import verdict
 from bench.cluster.inventory import probe_any, selected
+from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.cluster.preflight import preflight as check_hosts
 from bench.cluster.shared_dir import fs_text
 from bench.core.errors import BadInput
 from bench.core.precision import cpu_refusal
 from bench.launch.registry import get
-from bench.validate.budget import INVENTORY_S, PREFLIGHT_S, reach_timeout
+from bench.validate.budget import reach_timeout
 from bench.validate.health import health_request
 from bench.validate.state import CLUSTER, Validation
 
@@ -34,9 +35,8 @@ def preflight(v: Validation) -> None:
         return
     via = get(v.launcher).preflight_via or "ssh"
     try:
-        # srun queues a step behind the allocation's others, mpirun starts its daemons: more than one ssh each.
-        wait = reach_timeout(PREFLIGHT_S["ssh" if via == "ssh" else "other"], len(v.resources))
-        answers = check_hosts(list(v.resources), timeout=wait, run_root=v.cfg.out, via=via)
+        answers = check_hosts(list(v.resources), timeout=reach_timeout(wait_s(via), len(v.resources)),
+                              run_root=v.cfg.out, via=via)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
         raise BadInput(f"--hostfile: {e}") from None
     for c in answers:
@@ -58,7 +58,7 @@ def preflight(v: Validation) -> None:
 
 
 def _inventory_timeout(kind, nodes: int) -> float:
-    return reach_timeout(INVENTORY_S["ssh" if kind.preflight_via == "ssh" else "other"], nodes)
+    return reach_timeout(inventory_wait_s(kind.preflight_via), nodes)
 
 
 def _value(inv: dict) -> str:
