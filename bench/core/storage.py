@@ -11,8 +11,7 @@ Counted as 8 blocks for the run (config, plan, DeepSpeed config, launcher
 log, progress, summary, record, hostfile) and 4 per rank (log, pid file,
 rank record, its temporary): 48 KiB for one rank, 64 KiB for two. Measured
 (`bench --gpus 2 --dataset synthetic --model vit-micro-p4-32 --steps 6` on
-CPU): 13 files, 60-64 KiB in blocks at the end (plus the heartbeat's block
-while it runs); on a 64 KiB tmpfs it finishes (94% used), on a 40 KiB one
+CPU): 13 files, 60-64 KiB in blocks at the end (plus bench's hub.json and ranks.json); on a 64 KiB tmpfs it finishes (94% used), on a 40 KiB one
 it is refused: below the floor a run cannot finish. Longer runs write more
 (the log grows per step), so passing the floor is no promise.
 """

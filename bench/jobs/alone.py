@@ -7,7 +7,8 @@
 bench validate's per-GPU check launches one such run over every selected
 slot of every node: all GPUs busy at once, as in training, and none waits
 for another. A rank's result is its own alone/rank<R>.json (the summary a
-one-rank run writes); a rank without one failed, and gets the launch's
+one-rank run writes), read by name (bench.launch.records: a rank that said
+it wrote one and whose file is missing is an error naming it); a rank without one failed, and gets the launch's
 diagnosis when it is the rank named there, else its own report or "no
 report". Rank R is slot k of host h in plan order: DeepSpeed's launchers
 number ranks host by host, slot by slot, in the order of the resources.
@@ -23,6 +24,7 @@ from bench.core import provenance, results
 from bench.core.placement import rank_slots
 from bench.core.config import RunConfig
 from bench.launch.execute import Outcome
+from bench.launch.records import read_rank
 
 
 def read_json(path: str) -> dict[str, Any] | None:
@@ -61,7 +63,9 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
     named = (outcome.error or {}).get("rank")
     for rank, (host, slot) in enumerate(rank_slots(plan["resources"])):
         entry: dict[str, Any] = {"rank": rank, "host": host, "slot": slot}
-        summary = read_json(os.path.join(run_dir, "alone", f"rank{rank}.json"))
+        summary, missing = read_rank(run_dir, os.path.join("alone", f"rank{rank}.json"), rank, outcome.ranks)
+        if missing:
+            reports.setdefault(rank, {"rank": rank, "host": host, "status": "failed", "error": missing})
         if summary is not None and (summary.get("ranks") or [{}])[0].get("status") == "ok":
             seen.append(summary)
             entry.update(status="ok", figures=figures_of(cfg, summary, 1, ds_config),

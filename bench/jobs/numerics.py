@@ -18,8 +18,9 @@ from typing import Any
 
 from bench.core import provenance, results, storage
 from bench.core.placement import rank_slots
-from bench.jobs.alone import measured, read_json, silent_rank
+from bench.jobs.alone import measured, silent_rank
 from bench.launch.execute import Outcome, execute
+from bench.launch.records import read_rank
 from bench.launch.plan import build, plan_json, write_files
 
 
@@ -42,10 +43,10 @@ class NumericsSpec:
         return {k: v for k, v in asdict(self).items() if not k.startswith("matmul")}
 
 
-def first(spec: NumericsSpec, barrier_dir: str, ranks: int, timeout: float) -> dict[str, Any]:
+def first(spec: NumericsSpec, barrier: str, ranks: int, timeout: float) -> dict[str, Any]:
     """plan.json's "numerics" for ranks that run the job first and then train or measure links (one launch for
-    bench validate's per-GPU checks): the spec, and the file barrier their timed matmuls start behind."""
-    return {"spec": asdict(spec), "barrier": {"dir": barrier_dir, "count": ranks, "timeout_s": timeout / 2}}
+    bench validate's per-GPU checks): the spec, and the barrier their timed matmuls start behind (its name)."""
+    return {"spec": asdict(spec), "barrier": {"name": barrier, "count": ranks, "timeout_s": timeout / 2}}
 
 
 def collect(run_dir: str, resources: dict[str, list[int]], outcome: Outcome, folder: str = "ranks") -> list[dict]:
@@ -54,14 +55,15 @@ def collect(run_dir: str, resources: dict[str, list[int]], outcome: Outcome, fol
     named = (outcome.error or {}).get("rank")
     out = []
     for rank, (host, slot) in enumerate(rank_slots(resources)):
-        got = read_json(os.path.join(run_dir, folder, f"rank{rank}.json")) or {}
+        got, missing = read_rank(run_dir, os.path.join(folder, f"rank{rank}.json"), rank, outcome.ranks)
+        got = got if isinstance(got, dict) else {}
         entry: dict[str, Any] = {"rank": rank, "host": host, "slot": slot}
         if got.get("status") == "ok":
             entry.update({k: got.get(k) for k in ("hostname", "stack", "losses", "params_sha256", "matmul_exact",
                                                   "matmul", "device_index")}, status="ok", hostname=got.get("host"))
         else:
-            own = read_json(os.path.join(run_dir, "ranks", f"rank{rank}.json")) or {}
-            reason = ((outcome.error or {}).get("reason") if rank == named else None) or own.get("error") or \
+            own = next((r for r in outcome.rank_files if r.get("rank") == rank), None) or {}
+            reason = missing or ((outcome.error or {}).get("reason") if rank == named else None) or own.get("error") or \
                 silent_rank(run_dir, rank, outcome.status != "ok")
             entry.update(status="failed", reason=reason, measured=measured(own))
         out.append(entry)
@@ -77,11 +79,11 @@ def run(resources: dict[str, list[int]], launcher: str, device: str, spec: Numer
     run_dir = os.path.abspath(os.path.join(out_root, run_id))
     lp = build(resources, launcher, run_dir, device, master_addr, environ=environ, module="bench.worker.numerics",
                container_exec=container_exec)
-    # The timed matmuls start together (a file barrier): each GPU is timed under the same load, not while
-    # its neighbours still import or train.
+    # The timed matmuls start together (a barrier, bench.worker.barrier): each GPU is timed under the same load,
+    # not while its neighbours still import or train.
     world = sum(len(s) for s in resources.values())
     plan = {**plan_json(lp, resources, device, timeout), "independent": True,
-            "start_barrier": {"dir": os.path.join(run_dir, "barrier"), "count": world, "timeout_s": timeout / 2}}
+            "start_barrier": {"name": "matmul", "count": world, "timeout_s": timeout / 2}}
     results.write_json_atomic(os.path.join(run_dir, "numerics.json"), asdict(spec))
     results.write_json_atomic(os.path.join(run_dir, "plan.json"), plan)
     write_files(lp, resources, slots_of)

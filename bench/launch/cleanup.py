@@ -5,7 +5,7 @@
     stop_ranks(run_dir)                  # here directly; every other host of plan.json over ssh
 
 Each rank writes ranks/pid-<R> = "<hostname> <pid>" as it starts
-(bench/worker/main.py). Stopping the launcher's process group ends pdsh and
+(bench.worker.bootstrap), once, by rename. Stopping the launcher's process group ends pdsh and
 ssh on this machine, but a remote command has no tty and gets no SIGHUP:
 its ranks run on, blocked in a collective, until their timeout. So bench
 runs this module on each host over ssh, and it kills only PIDs from that
@@ -20,7 +20,6 @@ expires, since they can reach no peer either.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import signal
@@ -46,17 +45,22 @@ class HostCleanup:
 
 
 def rank_pids(run_dir: str) -> list[tuple[int, str, int]]:
-    """(rank, hostname, pid) of every rank that recorded itself, in rank order."""
+    """(rank, hostname, pid) of every rank that recorded itself, in rank order: ranks/pid-<R> read by name for each
+    rank of plan.json's world (never a listing: a network filesystem's client may list a stale directory)."""
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as f:
+            world = int(json.load(f).get("world_size") or 0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        world = 0
     out = []
-    for path in glob.glob(os.path.join(run_dir, "ranks", "pid-*")):
+    for rank in range(world):
         try:
-            rank = int(os.path.basename(path)[4:])
-            with open(path) as f:
+            with open(os.path.join(run_dir, "ranks", f"pid-{rank}")) as f:
                 host, pid = f.read().split()
             out.append((rank, host, int(pid)))
         except (OSError, ValueError):
             continue
-    return sorted(out)
+    return out
 
 
 def is_our_rank(pid: int, run_dir: str) -> bool:

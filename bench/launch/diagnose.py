@@ -15,7 +15,6 @@ dumps) show outside the collective the others timed out in.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from typing import Any
@@ -77,10 +76,11 @@ def _from_logs(run_dir: str, rc: int | None, hung: bool, timeout: float) -> dict
     """No rank said anything: the rank whose log ends in an error, else the launcher's own log."""
     reason = (f"no progress for {timeout:.0f} s: ranks hung and were stopped" if hung
               else f"launcher exited with status {rc} before the ranks reported")
-    for log in sorted(glob.glob(os.path.join(run_dir, "logs", "rank*.log"))):
+    for rank in range(int(_plan(run_dir).get("world_size") or 0)):
+        log = os.path.join(run_dir, "logs", f"rank{rank}.log")  # by name: a listing may be stale on NFS
         lines = tail(log)
         if any("Error" in line or "Traceback" in line for line in lines):
-            return {"where": f"rank {os.path.basename(log)[4:-4]}", "reason": reason, "log_tail": lines}
+            return {"where": f"rank {rank}", "reason": reason, "log_tail": lines}
     return {"where": "launcher", "reason": reason, "log_tail": tail(os.path.join(run_dir, "logs", "launcher.log"))}
 
 

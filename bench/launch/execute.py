@@ -2,7 +2,10 @@
 
 The launcher process gets its own session, so bench can stop it and
 everything it forked (pdsh, ssh, local ranks) by process group, never by
-`pkill -f`. Ranks record their PIDs in ranks/rank<R>.json-style files; a
+`pkill -f`. While it runs, bench's hub (bench.core.conversation) holds a
+connection from every rank: who started, its barriers, its end and its
+report, bench's pulse and the stack request all go over it, never through
+the shared directory. Ranks record their PIDs in ranks/pid-<R>; a
 hung run (no progress for plan.json watchdog_s: on gloo past the ranks'
 collective timeout, on NCCL before it, bench.launch.plan.timeouts) or Ctrl-C
 ends the group, then any rank still alive, on every host, by PID
@@ -16,8 +19,6 @@ aborts a rank).
 from __future__ import annotations
 
 import contextlib
-import glob
-import json
 import os
 import signal
 import subprocess
@@ -26,9 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bench.cluster.remote import raise_open_files
-from bench.core import heartbeat, storage
+from bench.core import storage
+from bench.core.conversation.hub import Hub, RankState
 from bench.core.errors import StorageFailed
-from bench.launch import flight_dumps, memcg, stacks
+from bench.core.results import write_json_atomic
+from bench.launch import flight_dumps, memcg, records, stacks
 from bench.launch.base import LaunchPlan
 from bench.launch.diagnose import diagnose
 from bench.launch.left_behind import LeftBehind
@@ -43,14 +46,11 @@ class Outcome:
     summary: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     rank_files: list[dict[str, Any]] = field(default_factory=list)
+    ranks: dict[int, RankState] = field(default_factory=dict)  # what each rank told bench's hub (status: its end)
 
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return None
+    def said_ok(self, rank: int) -> bool:
+        """Whether the rank told bench it ended well (its files written, fsynced and renamed before it said so)."""
+        return (s := self.ranks.get(rank)) is not None and s.status == "ok"
 
 
 def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "local") -> None:
@@ -106,20 +106,22 @@ def _waits(plan: dict[str, Any], timeout: float) -> tuple[float, float]:
 
 
 def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str, Any], timeout: float,
-           startup: float, on_progress: Callable[[dict[str, Any]], None] | None, w: _Watch) -> None:
-    """Until the launcher ends: each new progress.json to on_progress; no progress for `timeout` (before the first
-    step, `startup`) is a hang: every rank is asked where it is, then the group is stopped. KeyboardInterrupt
-    passes through (w holds what is running)."""
-    progress_path = os.path.join(run_dir, "progress.json")
+           startup: float, on_progress: Callable[[dict[str, Any]], None] | None, w: _Watch, hub: Hub) -> None:
+    """Until the launcher ends: each new progress a rank told the hub to on_progress (and to progress.json, for a
+    person: bench is its one writer); no progress for `timeout` (before the first step, `startup`) is a hang: every
+    rank is asked where it is, then the group is stopped. KeyboardInterrupt passes through (w holds what is
+    running)."""
     last_change, last_seen = time.time(), None
-    behind = LeftBehind(run_dir, plan, started=last_change)
+    behind = LeftBehind(hub.done_count, plan, started=last_change)
     while proc.poll() is None:
         time.sleep(0.5)
-        prog = _read_json(progress_path)
+        prog = hub.progress
         marker = (prog or {}).get("time")
         now = time.time()
         if marker != last_seen:
             last_seen, last_change = marker, now
+            with contextlib.suppress(StorageFailed):
+                write_json_atomic(os.path.join(run_dir, "progress.json"), prog)
             if prog and on_progress is not None:
                 on_progress(prog)
         elif (left := behind.hung(now, last_change)) or now - last_change > (timeout if last_seen is not None
@@ -128,7 +130,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
             if left:
                 w.waited = now - max(last_change, behind.last_done or 0.0)
             # Before anything is stopped: where is each rank? (a few seconds, bounded)
-            w.stalled = stacks.collect(run_dir)
+            w.stalled = stacks.collect(hub, run_dir)
             w.timeline["answers"] = time.time() - w.fired
             w.analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))  # GPUs: meanwhile
             stop_group(proc, launcher=lp.launcher)
@@ -185,7 +187,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     expect_summary False: the ranks report one by one (an independent run writes alone/rank<R>.json, no
     summary.json), so a clean exit of every rank is the whole of "ok".
     """
-    plan = _read_json(os.path.join(run_dir, "plan.json")) or {}
+    plan = records.read_plan(run_dir)
     timeout, startup = _waits(plan, timeout)
     log_path = os.path.join(storage.subdir(run_dir, "logs"), "launcher.log")
     t0 = time.time()
@@ -195,13 +197,19 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
         log = open(log_path, "ab")
     except OSError as e:
         raise StorageFailed(log_path, e.strerror or str(e)) from None
-    raise_open_files(lp.open_files)
-    # The ranks watch this pulse and stop by themselves if bench dies (bench.core.heartbeat).
-    with log, _sigterm_interrupts() as got, heartbeat.beating(run_dir):
+    # The launcher's descriptors, and the hub's: one connection per rank.
+    raise_open_files(max(lp.open_files, int(plan.get("world_size") or 0) + 1024))
+    records.make_dirs(run_dir, plan)
+    # The ranks dial this hub as they start, and stop by themselves once it is gone (bench.core.conversation).
+    try:
+        opened = Hub.open(run_dir, toward=lp.master_addr)
+    except OSError as e:
+        raise StorageFailed(run_dir, f"cannot open bench's hub for the ranks: {e.strerror or e}") from None
+    with log, _sigterm_interrupts() as got, opened as hub:
         proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=run_dir)
         try:
-            _watch(proc, lp, run_dir, plan, timeout, startup, on_progress, w)
+            _watch(proc, lp, run_dir, plan, timeout, startup, on_progress, w, hub)
         except KeyboardInterrupt:
             # A second Ctrl-C must not cut the stop short and leave ranks behind.
             if w.analyzer is not None:
@@ -210,20 +218,26 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
                 stop_group(proc, launcher=lp.launcher)
                 cleanup = kill_remote_ranks(lp, run_dir)
             return Outcome("interrupted", proc.returncode, time.time() - t0,
-                           error={"where": "bench", "reason": f"interrupted ({got[0]})", **cleanup})
-    rc = proc.wait()
+                           error={"where": "bench", "reason": f"interrupted ({got[0]})", **cleanup},
+                           ranks=hub.snapshot())
+        rc = proc.wait()
+        ranks = hub.snapshot()
     duration = time.time() - t0
     with _shielded():
         cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or w.hung else {}
         kill_ranks(run_dir)
-    summary = _read_json(os.path.join(run_dir, "summary.json"))
-    rank_files = [r for r in (_read_json(p) for p in sorted(glob.glob(os.path.join(run_dir, "ranks", "*.json"))))
-                  if r]
+    records.keep_ranks(run_dir, ranks)
+    summary, missing = (records.read_rank(run_dir, "summary.json", 0, ranks) if expect_summary and rc == 0
+                        else (None, None))
+    rank_files = records.rank_reports(run_dir, ranks, int(plan.get("world_size") or 0))
+    if missing:
+        return Outcome("failed", rc, duration, error={"where": "rank 0", "reason": missing}, rank_files=rank_files,
+                       ranks=ranks)
     if rc == 0 and (summary is not None or not expect_summary) and not w.hung:
-        return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files)
+        return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files, ranks=ranks)
     status, error = _failure(run_dir, plan, rc, w.waited or timeout, w, rank_files, cleanup, oom_before,
                              vm_oom_before)
-    return Outcome(status, rc, duration, error=error, rank_files=rank_files)
+    return Outcome(status, rc, duration, error=error, rank_files=rank_files, ranks=ranks)
 
 
 def kill_ranks(run_dir: str) -> list[int]:

@@ -77,18 +77,32 @@ def rank_view(dump: dict[str, Any]) -> dict[str, Any]:
 def _dumps(run_dir: str) -> list[tuple[str, str]]:
     """(rank, path) of every dump: flight/rank<R>, and an independent rank's own flight/rank<R>-group-rank0
     (bench.worker.flight: there torch names its dump by the group's rank, 0 in every world of one), which
-    yields to a rank<R> of the same rank (the dump bench asked for, the later one)."""
+    yields to a rank<R> of the same rank (the dump bench asked for, the later one). By name for each rank of
+    plan.json's world (a network filesystem's client may list a stale directory); listed only without a plan."""
     directory = os.path.join(run_dir, DIR)
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []
+    world = _world(run_dir)
+    if world is not None:
+        names = [n for r in range(world) for n in (f"{PREFIX}{r}", f"{PREFIX}{r}{ALONE_SUFFIX}0")
+                 if os.path.exists(os.path.join(directory, n))]
+    else:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            return []
     found: dict[str, str] = {}
     for n in names:
         m = _NAME.match(n)
         if m and (m["alone"] is None or m["rank"] not in found):
             found[m["rank"]] = os.path.join(directory, n)
     return sorted(found.items(), key=lambda kv: int(kv[0]))
+
+
+def _world(run_dir: str) -> int | None:
+    try:
+        with open(os.path.join(run_dir, "plan.json")) as f:
+            return int(json.load(f)["world_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def holds_dumps(run_dir: str) -> bool:

@@ -22,7 +22,7 @@ import socket
 from bench.cluster import container
 from bench.cluster.container import ContainerExec
 from bench.cluster.slurm import in_allocation, node_addr
-from bench.core import heartbeat
+from bench.core import conversation
 from bench.launch.base import Job, LaunchPlan, Launcher
 from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
 from bench.launch.registry import get
@@ -139,14 +139,14 @@ def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, time
     The timeouts are timeouts()'s: collective_timeout_s, which the ranks apply to every process group;
     watchdog_s, how long bench's watchdog waits for progress; startup_s, how long it waits for the first step;
     first_to_fire, which of the two ends a hang. orphan_after_s: how long a rank goes on without bench's
-    heartbeat.
+    beat (bench.core.conversation).
     """
     t = timeouts(device, timeout, collective_timeout)
     return {"world_size": sum(len(s) for s in resources.values()), "nodes": len(resources),
             "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
             "master_port": lp.master_port, "collective_timeout_s": t["collective_timeout_s"],
             "watchdog_s": t["watchdog_s"], "startup_s": t["startup_s"], "first_to_fire": t["first"],
-            "command": lp.argv, "gpu_by": lp.gpu_by, "container": lp.container, "orphan_after_s": heartbeat.ORPHAN_AFTER_S}
+            "command": lp.argv, "gpu_by": lp.gpu_by, "container": lp.container, "orphan_after_s": conversation.ORPHAN_AFTER_S}
 
 
 def hostfile_text(slots: dict[str, int]) -> str:

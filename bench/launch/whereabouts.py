@@ -39,7 +39,7 @@ LOOP_LINES = {"next(stream)": "data loading", "engine(x)": "the forward pass", "
               "engine.step()": "the optimizer step", ".tolist()": "fetching the step's loss",
               "after_backward()": "measuring model states"}
 _PLUMBING = ("bench/worker/comm_counter.py", "bench/worker/position.py", "bench/worker/stall.py",
-             "bench/core/heartbeat.py", "bench/worker/flight.py")
+             "bench/core/conversation/phone.py", "bench/worker/flight.py")
 
 
 @dataclass

@@ -11,6 +11,7 @@ Every job is launched by bench.jobs without its own preflight and probe
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
@@ -50,18 +51,18 @@ def _first(v: Validation, resources: dict[str, list[int]], tag: str, with_numeri
     """plan.json's "numerics" where the launch runs the numerics job first (bench.jobs.numerics.first)."""
     if not with_numerics:
         return None
-    return numerics_job.first(numerics_spec(v), os.path.join(v.vdir, "barriers", f"{tag}-numerics-{v.launches}"),
+    return numerics_job.first(numerics_spec(v), f"{tag}-numerics-{v.launches}",
                               sum(len(s) for s in resources.values()), v.launch_timeout(resources))
 
 
 def _started(v: Validation, rec: dict[str, Any], t0: float) -> None:
     """The launch's start-up, apart from its checks: from the launch until its last rank began its first
-    measured phase (bench.worker.bootstrap.mark_started); added to the stage's (state.Validation.startup_s)."""
-    run_dir = rec.get("run_dir") or ""
+    measured phase (bench.worker.bootstrap.mark_started, told bench's hub; the launch keeps them in ranks.json);
+    added to the stage's (state.Validation.startup_s)."""
     try:
-        marks = [float(open(os.path.join(run_dir, "ranks", n)).read()) for n in os.listdir(os.path.join(run_dir, "ranks"))
-                 if n.startswith("started-")]
-    except (OSError, ValueError):
+        with open(os.path.join(rec.get("run_dir") or "", "ranks.json")) as f:
+            marks = [float(s["started_at"]) for s in json.load(f).values() if s.get("started_at") is not None]
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
         marks = []
     if marks:
         v.startup_s += max(marks) - t0
@@ -73,7 +74,7 @@ def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int |
     each runs the numerics job first (the record's "numerics": one launch for the per-GPU checks)."""
     v.launches += 1
     world = sum(len(s) for s in resources.values())
-    barrier = {"dir": os.path.join(v.vdir, "barriers", f"{tag}-{v.launches}"), "count": world,
+    barrier = {"name": f"{tag}-{v.launches}", "count": world,
                "timeout_s": v.launch_timeout(resources) / 2}
     cfg = v.run_config(list(resources), steps or v.level.steps)
     t0 = time.time()

@@ -7,15 +7,16 @@ A rank started by DeepSpeed's launcher (local, pdsh, openmpi, slurm):
   - finds its rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID),
   - sends its stdout and stderr to logs/rank<R>.log in the run dir,
   - records "<hostname> <pid>" in ranks/pid-<R> (bench stops ranks by these
-    PIDs, never by pattern),
+    PIDs, never by pattern), and dials bench (bench.core.conversation): its
+    hello, start, barriers and end go over that connection, not the shared directory,
   - runs, then prints `[host:rank] is OK: ...` and exits with os._exit(0); or, on any failure, writes
     ranks/rank<R>.json with status failed or oom and the error, prints
     `[host:rank] is broken: ...`, and exits at once with os._exit (1, or 3
     for OOM): the destructors of a process group whose peer died can block
     interpreter shutdown for ever (seen with gloo), and the launcher, and so
     the whole job, would wait on this process,
-  - exits (4) as soon as bench stops beating: bench itself is gone
-    (bench.core.heartbeat),
+  - exits (4) as soon as its connection to bench closes or bench stops
+    beating: bench itself is gone,
   - answers bench's stack request (a run that hangs) with every thread's
     stack and its position: step, collective number (bench.worker.stall).
 Results never travel through stdout.
@@ -29,14 +30,13 @@ import json
 import os
 import socket
 import sys
-import time
 import traceback
 from typing import Callable, NoReturn
 
-from bench.core import heartbeat
+from bench.core.conversation import phone
 from bench.core.errors import StorageFailed
 from bench.core.placement import gpu_index
-from bench.core.results import write_json_atomic
+from bench.core.results import write_json_atomic, write_text_atomic
 from bench.core.storage import subdir
 from bench.worker.position import POSITION
 
@@ -93,12 +93,19 @@ def bind_device(visible: int, plan: dict | None = None, environ=None) -> tuple[i
 
 
 def mark_started(run_dir: str, rank: int) -> None:
-    """This rank begins its first measured phase (its imports and device done): once, as ranks/started-<R>
-    holding the time, so the launch side can tell the launch's start-up apart from its checks."""
-    path = os.path.join(run_dir, "ranks", f"started-{rank}")
-    if not os.path.exists(path):
-        with contextlib.suppress(OSError), open(path, "w") as f:
-            f.write(f"{time.time()}\n")
+    """This rank begins its first measured phase (its imports and device done): said to bench (once it counts),
+    so the launch side can tell the launch's start-up apart from its checks."""
+    if phone.CURRENT is not None:
+        phone.CURRENT.started()
+
+
+def progress(run_dir: str, doc: dict) -> None:
+    """Where this rank is (step, total, time): told bench over its phone, which keeps progress.json for a person
+    (one writer, not one per rank: an independent launch's ranks all report); a rank without bench writes it."""
+    if phone.CURRENT is not None:
+        phone.CURRENT.progress(doc)
+    else:
+        write_json_atomic(os.path.join(run_dir, "progress.json"), doc)
 
 
 def set_threads(device: str, environ=None, cpus: int | None = None) -> dict:
@@ -161,26 +168,32 @@ def is_oom(e: BaseException) -> bool:
 
 
 def _guard(run_dir: str, rank: int, host: str) -> None:
-    """Exit when the bench process that started this run stops beating (bench.core.heartbeat)."""
+    """Dial bench; exit when the connection to it closes or it stops beating (bench.core.conversation)."""
     try:
         with open(os.path.join(run_dir, "plan.json")) as f:
             after = json.load(f).get("orphan_after_s")
     except (OSError, ValueError):
         after = None
-    if not isinstance(after, (int, float)) or after <= 0:
-        return
 
-    def orphaned(silent_s: float) -> None:
+    def orphaned(why: str) -> None:
         with contextlib.suppress(OSError):
-            print(f"[{host}:{rank}] is orphaned: no heartbeat from bench in {run_dir} for {silent_s:.0f} s (the "
-                  f"bench process that started this run is gone); exiting", flush=True)
+            print(f"[{host}:{rank}] is orphaned: {why}; exiting", flush=True)
         os._exit(EXIT_ORPHANED)
 
-    def asked(request: str) -> None:
+    def asked(request: str, send) -> None:
         from bench.worker import stall  # only when bench asks: a rank that never hangs never imports it
-        stall.answer(run_dir, rank, host, request)
+        stall.answer(run_dir, rank, host, request, send)
 
-    heartbeat.watch(run_dir, float(after), orphaned, asked)
+    try:
+        phone.CURRENT = phone.Phone.dial(run_dir, rank, host)
+    except OSError as e:  # bench cannot be told: its report says why, for the launch's diagnosis
+        with contextlib.suppress(StorageFailed):
+            write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"),
+                              {"rank": rank, "host": host, "status": "failed", "error": f"ConnectionError: {e}"})
+        orphaned(str(e))
+    if phone.CURRENT is not None:
+        kw = {"orphan_after_s": float(after)} if isinstance(after, (int, float)) and after > 0 else {}
+        phone.CURRENT.listen(orphaned, asked, **kw)
 
 
 def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None = None) -> NoReturn:
@@ -190,8 +203,7 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
     args, _ = p.parse_known_args(argv)  # a launcher may append --local_rank=N (DeepSpeed's launch.py does)
     run_dir, rank, host = args.run_dir, env_rank(), socket.gethostname()
     redirect_output(run_dir, rank)
-    with open(os.path.join(subdir(run_dir, "ranks"), f"pid-{rank}"), "w") as f:
-        f.write(f"{host} {os.getpid()}\n")
+    write_text_atomic(os.path.join(subdir(run_dir, "ranks"), f"pid-{rank}"), f"{host} {os.getpid()}\n")
     _guard(run_dir, rank, host)
     try:
         with open(os.path.join(run_dir, "plan.json")) as f:
@@ -207,18 +219,16 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
         detail = run(run_dir, rank)
     except BaseException as e:  # noqa: BLE001 - report every failure of this rank, then exit non-zero
         status = "oom" if is_oom(e) else "failed"
-        if plan.get("start_barrier") and plan.get("independent"):
-            from bench.worker.barrier import gone  # the others start without waiting for this rank
-            with contextlib.suppress(OSError):
-                gone(run_dir, plan["start_barrier"], f"rank{rank}")
         # The log may be on the disk that just filled: no write here may keep this rank from exiting.
         with contextlib.suppress(OSError):
             traceback.print_exc()
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        report = {"rank": rank, "host": host, "status": status, "error": f"{type(e).__name__}: {first}",
+                  "at": POSITION.snapshot()}  # where it was: the collective that timed out, if one did
+        if phone.CURRENT is not None:  # bench has it at once (and its barriers stop waiting for this rank)
+            phone.CURRENT.done(status, report)
         try:
-            write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), {
-                "rank": rank, "host": host, "status": status, "error": f"{type(e).__name__}: {first}",
-                "at": POSITION.snapshot()})  # where it was: the collective that timed out, if one did
+            write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), report)
         except StorageFailed as why:  # the launcher diagnoses the storage itself (bench.core.storage.problem)
             with contextlib.suppress(OSError):
                 print(f"[{host}:{rank}] could not write its report: {why}", flush=True)
@@ -226,6 +236,8 @@ def rank_main(prog: str, run: Callable[[str, int], str], argv: list[str] | None 
             print(f"[{host}:{rank}] is broken: {type(e).__name__}: {e}", flush=True)
             sys.stderr.flush()
         os._exit(3 if status == "oom" else 1)
+    if phone.CURRENT is not None:  # after its figures are written, fsynced and renamed: bench reads them by name
+        phone.CURRENT.done("ok")
     with contextlib.suppress(OSError):  # the figures are written; a full disk here must not fail the rank
         print(f"[{host}:{rank}] is {detail}", flush=True)
         sys.stderr.flush()

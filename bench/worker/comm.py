@@ -52,7 +52,7 @@ import time
 
 from bench.core import collectives
 from bench.core.results import write_json_atomic
-from bench.worker.bootstrap import mark_started, rank_main
+from bench.worker.bootstrap import mark_started, progress, rank_main
 
 
 # A sample lasts at least this long (k back-to-back collectives); k at most MAX_BACK_TO_BACK. k comes from the
@@ -185,18 +185,18 @@ def measure_group(torch, dist, spec: dict, members: list[int], group, rank: int,
 
 
 class _Progress:
-    """progress.json for bench's watchdog: each group's first member reports (at most once a second within a
-    size), since rank 0 may wait at the barrier while a round it is not in is measured."""
+    """Progress for bench's watchdog (bench.worker.bootstrap.progress): each group's first member reports (at most
+    once a second within a size), since rank 0 may wait at the barrier while a round it is not in is measured."""
 
     def __init__(self, run_dir: str, total: int):
-        self.path, self.total, self.done, self.last = os.path.join(run_dir, "progress.json"), total, 0, 0.0
+        self.run_dir, self.total, self.done, self.last = run_dir, total, 0, 0.0
 
     def __call__(self, size: int, final: bool = True, writer: bool = True) -> None:
         self.done += final
         if writer and (final or time.time() - self.last >= 1.0):
             self.last = time.time()
-            write_json_atomic(self.path, {"step": self.done, "total": self.total, "loss": 0.0, "size": size,
-                                          "time": self.last})
+            progress(self.run_dir, {"step": self.done, "total": self.total, "loss": 0.0, "size": size,
+                                    "time": self.last})
 
 
 def _measure_rounds(torch, dist, spec: dict, groups: list[list[int]], rounds: list[list[int]], made, rank: int,

@@ -177,15 +177,14 @@ def train(r: Rank, d: Data, engine) -> Trained:
     watchdog, the model states measured at the last step, memory and the host's NIC counters around it."""
     from bench.worker import loop, memory, model_states, wire
 
-    from bench.worker.bootstrap import mark_started
+    from bench.worker.bootstrap import mark_started, progress
 
     cfg = r.cfg
     mark_started(r.run_dir, r.me)
     if r.plan.get("start_barrier"):
         from bench.worker.barrier import wait
-        waited = wait(r.run_dir, r.plan["start_barrier"], r.rank, entry=f"rank{r.me}" if r.independent else None)
+        waited = wait(r.plan["start_barrier"], r.rank, per_rank=r.independent)
         print(f"start barrier: waited {waited:.2f} s", flush=True)
-    progress_path = os.path.join(r.run_dir, "progress.json")
     t_start = time.time()
     warm = min(cfg.timing_warmup, d.total_steps - 1)
     # The host's NIC / InfiniBand counters around the steady steps, read by one rank per host.
@@ -195,10 +194,10 @@ def train(r: Rank, d: Data, engine) -> Trained:
         if host_wire is not None and step + 1 == warm:
             host_wire.start()
         if r.rank == 0 and (step % 5 == 0 or step + 1 == d.total_steps):
-            write_json_atomic(progress_path, {"step": step + 1, "total": d.total_steps, "loss": times.loss[-1],
-                                              "epoch": step // d.steps_per_epoch + 1,
-                                              "epochs": -(-d.total_steps // d.steps_per_epoch),
-                                              "elapsed_s": time.time() - t_start, "time": time.time()})
+            progress(r.run_dir, {"step": step + 1, "total": d.total_steps, "loss": times.loss[-1],
+                                 "epoch": step // d.steps_per_epoch + 1,
+                                 "epochs": -(-d.total_steps // d.steps_per_epoch),
+                                 "elapsed_s": time.time() - t_start, "time": time.time()})
 
     states: list[dict] = []
 

@@ -18,7 +18,7 @@ and runs, from numerics.json:
      on the CPU in float64 (Huang and Abraham's checksums), and the product
      computed twice must be equal: counted as #wrong;
   3. a timed matmul in the dtype the GPU's peak is quoted in (TFLOP/s of the best timed iteration),
-     every rank's starting together (a file barrier), so each is timed under the same load.
+     every rank's starting together (a barrier), so each is timed under the same load.
 It writes ranks/rank<R>.json; no summary (the launcher side reads every rank's).
 Start and end: bench.worker.bootstrap.
 """
@@ -35,7 +35,7 @@ import time
 
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
-from bench.worker.bootstrap import env_local_rank, env_rank, mark_started, rank_main
+from bench.worker.bootstrap import env_local_rank, env_rank, mark_started, progress, rank_main
 from bench.worker.position import POSITION
 
 # cuBLAS is deterministic only with a fixed workspace (torch's docs); read when its first handle is made.
@@ -194,12 +194,11 @@ def measure(torch, run_dir: str, rank: int, spec: dict, barrier: dict | None, de
     `barrier`) the timed matmul; determinism and TF32 as they were afterwards. The rank's report (not written)."""
     mark_started(run_dir, rank)
     saved = _determinism(torch)
-    progress = os.path.join(run_dir, "progress.json")
     total = spec["steps"] + 2
 
     def on_step(step: int) -> None:  # every rank reports: the watchdog sees progress while any rank makes it
         POSITION.begin_step()  # a failure from here on was measured (bench.jobs: "measured")
-        write_json_atomic(progress, {"step": step + 1, "total": total, "loss": 0.0, "time": time.time()})
+        progress(run_dir, {"step": step + 1, "total": total, "loss": 0.0, "time": time.time()})
 
     try:
         losses, digest = train_curve(torch, spec, device, on_step)
@@ -207,7 +206,7 @@ def measure(torch, run_dir: str, rank: int, spec: dict, barrier: dict | None, de
         on_step(spec["steps"])
         if barrier:
             from bench.worker.barrier import wait
-            print(f"matmul barrier: waited {wait(run_dir, barrier, rank, entry=f'rank{rank}'):.2f} s", flush=True)
+            print(f"matmul barrier: waited {wait(barrier, rank, per_rank=True):.2f} s", flush=True)
         timed = timed_matmul(torch, spec["matmul_n"], spec["matmul_dtype"], spec["matmul_iters"], device)
     finally:
         _restore(torch, saved)
@@ -259,7 +258,7 @@ def run(run_dir: str, rank: int) -> dict:
 
 def before_group(run_dir: str, plan: dict) -> None:
     """bench validate's numerics job on this rank's GPU before its group exists (the prolog: one launch for the
-    numerics and the node's all-reduce). No rank waits on another in it but at its matmul's file barrier."""
+    numerics and the node's all-reduce). No rank waits on another in it but at its matmul's barrier."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)  # before torch starts CUDA, as in run()
     import torch
 

@@ -1,9 +1,9 @@
 """A rank's answer to bench's stack request: every thread's Python stack, its position, its flight record.
 
-    answer(run_dir, rank, host, request)   # the heartbeat watcher thread, when bench asks (bench.core.heartbeat)
+    answer(run_dir, rank, host, request, send)   # the phone's reader thread, when bench asks (bench.core.conversation)
 
-Writes stacks/rank<R>.json (what bench reads: bench.launch.whereabouts) and
-prints the same stacks into the rank's log (faulthandler's format, every
+Sends the answer to bench over the rank's connection (what bench.launch.whereabouts
+reads), keeps it in stacks/rank<R>.json for a person, and prints the same stacks into the rank's log (faulthandler's format, every
 thread), so a person reading logs/rank<R>.log sees where it was too.
 
 It runs in the watcher thread, not in a signal handler: the training thread
@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
@@ -60,9 +60,11 @@ def thread_stacks(skip: int | None = None) -> list[dict[str, Any]]:
     return sorted(out, key=lambda s: not s["main"])
 
 
-def answer(run_dir: str, rank: int, host: str | None, request: str) -> None:
-    """Write this rank's stacks/rank<R>.json for `request`, print the stacks into its log, then dump its flight
-    record; never raises (the watcher thread must live on: it also guards against orphaning)."""
+def answer(run_dir: str, rank: int, host: str | None, request: str,
+           send: Callable[[dict[str, Any]], Any] = lambda said: None) -> None:
+    """Send bench this rank's stacks for `request` (and keep them in stacks/rank<R>.json for a person), print
+    them into its log, then dump its flight record and send again; never raises (the reader thread must live on:
+    it also guards against orphaning)."""
     host = host or socket.gethostname()
     try:
         path = os.path.join(subdir(run_dir, STACKS_DIR), f"rank{rank}.json")
@@ -71,6 +73,7 @@ def answer(run_dir: str, rank: int, host: str | None, request: str) -> None:
                 "position": position, "threads": thread_stacks(skip=threading.get_ident()),
                 "flight_recorder": {"path": None, "reason": "being dumped"}}
         # The stacks first: a recorder that blocks (NCCL's, asking a hung GPU) must not cost them.
+        send(said)
         write_json_atomic(path, said)
     except Exception as e:  # noqa: BLE001 - said in the log, if the log can be written
         with contextlib.suppress(OSError):
@@ -87,4 +90,5 @@ def answer(run_dir: str, rank: int, host: str | None, request: str) -> None:
     except Exception as e:  # noqa: BLE001 - said in the answer
         said["flight_recorder"] = {"path": None, "reason": f"{type(e).__name__}: {e}"[:200]}
     with contextlib.suppress(Exception):
+        send(said)
         write_json_atomic(path, said)

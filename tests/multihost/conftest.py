@@ -135,6 +135,6 @@ def stalls(cluster, cluster_factory, tmp_path_factory) -> Stalls:
                              ("hangs", hung, hangs)):
         out.threads[name] = threading.Thread(target=part, args=(name, event, run), daemon=True)
         out.threads[name].start()
-    # Both threads are daemons: on Ctrl-C their runs end with their own timeouts and the heartbeat.
+    # Both threads are daemons: on Ctrl-C their runs end with their own timeouts and bench's hub gone.
     hung.wait()
     return out

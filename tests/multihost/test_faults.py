@@ -297,7 +297,7 @@ def waits(stalls) -> dict[str, Waited]:
 
 def wait_out(cluster, other, tmp: Path, faulted: threading.Event) -> dict[str, Waited]:
     """The faults whose test is mostly waiting, started together so that the waits overlap (the suite's budget):
-    bench SIGKILLed under pdsh and under Open MPI (the ranks wait out the heartbeat, 20 s), and a host's link cut
+    bench SIGKILLed under pdsh and under Open MPI (the ranks see their connection to bench close), and a host's link cut
     mid-run (collective timeout and watchdog, then the isolated rank's own timeout), on 3 hosts of its own (a cut
     link must not break the other runs). `faulted` is set once every fault is in: from there on these runs only
     wait, and the hang runs start beside them (conftest.stalls)."""
@@ -403,8 +403,9 @@ KILLED = ("pdsh", "openmpi", "local")
 
 @pytest.mark.parametrize("launcher", KILLED)
 def test_sigkill_of_bench_leaves_nothing_on_any_host(waits, launcher):
-    """bench SIGKILLed: its watchdog and cleanup die with it; every rank stops itself (bench.core.heartbeat)."""
-    from bench.core import heartbeat
+    """bench SIGKILLed: its watchdog and cleanup die with it; every rank stops itself: its connection to bench's hub
+    closed (bench.core.conversation), at once rather than after ORPHAN_AFTER_S without a beat."""
+    from bench.core import conversation
 
     w = waits[launcher]
     TIMINGS[f"bench SIGKILLed ({launcher}): {w.everywhere} processes (per host {w.before}) -> 0"] = w.took_s
@@ -412,9 +413,9 @@ def test_sigkill_of_bench_leaves_nothing_on_any_host(waits, launcher):
     assert all(n >= 1 for n in w.before.values()), w.before  # every host ran this run's processes at the kill
     if launcher == "local":  # the node launcher and both ranks outlive bench at first
         assert w.everywhere >= 3, w.everywhere
-    assert w.took_s >= heartbeat.ORPHAN_AFTER_S - heartbeat.BEAT_S - 1  # they stopped for the heartbeat
+    assert w.took_s < conversation.ORPHAN_AFTER_S  # the closed connection, not the wait for a beat
     logs = "".join(Path(p).read_text() for p in glob.glob(os.path.join(w.run.run_dir, "logs", "rank*.log")))
-    assert "is orphaned: no heartbeat from bench" in logs
+    assert "is orphaned: bench at" in logs and "closed the connection" in logs
 
 
 def teardown_module(module) -> None:

@@ -176,7 +176,7 @@ def run_hangs(cluster, pair, tmp: Path, faulted: threading.Event | None = None) 
             if h.fault == "sigstop" and h.pids and is_our_rank(h.pids[1][1], h.run.run_dir):
                 os.kill(h.pids[1][1], signal.SIGKILL)  # only if bench failed to: never leave a stopped process
         for name, h in runs.items():
-            # The cut host's rank cannot be stopped by bench: it stops itself once bench's heartbeat ends.
+            # The cut host's rank cannot be stopped by bench: it stops itself once bench's beat stops reaching it.
             h.left = _wait_nothing_left(h.cluster, h.run.run_dir, h.pids, 60 if h.fault == "tc" else 30)
     return runs
 

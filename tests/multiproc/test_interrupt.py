@@ -32,8 +32,12 @@ def _fake_rank(run_dir: Path) -> subprocess.Popen:
 
 
 def _record_pid(run_dir: Path, rank: int, host: str, pid: int) -> None:
+    """ranks/pid-<R> as a rank writes it, and a plan.json whose world holds it (cleanup reads each rank's by name)."""
     (run_dir / "ranks").mkdir(parents=True, exist_ok=True)
     (run_dir / "ranks" / f"pid-{rank}").write_text(f"{host} {pid}\n")
+    plan = run_dir / "plan.json"
+    world = json.loads(plan.read_text())["world_size"] if plan.exists() else 0
+    plan.write_text(json.dumps({"world_size": max(world, rank + 1)}))
 
 
 def _alive(p: subprocess.Popen) -> bool:

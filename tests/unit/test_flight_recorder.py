@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.launch import flight_dumps, stacks, whereabouts
+from bench.launch import flight_dumps, whereabouts
 from bench.launch.cleanup import rank_pids
 from bench.worker import flight, stall
 
@@ -67,7 +67,7 @@ def test_a_dump_that_names_a_class_is_refused_not_run(tmp_path):
 
 
 def test_the_rank_and_bench_sides_name_the_same_files():
-    assert (stacks.STACKS_DIR, flight_dumps.DIR, flight_dumps.PREFIX) == (stall.STACKS_DIR, flight.DIR, flight.PREFIX)
+    assert (flight_dumps.DIR, flight_dumps.PREFIX) == (flight.DIR, flight.PREFIX)
 
 
 def test_the_flight_recorder_is_switched_on_unless_the_user_said_otherwise(tmp_path, monkeypatch):

@@ -41,7 +41,8 @@ def run_dir_of(log: Path, tmp_path: Path) -> Path:
     for r in sorted(set(per) | named):
         (run / "logs" / f"rank{r}.log").write_text("".join(per.get(r, [])))
         (run / "ranks" / f"pid-{r}").write_text(f"gpu-node{r // 4} {4000 + r}\n")
-    (run / "plan.json").write_text(json.dumps({"device": "cuda", "resources": {}}))
+    world = max(set(per) | named) + 1  # bench reads each rank's files by name, for every rank of the plan's world
+    (run / "plan.json").write_text(json.dumps({"device": "cuda", "resources": {}, "world_size": world}))
     return run
 
 

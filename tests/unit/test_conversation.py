@@ -1,0 +1,137 @@
+"""bench's hub and the ranks' phones (bench.core.conversation) over real loopback TCP: hello, barriers, done,
+the beat and its loss, stack requests; nothing of it on the run directory but hub.json."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from bench.core import conversation
+from bench.core.conversation.hub import Hub
+from bench.core.conversation.phone import Phone
+
+
+@pytest.fixture
+def hub(tmp_path):
+    with Hub.open(str(tmp_path), beat_s=0.2) as h:
+        yield h
+
+
+def _dial(tmp_path, rank: int) -> Phone:
+    p = Phone.dial(str(tmp_path), rank, f"node{rank}")
+    assert p is not None
+    return p
+
+
+def _until(cond, s: float = 5.0) -> bool:
+    deadline = time.monotonic() + s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_the_run_directory_holds_only_the_address_and_ranks_say_hello(tmp_path, hub):
+    assert sorted(p.name for p in tmp_path.iterdir()) == [conversation.NAME]
+    assert set(json.loads((tmp_path / conversation.NAME).read_text())) == {"addr", "port", "token"}
+    phones = [_dial(tmp_path, r) for r in range(3)]
+    assert _until(lambda: len(hub.snapshot()) == 3)
+    assert {r: s.host for r, s in hub.snapshot().items()} == {0: "node0", 1: "node1", 2: "node2"}
+    phones[1].started()
+    phones[1].done("ok")
+    assert _until(lambda: hub.done_count() == 1 and hub.snapshot()[1].started_at is not None)
+
+
+def test_no_hub_file_is_no_phone_and_a_wrong_token_is_hung_up_on(tmp_path, hub):
+    assert Phone.dial(str(tmp_path / "elsewhere"), 0, "n") is None
+    doc = json.loads((tmp_path / conversation.NAME).read_text())
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / conversation.NAME).write_text(json.dumps({**doc, "token": "not-this-launch"}))
+    intruder = Phone.dial(str(tmp_path / "other"), 0, "n")
+    time.sleep(0.3)
+    assert hub.snapshot() == {}
+    intruder.sock.close()
+
+
+def test_a_barrier_opens_when_every_rank_is_in_or_ended(tmp_path, hub):
+    phones = [_dial(tmp_path, r) for r in range(3)]
+    got: dict[int, tuple] = {}
+    ts = [threading.Thread(target=lambda r=r: got.__setitem__(r, phones[r].enter("steps", 3, 10, True)))
+          for r in (0, 1)]
+    for t in ts:
+        t.start()
+    time.sleep(0.3)
+    assert got == {}, "two of three in: nobody goes"
+    phones[2].done("failed", {"rank": 2, "status": "failed", "error": "ImportError: x"})  # ended: counted in
+    for t in ts:
+        t.join(5)
+    assert got[0][1] == got[1][1] == "all in" and got[0][0] < 5
+    assert hub.snapshot()[2].report["error"] == "ImportError: x"
+    assert phones[2].enter("steps", 3, 10, True)[1] == "all in", "a late rank goes at once"
+
+
+def test_a_closed_connection_counts_the_rank_out_and_a_timeout_says_none(tmp_path, hub):
+    a, b = _dial(tmp_path, 0), _dial(tmp_path, 1)
+    assert _until(lambda: len(hub.snapshot()) == 2)
+    assert a.enter("x", 3, 0.3, True)[1] is None, "nobody else came: the rank's own timeout"
+    b.sock.close()  # the rank died: its kernel closed the socket
+    assert _until(lambda: hub.snapshot()[1].status == "lost")
+    assert a.enter("y", 2, 5, True)[1] == "all in"
+
+
+def test_ranks_that_never_started_are_waited_for_quiet_s_once_per_launch(tmp_path, hub, monkeypatch):
+    monkeypatch.setattr(conversation, "QUIET_S", 0.5)
+    p = _dial(tmp_path, 0)  # one rank of two started; the other never will
+    waited, why = p.enter("numerics", 2, 30, True)
+    assert 0.5 <= waited < 5 and "none started for" in why
+    t0 = time.monotonic()
+    assert "settled before" in p.enter("steps", 2, 30, True)[1]
+    assert time.monotonic() - t0 < 0.4, "the launch's second barrier does not wait again"
+    q = _dial(tmp_path, 1)  # a rank that starts after the launch settled: the quiet wait again
+    t0 = time.monotonic()
+    threading.Thread(target=q.enter, args=("more", 3, 30, True), daemon=True).start()
+    assert "none started for" in p.enter("more", 3, 30, True)[1] and time.monotonic() - t0 >= 0.5
+
+
+def test_the_phone_hears_the_beat_and_calls_the_rank_orphaned_when_bench_goes(tmp_path):
+    why: list[str] = []
+    with Hub.open(str(tmp_path), beat_s=0.1) as h:
+        p = _dial(tmp_path, 0)
+        p.listen(why.append, None, orphan_after_s=1.0)
+        time.sleep(1.5)
+        assert why == [] and time.monotonic() - p.last_beat < 0.5, "beats keep it quiet"
+    assert _until(lambda: why, 3) and "closed the connection" in why[0]
+
+
+def test_a_silent_bench_is_an_orphan_after_orphan_after_s(tmp_path, hub):
+    why: list[str] = []
+    hub.beat_s = 3600  # bench alive, connection open, but no beat (its host stopped, a network that drops)
+    p = _dial(tmp_path, 0)
+    p.last_beat = time.monotonic()
+    p.listen(why.append, None, orphan_after_s=0.5)
+    assert _until(lambda: why, 4) and "no beat from bench" in why[0]
+
+
+def test_stack_requests_reach_running_ranks_and_their_answers_come_back(tmp_path, hub):
+    def answer(rank):
+        return lambda request, send: send({"rank": rank, "request": request, "threads": []})
+
+    phones = [_dial(tmp_path, r) for r in range(3)]
+    for r in (0, 1):
+        phones[r].listen(lambda why: None, answer(r))
+    phones[2].listen(lambda why: None, lambda request, send: None)  # stopped in C: never answers
+    assert _until(lambda: len(hub.snapshot()) == 3)
+    t0 = time.monotonic()
+    request, got = hub.ask([0, 1, 2], wait_s=1.0)
+    assert sorted(got) == [0, 1] and got[0]["request"] == request
+    assert 1.0 <= time.monotonic() - t0 < 3
+
+
+def test_a_rank_that_cannot_reach_bench_says_where_it_tried(tmp_path, monkeypatch):
+    (tmp_path / conversation.NAME).write_text(json.dumps({"addr": "127.0.0.1", "port": 9, "token": "t"}))
+    with pytest.raises(OSError, match=r"cannot reach bench at 127.0.0.1:9 from nodeX"):
+        Phone.dial(str(tmp_path), 0, "nodeX", wait_s=0.3)
