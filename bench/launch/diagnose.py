@@ -158,7 +158,8 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
 
 # What a rank says when a peer, not itself, went wrong.
 _ECHOES = ("Connection closed by peer", "Connection reset", "Connection refused", "Broken pipe", "Timed out",
-           "timed out", "Timeout", "connectFullMesh", "NCCL communicator was aborted", "DistBackendError")
+           "timed out", "Timeout", "connectFullMesh", "NCCL communicator was aborted", "DistBackendError",
+           "Orphaned: ")  # a rank that lost bench (its link gone, or bench gone): never the cause itself
 
 
 def _is_echo(error: str) -> bool:

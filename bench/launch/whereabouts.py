@@ -145,9 +145,13 @@ def entry(rank: int, host: str, pid: int, answer: dict[str, Any] | None, report:
         at = report.get("at") or {}
         failed = at.get("failed")
         e.update(step=at.get("step"), last_seq=at.get("seq"), source="report", error=report.get("error"))
+        flying = at.get("in_flight") or []
         if failed:
             e.update(at="waiting", collective={"op": failed["op"], "seq": failed["seq"]},
                      waited_s=failed.get("after_s"), ended="its collective failed: " + str(failed.get("error")))
+        elif flying:  # it ended while in one (orphaned: its link to bench gone): where it was
+            e.update(at="waiting", collective={"op": flying[0]["op"], "seq": flying[0]["seq"]},
+                     waited_s=flying[0].get("for_s"), ended=str(report.get("error")))
         else:
             e.update(at="ended")
     else:

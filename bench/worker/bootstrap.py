@@ -178,6 +178,12 @@ def _guard(run_dir: str, rank: int, host: str) -> None:
     def orphaned(why: str) -> None:
         with contextlib.suppress(OSError):
             print(f"[{host}:{rank}] is orphaned: {why}; exiting", flush=True)
+        # Where it was (the collective it waited in, when its node's link is gone): for bench, if it is still
+        # there to read it, and for a person.
+        with contextlib.suppress(Exception):
+            write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"), {
+                "rank": rank, "host": host, "status": "failed", "error": f"Orphaned: {why}",
+                "at": POSITION.snapshot()})
         os._exit(EXIT_ORPHANED)
 
     def asked(request: str, send) -> None:
@@ -186,10 +192,7 @@ def _guard(run_dir: str, rank: int, host: str) -> None:
 
     try:
         phone.CURRENT = phone.Phone.dial(run_dir, rank, host)
-    except OSError as e:  # bench cannot be told: its report says why, for the launch's diagnosis
-        with contextlib.suppress(StorageFailed):
-            write_json_atomic(os.path.join(run_dir, "ranks", f"rank{rank}.json"),
-                              {"rank": rank, "host": host, "status": "failed", "error": f"ConnectionError: {e}"})
+    except OSError as e:  # bench cannot be told: the report orphaned() writes says why
         orphaned(str(e))
     if phone.CURRENT is not None:
         kw = {"orphan_after_s": float(after)} if isinstance(after, (int, float)) and after > 0 else {}
