@@ -10,10 +10,11 @@ ibstat.txt, infiniband/ (a copy of /sys/class/infiniband, counters included),
 ibqueryerrors.txt, dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
 `-j` JSON), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
 report's "copies", one per GPU and test, each with the GPU's PCIe link where
-nvidia-smi -q was saved beside it; bench.validate.health judges them). A file that is absent is "not_read" with expected=False. Bad input
-raises BadInput with one line naming the file: the folder missing, none of these
-files in it, a binary or unreadable file, or a file that is not what its name
-says (nvidia-smi-q.txt without a GPU block, ibstat.txt without a port, ...).
+nvidia-smi -q was saved beside it; bench.validate.health judges them). A file
+that is absent is "not_read" with expected=False. Bad input raises BadInput
+with one line naming the file: the folder missing, none of these files in it,
+a binary or unreadable file, or a file that is not what its name says
+(nvidia-smi-q.txt without a GPU block, ibstat.txt without a port, ...).
 The host is the folder's name.
 """
 
