@@ -7,7 +7,10 @@ import shutil
 
 import pytest
 
+from bench.analysis import copies
 from bench.cluster.health import from_dir, nvbandwidth
+from bench.cluster.health.findings import entry
+from bench.core.gpus import lookup
 from bench.core.errors import BadInput
 from tests.health_fixtures import HEALTH, codes, text
 
@@ -86,3 +89,63 @@ def test_a_nvbandwidth_txt_that_is_not_nvbandwidth_output_is_bad_input(tmp_path)
     (d / "nvbandwidth.txt").write_text("hello\n")
     with pytest.raises(BadInput, match="nvbandwidth.txt: no 'Running <test>.' line"):
         from_dir(str(d))
+
+
+# --- judging (bench.analysis.copies) on published figures: each number below is in copy_references.json's sources.
+
+def _h100(gbps: list[float], kind: str = "h2d", method: str = "ce") -> list[dict]:
+    return [{"gpu": f"h100vm:{i}", "model": "NVIDIA H100 80GB HBM3", "kind": kind, "method": method, "gbps": v,
+             "pcie_gen": 5, "pcie_width": 16} for i, v in enumerate(gbps)]
+
+
+def test_the_h100_of_nvbandwidth_issue_6_fails_by_its_peers_and_its_link():
+    """NVIDIA/nvbandwidth#6: on a 4x H100 VM host-to-device ran 14.2, 57.06, 56.68 and 57.07 GB/s."""
+    rows = copies.judge(_h100([14.2, 57.06, 56.68, 57.07]))
+    assert [(r.status, r.code) for r in rows] == [("FAIL", "copy-slow")] + [("PASS", None)] * 3
+    assert rows[0].line.startswith("h100vm:0 NVIDIA H100 80GB HBM3: H2D 14.20 GB/s, -75% against the median 56.87 GB/s "
+                                   "of 4 peers")
+    assert "25% of 56.68 GB/s published for PCIe gen5 x16 H2D (nvbandwidth, H100 (NVIDIA/nvbandwidth#6" in rows[0].line
+
+
+def test_the_p100_bound_to_the_far_socket_fails_against_its_own_socket_figure():
+    """gearshifft#82: the same P100 copied 3783.4 MB/s host-to-device from the far socket, 12150.7 from its own."""
+    far, near = copies.judge([{"gpu": "p100:far", "model": "Tesla P100-PCIE-16GB", "kind": "h2d", "gbps": 3.7834},
+                              {"gpu": "p100:near", "model": "Tesla P100-PCIE-16GB", "kind": "h2d", "gbps": 12.1507}])
+    assert (far.status, far.code, near.status) == ("FAIL", "copy-slow", "PASS")
+    assert "31% of 12.15 GB/s published for PCIe gen3 x16 H2D" in far.line and "fewer than 3 peers" in far.line
+
+
+def test_a_kernel_copy_is_not_a_copy_engine_copys_peer_and_an_x8_link_is_judged_as_x8():
+    """NVIDIA/nvbandwidth#24's 8x H100 ran device-to-host by SM at 52.76-52.78 GB/s."""
+    sm = copies.judge(_h100([52.77, 52.77, 52.77, 52.78, 52.76, 52.77, 52.78, 52.77], "d2h", "sm")
+                      + _h100([14.2], "d2h", "ce"))
+    assert [r.status for r in sm[:8]] == ["PASS"] * 8 and "of 8 peers" in sm[0].line
+    assert sm[8].status == "FAIL" and "fewer than 3 peers" in sm[8].line
+    (x8,) = copies.judge([{"gpu": "a", "model": "NVIDIA A100-SXM4-40GB", "kind": "h2d", "gbps": 12.4, "pcie_gen": 4,
+                           "pcie_width": 8}])
+    assert x8.status == "PASS" and "of 12.40 GB/s published for PCIe gen4 x8 H2D; x16 figure 24.8 x 0.5" in x8.line
+
+
+def test_memory_copies_against_a_published_copy_or_the_peak_times_the_share_a_copy_reaches():
+    p100, h100, local = copies.judge([
+        {"gpu": "p", "model": "Tesla P100-PCIE-16GB", "kind": "d2d", "gbps": 443.8377},   # gearshifft#82's own
+        {"gpu": "h", "model": "NVIDIA H100 80GB HBM3", "kind": "d2d", "gbps": 900.0},
+        {"gpu": "l", "model": "NVIDIA H100 80GB HBM3", "kind": "local", "gbps": 900.0}])   # counted once: x 2
+    assert p100.status == "PASS" and "of 443.80 GB/s published for HBM2 (Tesla P100-PCIE-16GB)" in p100.line
+    assert (h100.status, h100.code) == ("FAIL", "memory-copy-slow")
+    assert "of 2043.50 GB/s published for HBM3 (NVIDIA H100 80GB HBM3); peak 3350 x copy_share 0.61" in h100.line
+    assert (local.gbps, local.status, local.code) == (1800.0, "PASS", None)
+
+
+def test_every_reference_row_has_its_source_and_names_a_model_bench_knows():
+    table = copies.load()
+    for name, e in {**table.raw["host_links"], **table.raw["memory"]}.items():
+        assert e["source"] and e["cite"], name
+    for section in ("models", "memory"):
+        for name in table.raw[section]:
+            assert lookup(name) is not None and lookup(name).name == name, name
+    for e in table.raw["models"].values():
+        assert e["host_link"] in table.raw["host_links"] and e["source"]
+    # The codes a verdict carries are the health table's, with the severity its status says.
+    for (_, status), code in copies.CODES.items():
+        assert entry(code)["severity"] == status.lower()
