@@ -38,6 +38,7 @@ from bench.analysis import peer_lines
 from bench.core.gpus import normalise
 
 HOST, MEMORY = ("h2d", "d2h"), ("d2d", "local")
+COUNTED_ONCE = {"local": 2}   # kinds whose tool counts a copied byte once: x 2 to count its read and its write
 CODES = {("host", "FAIL"): "copy-slow", ("host", "WARN"): "copy-low", ("memory", "FAIL"): "memory-copy-slow",
          ("memory", "WARN"): "memory-copy-low"}  # fmt: skip
 _ORDER = ("PASS", "WARN", "FAIL")
@@ -150,7 +151,7 @@ def judge(figures: list[dict], table: Table | None = None) -> list[Verdict]:
     (the link's maximum: what it should run at) or "link" ("nvlink-c2c"); "method" ("ce", "sm": a copy engine's
     and a kernel's copies are not peers) where it differs. A figure of None is left out."""
     table = table or load()
-    figs = [dict(f, gbps=f["gbps"] * (2 if f["kind"] == "local" else 1)) for f in figures if f.get("gbps")]
+    figs = [dict(f, gbps=f["gbps"] * COUNTED_ONCE.get(f["kind"], 1)) for f in figures if f.get("gbps")]
     groups: dict[tuple, list[dict]] = {}
     for f in figs:
         groups.setdefault(_peer_key(f), []).append(f)
