@@ -24,6 +24,8 @@ import os
 import time
 from typing import Any
 
+from bench.analysis import copies
+from bench.cluster.health.findings import finding, sort_key
 from bench.cluster.inventory import HealthAsk
 from bench.cluster.slurm import job_start
 from bench.validate.state import Validation
@@ -108,6 +110,24 @@ def judge(v: Validation, host: str, report: dict[str, Any], t0: float) -> None:
         v.add_node("health", host, "PASS", value, ref, "; ".join([f"no finding {since}", *notes]), t0=t0)
 
 
+def judge_copies(report: dict[str, Any]) -> dict[str, Any]:
+    """The report with its copy figures (a saved nvbandwidth.txt's) judged by bench.analysis.copies: a finding
+    (copy-slow, copy-low, memory-copy-slow, memory-copy-low) per WARN or FAIL, and every verdict's line in
+    "copies_judged". GPU-to-GPU and both-directions figures stay in the record unjudged: they measure links,
+    judged by the links check, not the GPU's host path or memory."""
+    figs = [{"gpu": f"GPU {'?' if c.get('gpu_index') is None else c['gpu_index']} ({c.get('bus_id') or 'bus ?'})",
+             "model": c.get("name"), "kind": c["kind"], "method": c.get("method"), "gbps": c["gbps"],
+             "pcie_gen": c.get("pcie_gen_max"), "pcie_width": c.get("pcie_width_max"), "copy": c}
+            for c in report.get("copies") or () if c.get("kind") in copies.HOST + copies.MEMORY]  # fmt: skip
+    if not figs:
+        return report
+    verdicts = copies.judge(figs)
+    found = [finding(r.code, "nvbandwidth", r.line, bus_id=f["copy"].get("bus_id"),
+                     gpu_index=f["copy"].get("gpu_index")) for f, r in zip(figs, verdicts) if r.code]
+    return dict(report, findings=sorted([*(report.get("findings") or ()), *found], key=sort_key),
+                copies_judged=[{"gpu": r.gpu, "kind": r.kind, "status": r.status, "line": r.line} for r in verdicts])
+
+
 def health(v: Validation) -> None:
     t0 = time.time()
     v.skip_left_out("health")
@@ -116,5 +136,6 @@ def health(v: Validation) -> None:
         if report is None:
             v.add_node("health", host, "ERROR", reason="its probe brought no health report", t0=t0)
             continue
+        report = judge_copies(report)
         v.figures.setdefault("health", {})[host] = report
         judge(v, host, report, t0)

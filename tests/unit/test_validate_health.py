@@ -64,6 +64,9 @@ UNHEALTHY = [
      ("dcgm-fail", "fail", "drain", 3)),
     ("dcgmi-diag_dcgm4.2.3_l40s-x4_pcie-fail-internal-error.txt", "dcgmi-diag.txt", 1, "drain",
      ("dcgm-fail", "fail", "drain", None)),
+    # nvbandwidth's pattern check failed on a D2D copy: the copied data did not match (issue 41 item 5).
+    ("nvbandwidth_d2d-read-ce_a100-sxm4-80gb-x8_pattern-check-assert.txt", "nvbandwidth.txt", 1, "drain",
+     ("nvbandwidth-data-mismatch", "fail", "drain", None)),
 ]
 
 HEALTHY = [
@@ -73,6 +76,10 @@ HEALTHY = [
     ("health/dcgmi-diag-j_dcgm3.1.0_8gpu_all-pass_dcgm-jsonresulttests.txt", "dcgmi-diag.json"),
     ("net/ibstat_cx7-ndr400-ib_2-cas.txt", "ibstat.txt"),
     ("net/ibstat_cx6dx-100g-roce.txt", "ibstat.txt"),
+    # Host copies at their link's published figure (A100 SXM4, PCIe gen4), and a GB300's over NVLink-C2C (its
+    # excerpt names no device: judged by nothing but peers, of which it has none).
+    ("health/nvbandwidth_h2d-memcpy-sm_a100-sxm4-40gb.txt", "nvbandwidth.txt"),
+    ("health/nvbandwidth_gb300-dgx-station_h2d-d2h-ce_excerpt.txt", "nvbandwidth.txt"),
 ]
 
 
@@ -142,3 +149,14 @@ def test_health_from_refuses_what_needs_a_live_node(tmp_path):
     for extra in (["--drain"], ["--resume"], ["--soak", "1h"]):
         got = cli("validate", "--health-from", str(tmp_path), *extra)
         assert got.returncode == 2 and "--health-from" in got.stderr, (extra, got.stderr)
+
+
+def test_a_saved_nvbandwidth_txt_is_judged_against_its_link_and_the_line_says_so(tmp_path):
+    node = _saved(tmp_path, FIXTURES / "health" / "nvbandwidth_h2d-memcpy-sm_a100-sxm4-40gb.txt", "nvbandwidth.txt")
+    got, rec = _judged(tmp_path, node)
+    assert got.returncode == 0
+    report = rec["measured"]["health"]["node7"]
+    (judged,) = report["copies_judged"]
+    assert judged["status"] == "PASS" and judged["kind"] == "h2d"
+    assert judged["line"].startswith("GPU 0 (0000:99:00.0) NVIDIA A100-SXM4-40GB: H2D 25.13 GB/s, fewer than 3 peers; "
+                                     "101% of 24.80 GB/s published for PCIe gen4 x16 H2D")

@@ -17,6 +17,10 @@ The report's keys:
              here to check (no GPU, no InfiniBand hardware, dcgmi not installed, a file not in the
              folder); expected=True: it should have been readable and was not (permission denied,
              a tool that crashed or timed out, NVML present but failing)
+  copies     [{"test", "kind", "method", "gpu", "gpu_index", "peer", "gbps", "name", "bus_id", "pcie_gen",
+             "pcie_gen_max", "pcie_width", "pcie_width_max"}]: copy figures a saved nvbandwidth.txt gave (GB/s;
+             kind h2d, d2h, h2d_bidir, d2d_read, local, ...; gpu the CUDA ordinal, gpu_index the NVML index
+             by bus id; peer the other GPU of a device-to-device figure), [] if none
   findings   [{"code", "source", "severity", "action", "meaning", "what", "gpu_index", "bus_id",
              "port", "count", "first_seen", "last_seen", "reference"}], worst first:
                code        the table's code (bench/data/health_actions.json), e.g. "xid-79", "row-remap-pending"
@@ -51,6 +55,8 @@ class Report:
     def __init__(self, host: str, since: float | None):
         self.host, self.since = host, since
         self.gpus: list[dict] = []
+        self.copies: list[dict] = []
+        self.links: dict = {}   # bus id -> the GPU's readings (GpuHealth) for later readers; not in the report
         self._read: dict[str, str] = {}
         self._not_read: list[dict] = []
         self._findings: list[dict] = []
@@ -67,4 +73,4 @@ class Report:
     def done(self) -> dict:
         findings = sorted(attach_gpus(self._findings, self.gpus), key=sort_key)
         return {"host": self.host, "since": iso(self.since), "gpus": self.gpus, "read": self._read,
-                "not_read": self._not_read, "findings": findings}  # fmt: skip
+                "not_read": self._not_read, "copies": self.copies, "findings": findings}  # fmt: skip

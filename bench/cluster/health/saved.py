@@ -7,11 +7,14 @@
 The folder may hold any of: nvidia-smi.txt, nvidia-smi-q.txt, nvidia-smi-nvlink.txt
 (`nvidia-smi nvlink -s`), dmesg.txt (any kernel-log format kernel_log reads),
 ibstat.txt, infiniband/ (a copy of /sys/class/infiniband, counters included),
-ibqueryerrors.txt, and dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
-`-j` JSON). A file that is absent is "not_read" with expected=False. Bad input
-raises BadInput with one line naming the file: the folder missing, none of these
-files in it, a binary or unreadable file, or a file that is not what its name
-says (nvidia-smi-q.txt without a GPU block, ibstat.txt without a port, ...).
+ibqueryerrors.txt, dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
+`-j` JSON), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
+report's "copies", one per GPU and test, each with the GPU's PCIe link where
+nvidia-smi -q was saved beside it; bench.validate.health judges them). A file
+that is absent is "not_read" with expected=False. Bad input raises BadInput
+with one line naming the file: the folder missing, none of these files in it,
+a binary or unreadable file, or a file that is not what its name says
+(nvidia-smi-q.txt without a GPU block, ibstat.txt without a port, ...).
 The host is the folder's name.
 """
 
@@ -20,7 +23,8 @@ from __future__ import annotations
 import json
 import os
 
-from bench.cluster.health import dcgm, infiniband, kernel_log, nvlink, smi_status
+from bench.cluster.health import dcgm, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
+from bench.cluster.health.findings import bus_key, gpu_index_for_bus
 from bench.cluster.health.gpu_state import gpu_findings
 from bench.cluster.health.report import Report
 from bench.cluster.health.smi_query import parse as parse_q
@@ -29,7 +33,7 @@ from bench.cluster.smi import parse_nvidia_smi_table, smi_failure
 from bench.core.errors import BadInput
 
 FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "dmesg.txt", "ibstat.txt", "infiniband",
-         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt")  # fmt: skip
+         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt")  # fmt: skip
 
 
 def _text(path: str) -> str:
@@ -56,6 +60,7 @@ def _smi_q(r: Report, path: str) -> None:
     if not gpus:
         raise BadInput(f"{path}: no 'GPU <bus id>' block: not `nvidia-smi -q` output")
     r.gpus = [g.as_gpu() for g in gpus]
+    r.links = {bus_key(g.bus_id): g for g in gpus}
     for g in gpus:
         r.add(gpu_findings(g, "nvidia-smi -q"))
     r.read_ok("nvidia-smi -q", f"{len(gpus)} GPU(s) from {os.path.basename(path)}")
@@ -130,6 +135,26 @@ def _dcgm(r: Report, folder: str) -> None:
         return
 
 
+def _copies(r: Report, path: str) -> None:
+    out = nvbandwidth.parse(_text(path))
+    if not out.tests:
+        raise BadInput(f"{path}: no 'Running <test>.' line: not nvbandwidth's text output")
+    figs = nvbandwidth.figures(out)
+    for f in figs:
+        # nvbandwidth numbers GPUs by CUDA ordinal; its bus id is the GPU's NVML index where the GPUs were read.
+        f["bus_id"] = bus_key(f["bus_id"]) or f["bus_id"]
+        f["gpu_index"] = gpu_index_for_bus(r.gpus, f["bus_id"]) if r.gpus and f["bus_id"] else f["gpu"]
+        g = r.links.get(f["bus_id"])
+        f.update(pcie_gen=g.pcie_gen if g else None, pcie_gen_max=g.pcie_gen_max if g else None,
+                 pcie_width=g.pcie_width if g else None, pcie_width_max=g.pcie_width_max if g else None,
+                 name=f["name"] or (g.name if g else None))  # fmt: skip
+    r.copies = figs
+    r.add(nvbandwidth.findings(out))
+    failed = sum(1 for t in out.tests if t.errors)
+    r.read_ok("nvbandwidth", f"{len(out.tests)} test(s), {len(figs)} figure(s), {failed} failed, from "
+                             f"{os.path.basename(path)} (nvbandwidth {out.version or '?'})")  # fmt: skip
+
+
 def from_dir(path: str, since: float | None = None) -> dict:
     """The health report of the saved outputs in `path` (any subset of FILES)."""
     if not os.path.isdir(path):
@@ -151,6 +176,8 @@ def from_dir(path: str, since: float | None = None) -> dict:
         _ib(r, path)
     if {"dcgmi-diag.json", "dcgmi-diag.txt"} & set(present):
         _dcgm(r, path)
+    if "nvbandwidth.txt" in present:
+        _copies(r, join("nvbandwidth.txt"))
     for source, files in (("gpu", ("nvidia-smi-q.txt", "nvidia-smi.txt")), ("kernel-log", ("dmesg.txt",)),
                           ("infiniband", ("ibstat.txt", "infiniband", "ibqueryerrors.txt")),
                           ("dcgm", ("dcgmi-diag.json", "dcgmi-diag.txt"))):  # fmt: skip
