@@ -91,8 +91,8 @@ def test_ranks_that_never_started_are_waited_for_quiet_s_once_per_launch(tmp_pat
     t0 = time.monotonic()
     assert "settled before" in p.enter("steps", 2, 30, True)[1]
     assert time.monotonic() - t0 < 1.5, "the launch's second barrier does not wait again"
-    q = _dial(tmp_path, 1)  # a rank that starts after the launch settled: the quiet wait again
     t0 = time.monotonic()
+    q = _dial(tmp_path, 1)  # a rank that starts after the launch settled: the quiet wait again, from its hello
     threading.Thread(target=q.enter, args=("more", 3, 30, True), daemon=True).start()
     assert "none started for" in p.enter("more", 3, 30, True)[1] and time.monotonic() - t0 >= 2.0
 
