@@ -26,7 +26,7 @@ import pytest
 from . import netns
 
 INSTALL = Path(__file__).resolve().parents[2] / "scripts" / "install-system.sh"
-NEEDED = ("sshd", "ssh", "ssh-keygen", "pdsh", "mpirun", "unshare")
+NEEDED = ("sshd", "ssh", "ssh-keygen", "pdsh", "mpirun", "unshare", "sshfs", "socat", "fusermount")
 
 
 def _ensure_tools() -> None:
