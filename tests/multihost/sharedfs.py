@@ -116,10 +116,21 @@ class Share:
 
     def bench(self, *args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
         """`python -m bench ARGS` on the head (its own mount), as tests/conftest.bench runs it."""
+        proc = self.popen(*args, env=env)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    def popen(self, *args: str, env: dict | None = None) -> subprocess.Popen:
+        """The same, started: the Popen's PID is bench's own (for SIGINT, SIGKILL); text stdout/stderr pipes."""
         full_env = dict(self.fs.cluster.env if env is None else env)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
-        return subprocess.run([*self.fs.head_argv(), sys.executable, "-m", "bench", *args], capture_output=True,
-                              text=True, timeout=timeout, env=full_env)
+        return subprocess.Popen([*self.fs.head_argv(), sys.executable, "-m", "bench", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=full_env)
 
 
 @dataclass
