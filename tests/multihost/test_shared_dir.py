@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -60,6 +61,30 @@ def test_run_over_pdsh_on_three_hosts(shared_cluster, profile):
     wire = rec["figures"]["comm"]["wire"]
     assert [(h["ranks"], sorted(h["nic"])) for h in wire["per_host"]] == [(1, ["vb0"])] * 3, wire
     assert 0.99 <= wire["over_sent"] <= 1.10, wire
+
+
+@pytest.mark.parametrize("profile", ["nfs", "strict"])
+def test_run_inside_slurm_each_slurmd_its_own_client(shared_slurm, shared_cluster, profile):
+    """bench --launcher slurm in an allocation (test_slurm's recipe), bench on the head's mount, every rank a step
+    of a slurmd that mounted the share itself (its own mount namespace, its own client)."""
+    share = shared_cluster(profile)
+    out = share.out("slurm")
+    argv = [*share.fs.head_argv(), "salloc", "-N", "3", sys.executable, "-m", "bench", "--launcher", "slurm",
+            "--master-addr", shared_slurm.addrs[0], "--dataset", "synthetic", "--steps", "20", "--json", *FAST,
+            "--out", out]
+    proc = shared_slurm.run(argv, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    rec = one_json(proc.stdout)
+    results.validate(rec)
+    assert rec["status"] == "ok" and rec["plan"]["launcher"] == "slurm" and rec["run_dir"].startswith(out + "/")
+    assert rec["figures"]["world_size"] == 3 and rec["figures"]["sanity"]["world_size_as_planned"]
+    assert {(d["rank"], d["host"]) for d in rec["provenance"]["devices"]} == set(enumerate(shared_slurm.nodes))
+    for r in range(3):
+        assert os.path.isfile(os.path.join(rec["run_dir"], "logs", f"rank{r}.log")), r
+    # The steps ran where the share is sshfs, not this machine's disk.
+    where = shared_slurm.run([*share.fs.head_argv(), "salloc", "-N", "3", "srun", "-N", "3", "sh", "-c",
+                              f"grep ' {share.path} .* - fuse.sshfs ' /proc/self/mountinfo | wc -l"], timeout=120)
+    assert where.stdout.split() == ["1"] * 3, where.stdout + where.stderr
 
 
 @pytest.mark.xfail(strict=False, reason="issue 39: ranks poll the shared directory")
