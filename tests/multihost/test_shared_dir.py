@@ -87,6 +87,37 @@ def test_run_inside_slurm_each_slurmd_its_own_client(shared_slurm, shared_cluste
     assert where.stdout.split() == ["1"] * 3, where.stdout + where.stderr
 
 
+@pytest.mark.xfail(strict=False, reason="issue 39: bench lists alone/ before any rank made it, and a default NFS "
+                                         "mount then answers 'no such file' from its negative cache for 60 s")
+def test_validate_on_a_default_nfs_mount_judges_every_gpu(shared_cluster):
+    """validate --level quick, 3 hosts x 2 slots, on the "nfs" profile (test_validate's healthy run, on the local
+    disk: exit 0, every node healthy). Today every GPU's throughput row is an ERROR ("could not be measured: no
+    report", exit 3): bench.launch.left_behind lists run_dir/alone every 2 s from the launch's start, the head's
+    client caches "alone: no such file" (negative_timeout=60, as NFS's lookupcache=all does until the parent's
+    attributes expire), and when the launch ends 20-40 s later bench.jobs.alone reads alone/rank<R>.json through
+    that cached miss. The strict profile (30 s) passes only when the launch outlasts the cache."""
+    share = shared_cluster("nfs")
+    c = share.cluster
+    out = share.out("validate")
+    proc = share.bench("validate", "--hostfile", str(c.write_hostfile(2)), "--level", "quick", "--json",
+                       "--out", out, env=c.env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    rec = one_json(proc.stdout)
+    results.validate(rec)
+    _every_gpu_judged_and_healthy(rec, c)
+    assert not _lines(out, "starting anyway")
+
+
+def _every_gpu_judged_and_healthy(rec: dict, c) -> None:
+    gpus = {f"{h}:{s}" for h in c.hosts for s in range(2)}
+    for check in PER_GPU:
+        rows = [r for r in rec["checks"] if r["check"] == check and r["gpu"] is not None]
+        assert {r["node"] for r in rows} == gpus, check
+        assert not [r for r in rows if r["status"] in ("ERROR", "FAIL")], rows
+    assert rec["measured"]["dp"]["world_size"] == 6
+    assert {n["verdict"] for n in rec["nodes"].values()} == {"healthy"} and rec["exit_status"] == 0
+
+
 @pytest.mark.xfail(strict=False, reason="issue 39: ranks poll the shared directory")
 def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_every_rank(shared_cluster):
     """No client ever sees another's new files by listing: a barrier, a count of started ranks or a glob of
@@ -117,10 +148,4 @@ def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_
     assert proc.returncode == 0, stderr[-3000:] + stdout[-3000:]
     rec = one_json(stdout)
     results.validate(rec)
-    gpus = {f"{h}:{s}" for h in c.hosts for s in range(2)}
-    for check in PER_GPU:
-        rows = [r for r in rec["checks"] if r["check"] == check and r["gpu"] is not None]
-        assert {r["node"] for r in rows} == gpus, check
-        assert not [r for r in rows if r["status"] in ("ERROR", "FAIL")], rows
-    assert rec["measured"]["dp"]["world_size"] == 6
-    assert {n["verdict"] for n in rec["nodes"].values()} == {"healthy"} and rec["exit_status"] == 0
+    _every_gpu_judged_and_healthy(rec, c)
