@@ -10,7 +10,7 @@
 set -eu
 
 PACKAGES="openssh-server openssh-client pdsh openmpi-bin libopenmpi-dev
-iproute2 procps psmisc slurm-wlm munge libaio-dev"
+iproute2 procps psmisc slurm-wlm munge libaio-dev sshfs socat"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-system.sh: must run as root (apt-get install)" >&2

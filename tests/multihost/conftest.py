@@ -6,6 +6,10 @@
     def test_y(cluster_factory):         # a cluster of its own size
         c = cluster_factory(5)
 
+    def test_z(shared_cluster):          # --out on a network filesystem (sharedfs.py)
+        share = shared_cluster("nfs")    # or "strict", or shared_cluster("hour", sharedfs.HOUR_LISTINGS)
+        share.bench("--hostfile", str(share.cluster.hostfile), "--out", share.out(), env=share.cluster.env)
+
 See netns.py for the layout and the mpirun options that work across it.
 Tests that break a host (stop_sshd, link_down) on the shared `cluster`
 must restore it in a finally block; or take a cluster of their own.
@@ -26,7 +30,7 @@ import pytest
 from . import netns
 
 INSTALL = Path(__file__).resolve().parents[2] / "scripts" / "install-system.sh"
-NEEDED = ("sshd", "ssh", "ssh-keygen", "pdsh", "mpirun", "unshare")
+NEEDED = ("sshd", "ssh", "ssh-keygen", "pdsh", "mpirun", "unshare", "sshfs", "socat", "fusermount")
 
 
 def _ensure_tools() -> None:
@@ -57,6 +61,39 @@ def cluster_factory() -> Iterator[Callable[[int], netns.Cluster]]:
 def cluster(cluster_factory: Callable[[int], netns.Cluster]) -> netns.Cluster:
     """Three hosts: 10.77.0.2-4 (node1-3) when no other run holds that subnet."""
     return cluster_factory(3)
+
+
+@pytest.fixture(scope="session")
+def shared_fs(cluster_factory: Callable[[int], netns.Cluster]) -> Iterator:
+    """Three hosts of their own and the head, each an sshfs client of one SFTP server on their bridge
+    (sharedfs.py); shares are mounted on first use and kept for the session."""
+    from . import sharedfs
+
+    sharedfs.clean_stale()
+    with sharedfs.shared_fs(cluster_factory(3)) as fs:
+        yield fs
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(shared_fs) -> Callable:
+    """shared_cluster(profile, opts=None) -> sharedfs.Share: the share of that profile ("nfs", "strict", or any
+    name with its sshfs/FUSE options), mounted over the same path on the head and every host of one cluster,
+    made once per session (share.cluster, share.path, share.out(), share.bench(...))."""
+    return shared_fs.share
+
+
+@pytest.fixture(scope="session")
+def shared_slurm(shared_fs):
+    """A real Slurm over shared_fs's hosts whose steps see the shares (each slurmd its own client)."""
+    from .slurm import build_slurm, slurm_possible
+
+    if slurm_possible() is not None:
+        subprocess.run(["sh", str(INSTALL)], check=True)
+    missing = slurm_possible()
+    assert missing is None, missing
+    with build_slurm(shared_fs.cluster, own_mount_ns=True) as s:
+        shared_fs.add_slurm(s)
+        yield s
 
 
 @pytest.fixture(scope="session")

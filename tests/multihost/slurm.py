@@ -165,8 +165,11 @@ def _wait(what: str, ok, procs: list[subprocess.Popen], s: Slurm, logs: list[str
 
 
 @contextlib.contextmanager
-def build_slurm(c: Cluster, gpus: int = 0) -> Iterator[Slurm]:
+def build_slurm(c: Cluster, gpus: int = 0, own_mount_ns: bool = False) -> Iterator[Slurm]:
     """munged + slurmctld + one slurmd per host of ``c``; all stopped (by PID) on exit.
+
+    own_mount_ns: each slurmd in a mount namespace of its own (``unshare --mount --propagation private``), for
+    mounts that only its steps see: sharedfs.SharedFS.add_slurm mounts the shared directory there.
 
     gpus: GRES gpu:N per node, each GPU a plain file (gres.conf File=): nothing here is a GPU, but Slurm
     allocates them and binds them to tasks (CUDA_VISIBLE_DEVICES, SLURM_*) exactly as it would real ones.
@@ -175,14 +178,14 @@ def build_slurm(c: Cluster, gpus: int = 0) -> Iterator[Slurm]:
     tmp.chmod(0o755)
     s = Slurm(tmp=tmp, conf=tmp / "slurm.conf", nodes=list(c.hostnames), addrs=list(c.hosts), env={})
     try:
-        _up(c, s, gpus)
+        _up(c, s, gpus, own_mount_ns)
         yield s
     finally:
         _down(c, s)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _up(c: Cluster, s: Slurm, gpus: int = 0) -> None:
+def _up(c: Cluster, s: Slurm, gpus: int = 0, own_mount_ns: bool = False) -> None:
     d = s.tmp
     munge_dir = d / "munge"
     munge_dir.mkdir(mode=0o755)
@@ -216,8 +219,9 @@ def _up(c: Cluster, s: Slurm, gpus: int = 0) -> None:
     s.procs["slurmctld"] = _start(
         ["unshare", "--uts", "sh", "-c", f"hostname {CTL_HOSTNAME} && exec slurmctld -D -f {s.conf}"],
         d / "slurmctld.out")
+    mount_ns = ["--mount", "--propagation", "private"] if own_mount_ns else []
     for ns, n in zip(c.namespaces, s.nodes):
-        s.procs[n] = _start(["nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", "sh", "-c",
+        s.procs[n] = _start(["nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", *mount_ns, "sh", "-c",
                              f"hostname {n} && exec slurmd -D -N {n} -f {s.conf}"], d / f"{n}.out")
     logs = ["slurmctld.out", "slurmctld.log", *(f"{n}/slurmd.log" for n in s.nodes), *(f"{n}.out" for n in s.nodes)]
 
