@@ -20,8 +20,10 @@ import pytest
 
 from bench.core import results
 from tests.conftest import FAST, one_json
+from tests.faults import cpu_quota_on
 
 from . import sharedfs
+from .validate_runs import row, skip_if_load_hid
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -37,17 +39,18 @@ def _lines(out: str, needle: str) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
 @pytest.mark.parametrize("profile", ["nfs", "strict"])
-def test_run_over_pdsh_on_three_hosts(shared_cluster, profile):
+def test_run_on_three_hosts(shared_cluster, profile, launcher):
     share = shared_cluster(profile)
     c = share.cluster
     out = share.out("run")
-    proc = share.bench("--hostfile", str(c.hostfile), "--launcher", "pdsh", "--dataset", "synthetic",
+    proc = share.bench("--hostfile", str(c.hostfile), "--launcher", launcher, "--dataset", "synthetic",
                        "--steps", "20", "--json", *FAST, "--out", out, env=c.env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
-    assert rec["status"] == "ok" and rec["plan"]["launcher"] == "pdsh"
+    assert rec["status"] == "ok" and rec["plan"]["launcher"] == launcher
     assert rec["plan"]["resources"] == {h: [0] for h in c.hosts}
     assert rec["figures"]["world_size"] == 3 and rec["figures"]["sanity"]["world_size_as_planned"]
     assert rec["provenance"]["hosts"] == c.hostnames
@@ -87,15 +90,13 @@ def test_run_inside_slurm_each_slurmd_its_own_client(shared_slurm, shared_cluste
     assert where.stdout.split() == ["1"] * 3, where.stdout + where.stderr
 
 
-@pytest.mark.xfail(strict=False, reason="issue 39: bench lists alone/ before any rank made it, and a default NFS "
-                                         "mount then answers 'no such file' from its negative cache for 60 s")
 def test_validate_on_a_default_nfs_mount_judges_every_gpu(shared_cluster):
     """validate --level quick, 3 hosts x 2 slots, on the "nfs" profile (test_validate's healthy run, on the local
-    disk: exit 0, every node healthy). Today every GPU's throughput row is an ERROR ("could not be measured: no
-    report", exit 3): bench.launch.left_behind lists run_dir/alone every 2 s from the launch's start, the head's
-    client caches "alone: no such file" (negative_timeout=60, as NFS's lookupcache=all does until the parent's
-    attributes expire), and when the launch ends 20-40 s later bench.jobs.alone reads alone/rank<R>.json through
-    that cached miss. The strict profile (30 s) passes only when the launch outlasts the cache."""
+    disk: exit 0, every node healthy). Before bench's ranks talked to it over the network, every GPU's throughput
+    row was an ERROR ("could not be measured: no report", exit 3): bench.launch.left_behind listed run_dir/alone
+    every 2 s from the launch's start, the head's client cached "alone: no such file" (negative_timeout=60, as
+    NFS's lookupcache=all does until the parent's attributes expire), and when the launch ended 20-40 s later
+    bench.jobs.alone read alone/rank<R>.json through that cached miss."""
     share = shared_cluster("nfs")
     c = share.cluster
     out = share.out("validate")
@@ -118,7 +119,6 @@ def _every_gpu_judged_and_healthy(rec: dict, c) -> None:
     assert {n["verdict"] for n in rec["nodes"].values()} == {"healthy"} and rec["exit_status"] == 0
 
 
-@pytest.mark.xfail(strict=False, reason="issue 39: ranks poll the shared directory")
 def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_every_rank(shared_cluster):
     """No client ever sees another's new files by listing: a barrier, a count of started ranks or a glob of
     records made by listing the shared directory never fills. Every launch's steps must still start together
@@ -149,3 +149,27 @@ def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_
     rec = one_json(stdout)
     results.validate(rec)
     _every_gpu_judged_and_healthy(rec, c)
+
+
+def test_a_slow_slot_is_drained_alone_on_a_strict_mount(shared_cluster):
+    """validate --level quick on the "strict" profile (30 s caches everywhere), local rank 1 of one host at 8%
+    of a core from its first timed step (test_validate's fault): that slot FAILs and is drained alone; every
+    other GPU is judged, and PASSes."""
+    share = shared_cluster("strict")
+    c = share.cluster
+    slow = c.hosts[1]
+    gpu = f"{slow}:1"
+    out = share.out("validate-slow")
+    with cpu_quota_on(c, slow, local_rank=1, module="bench.worker", quota_us=8000, after="start barrier") as moved:
+        proc = share.bench("validate", "--hostfile", str(c.write_hostfile(2)), "--level", "quick", "--checks",
+                           "throughput,stragglers", "--json", "--out", out, env=c.env, timeout=900)
+    assert moved, "the quota caught no rank"
+    rec = one_json(proc.stdout)
+    results.validate(rec)
+    skip_if_load_hid(rec, gpu)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert row(rec, "throughput", gpu)["status"] == "FAIL"
+    assert [(e["host"], e["gpu"], e["check"]) for e in rec["drain"]] == [(slow, 1, "throughput")], rec["drain"]
+    others = [r for r in rec["checks"] if r["check"] == "throughput" and r["gpu"] is not None and r["node"] != gpu]
+    assert len(others) == 5 and {r["status"] for r in others} == {"PASS"}, others
+    assert not _lines(out, "starting anyway")
