@@ -162,6 +162,10 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
                              if leaves else ""),
                           seed=cfg.pairs_seed, partners=min((len(p) for p in pairing.partners(rounds).values()),
                                                             default=0))
+    if cfg.wanted("rails") and cfg.rails and len(cfg.rails) >= 2 and nodes >= 2:
+        for rail in cfg.rails:  # one launch per rail (bench.validate.rails); inventory-found rails are not known yet
+            launch("rails", pair_s * len(rounds) * cfg.repeats,
+                   f"rail {rail} alone: {len(rounds)} round(s) of node pairs", rounds=len(rounds) * cfg.repeats)
     if wanted["training"]:
         launch("training", lv.dp_steps * (step + _allreduce_s(size, ranks, nic)),
                f"data-parallel {model} over every good GPU, {lv.dp_steps} steps")

@@ -19,7 +19,8 @@ from bench.core.options import csv_parser, moment, opt
 from bench.core.precision import PRECISIONS
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
-CHECKS = ("health", "throughput", "numerics", "intra-node", "inter-node", "training", "stragglers", "scaling")
+CHECKS = ("health", "throughput", "numerics", "intra-node", "inter-node", "rails", "training", "stragglers",
+          "scaling")
 # How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
 LAUNCHERS = ("slurm", "openmpi", "pdsh")
 # --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level.
@@ -130,6 +131,11 @@ class ValidateConfig:
                                "and a pair is judged beside the nodes of its own leaves", default=None, metavar="FILE")
     pairs_seed: int = opt("the seed of the full level's random node pairs past 16 nodes (the plan and the record "
                           "keep it: the same seed measures the same pairs)", default=1, metavar="N")
+    rails: tuple[str, ...] | None = opt("the rails check: these NICs, each on its own, same names on every node "
+                                        "(HCAs for NCCL_IB_HCA, else interfaces: NCCL_SOCKET_IFNAME, "
+                                        "GLOO_SOCKET_IFNAME on CPU); default: the Active InfiniBand/RoCE HCAs "
+                                        "every node has, when two or more", default=None,
+                                        parse=csv_parser(str, dedupe=True), metavar="LIST")
     repeats: int = opt("measure each GPU's throughput and each link this many times; FAIL only when it fails "
                        "every time, WARN when it fails some", default=1, metavar="N")
     baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each GPU's "

@@ -117,9 +117,11 @@ def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.
 
 
 def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]], names: list[str],
-         rounds: list[list[int]], sizes: list[int], tag: str, with_numerics: bool = False) -> dict[str, Any]:
+         rounds: list[list[int]], sizes: list[int], tag: str, with_numerics: bool = False,
+         environ: dict[str, str] | None = None) -> dict[str, Any]:
     """All-reduce over groups of global ranks of resources, the groups of a round at the same time; with_numerics,
-    every rank runs the numerics job first (the record's "numerics")."""
+    every rank runs the numerics job first (the record's "numerics"); environ: the ranks' environment's source
+    (bench.validate.rails: one NIC named)."""
     v.launches += 1
     t0 = time.time()
     try:
@@ -127,7 +129,7 @@ def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]]
                                iters=v.level.iters, warmup=v.level.comm_warmup,
                                out_root=os.path.join(v.vdir, "runs"), groups=groups, group_names=names,
                                rounds=rounds, timeout=v.launch_timeout(resources),
-                               numerics=_first(v, resources, tag, with_numerics))
+                               numerics=_first(v, resources, tag, with_numerics), environ=environ)
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench comm")
     _started(v, rec, t0)

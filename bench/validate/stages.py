@@ -42,7 +42,8 @@ from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import no_slurm
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import baseline, drain, gpus, health, links, nodes, numerics, pairs, scaling, training, verdicts
+from bench.validate import (baseline, drain, gpus, health, links, nodes, numerics, pairs, rails, scaling, training,
+                            verdicts)
 from bench.validate.config import ValidateConfig
 from bench.validate.state import CLUSTER, NOT_RUN, STATUSES, Stage, Validation
 from bench.launch.registry import LOCAL
@@ -52,6 +53,7 @@ STAGES: tuple[tuple[str, Callable[[Validation], None]], ...] = (
     ("preflight", nodes.preflight), ("inventory", nodes.inventory), ("health", health.health),
     ("throughput", gpus.throughput),
     ("numerics", numerics.numerics), ("intra-node", links.intra_node), ("inter-node", pairs.inter_node),
+    ("rails", rails.rails),
     ("training", training.training), ("stragglers", scaling.stragglers), ("scaling", scaling.scaling))
 ALWAYS = ("preflight", "inventory")
 
