@@ -33,9 +33,15 @@ from bench.core.errors import StorageFailed
 from bench.core.results import write_json_atomic
 from bench.launch import flight_dumps, memcg, records, stacks
 from bench.launch.base import LaunchPlan
+from bench.launch.cleanup import kill_here
 from bench.launch.diagnose import diagnose
 from bench.launch.left_behind import LeftBehind
 from bench.launch.registry import get
+
+
+# How often bench rewrites progress.json (a person's view of a running launch; the watchdog reads the hub's): each
+# rewrite is 8 requests to a network filesystem's server (benchmarks/README.md, shared_dir_ops.py).
+PROGRESS_EVERY_S = 5.0
 
 
 @dataclass
@@ -58,7 +64,7 @@ def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "loca
     if not get(launcher).stop_with_sigterm:
         # pdsh first, by SIGKILL: nothing of it needs a graceful stop (its ssh
         # sessions, in this group, get SIGTERM next; the remote ranks outlive
-        # them and kill_ranks stops them by PID). DeepSpeed's pdsh runner, which
+        # them and kill_here / kill_remote_ranks stop them by PID). DeepSpeed's pdsh runner, which
         # bench no longer starts, answered SIGTERM with `pkill -f` on every host.
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
@@ -111,7 +117,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
     person: bench is its one writer); no progress for `timeout` (before the first step, `startup`) is a hang: every
     rank is asked where it is, then the group is stopped. KeyboardInterrupt passes through (w holds what is
     running)."""
-    last_change, last_seen = time.time(), None
+    last_change, last_seen, written = time.time(), None, 0.0
     behind = LeftBehind(hub.done_count, plan, started=last_change)
     while proc.poll() is None:
         time.sleep(0.5)
@@ -120,8 +126,10 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
         now = time.time()
         if marker != last_seen:
             last_seen, last_change = marker, now
-            with contextlib.suppress(StorageFailed):
-                write_json_atomic(os.path.join(run_dir, "progress.json"), prog)
+            if now - written >= PROGRESS_EVERY_S:  # for a person: the first at once, then every few seconds
+                written = now
+                with contextlib.suppress(StorageFailed):
+                    write_json_atomic(os.path.join(run_dir, "progress.json"), prog)
             if prog and on_progress is not None:
                 on_progress(prog)
         elif (left := behind.hung(now, last_change)) or now - last_change > (timeout if last_seen is not None
@@ -225,7 +233,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     duration = time.time() - t0
     with _shielded():
         cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or w.hung else {}
-        kill_ranks(run_dir)
+        kill_here(run_dir)  # this machine's ranks that outlived their launcher, by the PIDs they recorded
     records.keep_ranks(run_dir, ranks)
     summary, missing = (records.read_rank(run_dir, "summary.json", 0, ranks) if expect_summary and rc == 0
                         else (None, None))
@@ -238,12 +246,6 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     status, error = _failure(run_dir, plan, rc, w.waited or timeout, w, rank_files, cleanup, oom_before,
                              vm_oom_before)
     return Outcome(status, rc, duration, error=error, rank_files=rank_files, ranks=ranks)
-
-
-def kill_ranks(run_dir: str) -> list[int]:
-    """Stop this machine's ranks that outlived their launcher, by the PIDs they recorded."""
-    from bench.launch.cleanup import kill_here
-    return kill_here(run_dir)
 
 
 def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
