@@ -17,7 +17,7 @@ its bytes read and written both counted, as CUDA's bandwidthTest counts them);
 each timed with CUDA events, the median of `iters` copies after one untimed.
 On a CPU rank the same code copies between two host buffers: "host" (counted
 once, like h2d) and d2d (a larger memcpy, read and write counted), timed by
-the host clock. Beside the figures: the rank's CPUs, their NUMA nodes, its
+the host clock, the best of `iters` (shared cores time-slice). Beside the figures: the rank's CPUs, their NUMA nodes, its
 GPU's bus id, NUMA node and PCIe link from sysfs (None where not known).
 """
 
@@ -111,12 +111,14 @@ def binding(torch, device, root: str = "/sys") -> dict:
 
 
 class _Timer:
-    """Median seconds of `iters` runs of fn after one untimed: CUDA events on a GPU, the host clock on a CPU."""
+    """Seconds of one run of fn, from `iters` runs after one untimed: on a GPU the median by CUDA events (the
+    device's own time); on a CPU the best by the host clock, which sees the scheduler too: a rank time-sliced off
+    a shared core copies nothing meanwhile, and that only ever makes a copy slower (as the timed matmul's best)."""
 
     def __init__(self, torch, device):
         self.torch, self.cuda = torch, device.type == "cuda"
 
-    def median(self, fn, iters: int) -> float:
+    def seconds(self, fn, iters: int) -> float:
         torch = self.torch
         fn()
         times = []
@@ -133,14 +135,14 @@ class _Timer:
                 t0 = time.perf_counter()
                 fn()
                 times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return statistics.median(times) if self.cuda else min(times)
 
 
 def _memory(torch, device, m: int, iters: int, timer: _Timer) -> float:
     """GB/s of a copy of m bytes within the device's memory, its read and its write both counted."""
     src, dst = torch.empty(m, dtype=torch.uint8, device=device), torch.empty(m, dtype=torch.uint8, device=device)
     src.fill_(1)
-    return 2 * m / timer.median(lambda: dst.copy_(src), iters) / 1e9
+    return 2 * m / timer.seconds(lambda: dst.copy_(src), iters) / 1e9
 
 
 def measure(torch, device, host_mb: int, memory_mb: int, iters: int) -> dict[str, float]:
@@ -166,14 +168,14 @@ def measure(torch, device, host_mb: int, memory_mb: int, iters: int) -> dict[str
             now.wait_stream(s1)
             now.wait_stream(s2)
 
-        out["h2d"] = n / timer.median(lambda: dev[0].copy_(pinned[0], non_blocking=True), iters) / 1e9
-        out["d2h"] = n / timer.median(lambda: pinned[1].copy_(dev[1], non_blocking=True), iters) / 1e9
-        out["both"] = 2 * n / timer.median(both, iters) / 1e9
+        out["h2d"] = n / timer.seconds(lambda: dev[0].copy_(pinned[0], non_blocking=True), iters) / 1e9
+        out["d2h"] = n / timer.seconds(lambda: pinned[1].copy_(dev[1], non_blocking=True), iters) / 1e9
+        out["both"] = 2 * n / timer.seconds(both, iters) / 1e9
         del pinned, dev
     else:
         a, b = torch.empty(n, dtype=torch.uint8), torch.empty(n, dtype=torch.uint8)
         a.fill_(1)
-        out["host"] = n / timer.median(lambda: b.copy_(a), iters) / 1e9
+        out["host"] = n / timer.seconds(lambda: b.copy_(a), iters) / 1e9
         del a, b
     out["d2d"] = _memory(torch, device, m, iters, timer)
     if device.type == "cuda":
@@ -221,7 +223,9 @@ def run(run_dir: str, rank: int, plan: dict, device, local: int) -> dict:
             os.unlink(path)
     rec = {"rank": rank, "local_rank": local, "host": socket.gethostname(), "status": "ok", "device": device.type,
            "binding": where, "phases": {"alone": alone, "together": together},
-           "sizes": {"host_mb": spec["host_mb"], "memory_mb": spec["memory_mb"], "iters": spec["iters"]},
+           "sizes": {"host_mb": spec["host_mb"], "memory_mb": spec["memory_mb"], "iters": spec["iters"],
+                     "timed": "the median copy, CUDA events" if device.type == "cuda" else "the best copy, host clock"},
+           "took_s": round(time.time() - t0, 3),
            "waited_s": {"barrier": round(waited, 3), "turn": round(turn_at, 3)}}
     write_json_atomic(os.path.join(subdir(run_dir, "copies"), f"rank{rank}.json"), rec)
     said = ", ".join(f"{k} {v:.2f}" for k, v in alone.items())
