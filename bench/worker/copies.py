@@ -17,7 +17,7 @@ its bytes read and written both counted, as CUDA's bandwidthTest counts them);
 each timed with CUDA events, the median of `iters` copies after one untimed.
 On a CPU rank the same code copies between two host buffers: "host" (counted
 once, like h2d) and d2d (a larger memcpy, read and write counted), timed by
-the host clock, the best of `iters` (shared cores time-slice). Beside the figures: the rank's CPUs, their NUMA nodes, its
+the host clock, the mean over a quarter second (shared cores time-slice). Beside the figures: the rank's CPUs, their NUMA nodes, its
 GPU's bus id, NUMA node and PCIe link from sysfs (None where not known).
 """
 
@@ -111,9 +111,12 @@ def binding(torch, device, root: str = "/sys") -> dict:
 
 
 class _Timer:
-    """Seconds of one run of fn, from `iters` runs after one untimed: on a GPU the median by CUDA events (the
-    device's own time); on a CPU the best by the host clock, which sees the scheduler too: a rank time-sliced off
-    a shared core copies nothing meanwhile, and that only ever makes a copy slower (as the timed matmul's best)."""
+    """Seconds of one run of fn, after one untimed: on a GPU the median of `iters` runs by CUDA events (the device's
+    own time); on a CPU the mean over as many runs as fill CPU_S by the host clock: ranks that share cores are
+    time-sliced, and over a fixed stretch every busy rank gets its fair share (as a training step's median does),
+    where a median or best of a few short copies picks whichever rank the scheduler happened to leave alone."""
+
+    CPU_S = 0.25
 
     def __init__(self, torch, device):
         self.torch, self.cuda = torch, device.type == "cuda"
@@ -121,21 +124,22 @@ class _Timer:
     def seconds(self, fn, iters: int) -> float:
         torch = self.torch
         fn()
+        if not self.cuda:
+            n, t0 = 0, time.perf_counter()
+            while n < iters or time.perf_counter() - t0 < self.CPU_S:
+                fn()
+                n += 1
+            return (time.perf_counter() - t0) / n
         times = []
         for _ in range(iters):
-            if self.cuda:
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda.synchronize()
-                begin.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times.append(begin.elapsed_time(end) / 1e3)
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-        return statistics.median(times) if self.cuda else min(times)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            begin.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end) / 1e3)
+        return statistics.median(times)
 
 
 def _memory(torch, device, m: int, iters: int, timer: _Timer) -> float:
@@ -224,7 +228,8 @@ def run(run_dir: str, rank: int, plan: dict, device, local: int) -> dict:
     rec = {"rank": rank, "local_rank": local, "host": socket.gethostname(), "status": "ok", "device": device.type,
            "binding": where, "phases": {"alone": alone, "together": together},
            "sizes": {"host_mb": spec["host_mb"], "memory_mb": spec["memory_mb"], "iters": spec["iters"],
-                     "timed": "the median copy, CUDA events" if device.type == "cuda" else "the best copy, host clock"},
+                     "timed": "the median copy, CUDA events" if device.type == "cuda" else
+                     f"the mean copy over {_Timer.CPU_S:g} s at least, host clock"},
            "took_s": round(time.time() - t0, 3),
            "waited_s": {"barrier": round(waited, 3), "turn": round(turn_at, 3)}}
     write_json_atomic(os.path.join(subdir(run_dir, "copies"), f"rank{rank}.json"), rec)
