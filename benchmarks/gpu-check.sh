@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-GPU check of bench against a bare timm training loop, and of what only a GPU can show; under 6 min on one H200
+# One-GPU check of bench against a bare timm training loop, and of what only a GPU can show; under 8 min on one H200
 # (with a second GPU, tensor parallelism T = 2 too: ~1.5 min more).
 #
 #   benchmarks/gpu-check.sh [OUT_DIR]              # on a node with a GPU (default OUT_DIR: results/gpu-check)
@@ -412,6 +412,86 @@ except (OSError, ValueError, KeyError, TypeError) as e:
 for what, ok in checks:
     print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
 EOF5
+
+# --- Issue 41: copies, memory and a node hot at once on this GPU, beside nvbandwidth and DCGM; ~2 min ---------
+# bench validate --checks copies,memory,burn --burn $BURN (default 60s; the dry run: 10 s on one CPU rank) on
+# this node's first slot: H2D, D2H and both at once from pinned memory, a D2D copy within the GPU (read and
+# write counted), alone and all at once (one GPU: the same), the rank's CPUs and the GPU's NUMA node, then the
+# burn: its throughput per second and NVML's SM clock, temperature, power and throttle reasons each second.
+# Beside them, where installed, for the same GPU (CUDA_VISIBLE_DEVICES): nvbandwidth's CE copies
+# (host_to_device_memcpy_ce, device_to_host_memcpy_ce, the two bidirectional ones (summed: bench's "both"),
+# device_local_copy: counted once, doubled here) read by bench's own nvbandwidth reader, and DCGM's pcie and
+# memory_bandwidth tests (dcgmi diag -r ... -j); their words are printed as DCGM gives them.
+echo "## issue 41 checks (copies, memory, a node hot at once)"
+if [[ $DRY == 1 ]]; then BURN=10s; else BURN=${BURN:-60s}; fi
+$PY -m bench validate --hostfile "$OUT/validate-hostfile" --level quick --checks copies,memory,burn --burn "$BURN" \
+    --out "$OUT/validate-41" --json > "$OUT/validate-41.json" 2> "$OUT/validate-41.err" \
+    || echo "   bench validate exited $? (its rows say why)"
+if [[ $DRY == 0 ]] && command -v nvbandwidth >/dev/null; then
+  timeout 300 nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce host_to_device_bidirectional_memcpy_ce \
+      device_to_host_bidirectional_memcpy_ce device_local_copy > "$OUT/nvbandwidth.txt" 2>&1 \
+      || echo "   nvbandwidth exited $?"
+fi
+if [[ $DRY == 0 ]] && command -v dcgmi >/dev/null; then
+  for t in pcie memory_bandwidth; do
+    timeout 600 dcgmi diag -r "$t" -i "$GPU" -j > "$OUT/dcgmi-$t.json" 2> "$OUT/dcgmi-$t.err" || echo "   dcgmi $t exited $?"
+  done
+fi
+$PY - "$OUT" "$DRY" <<'EOF41'
+import json, os, re, sys
+out, dry = sys.argv[1], sys.argv[2] == "1"
+try:
+    rec = json.loads(open(f"{out}/validate-41.json").read().strip().splitlines()[-1])
+except (OSError, ValueError, IndexError) as e:
+    rec = {}
+    print(f"  bench validate gave no record ({e}): {out}/validate-41.err")
+rows = [c for c in rec.get("checks") or [] if c["check"] in ("copies", "memory", "binding", "burn")]
+for c in rows:
+    print(f"  bench {c['check']:<8}{c['node']:<14}{c['status']:<6}{c['value']}")
+    print(f"      {c['reason'][:300]}")
+copies = next(iter((rec.get("measured") or {}).get("copies", {}).values()), {})
+ours = (copies.get("phases") or {}).get("alone") or {}
+theirs = {}
+if os.path.exists(f"{out}/nvbandwidth.txt"):
+    from bench.cluster.health import nvbandwidth
+    nv = nvbandwidth.parse(open(f"{out}/nvbandwidth.txt", errors="replace").read())
+    for f in nvbandwidth.figures(nv):
+        if f.get("gpu") == 0 and f.get("peer") is None:
+            theirs[f["kind"]] = f["gbps"] * (2 if f["kind"] == "local" else 1)
+    if "h2d_bidir" in theirs and "d2h_bidir" in theirs:
+        theirs["both"] = theirs["h2d_bidir"] + theirs["d2h_bidir"]
+print(f"  {'copy':<8}{'bench GB/s':>12}{'nvbandwidth GB/s':>18}")
+for ours_kind, their_kind in (("h2d", "h2d"), ("d2h", "d2h"), ("both", "both"), ("host", "-"), ("d2d", "local")):
+    a, b = ours.get(ours_kind), theirs.get(their_kind)
+    print(f"  {ours_kind:<8}{'-' if a is None else f'{a:.2f}':>12}{'-' if b is None else f'{b:.2f}':>18}")
+if not theirs:
+    print("  nvbandwidth: " + ("not run in the dry run" if dry else "not installed here"))
+for t in ("pcie", "memory_bandwidth"):
+    path = f"{out}/dcgmi-{t}.json"
+    if not os.path.exists(path):
+        print(f"  dcgmi {t}: " + ("not run in the dry run" if dry else "dcgmi not installed here"))
+        continue
+    text = open(path, errors="replace").read()
+    said = sorted(set(re.findall(r"[^\"]*?\d+(?:\.\d+)? ?(?:GB/s|MB/s|GiB/s)[^\"]*", text)))[:8]
+    status = sorted(set(re.findall(r'"(?:status|result)"\s*:\s*"(\w+)"', text)))
+    print(f"  dcgmi {t}: {', '.join(status) or 'no status'}")
+    for line in said:
+        print(f"      {line.strip()[:200]}")
+burn = next(iter((rec.get("measured") or {}).get("burn", {}).values()), {})
+nvml = burn.get("nvml") or {}
+for bus, cols in nvml.items():
+    sm = [x for x in cols.get("sm_mhz") or [] if x is not None]
+    temp = [x for x in cols.get("temp_c") or [] if x is not None]
+    reasons = sum(1 for r in cols.get("reasons") or [] if r)
+    if sm:
+        print(f"  NVML {bus}: SM {min(sm):.0f}-{max(sm):.0f} MHz, peak {max(temp or [0]):.0f} C, "
+              f"{reasons} of {len(sm)} samples with a clocks event reason")
+checks = [("copies, memory and burn rows for the GPU", bool(rows) and {"copies", "memory", "burn"} <= {c["check"] for c in rows}),
+          ("the burn said why there is no NVML (CPU)" if dry else "NVML sampled during the burn",
+           (burn.get("nvml") is None and "no NVML here" in str(burn.get("nvml_error"))) if dry else bool(nvml))]
+for what, ok in checks:
+    print(f"  [{'ok' if ok else 'WRONG'}] {what}")
+EOF41
 
 # The hang check last: without a checkout's tests/faults.py it ends the script (nothing after it).
 echo "## hang: where each rank is when the watchdog fires (flight recorder on ${DEV[1]:-cuda})"

@@ -215,8 +215,46 @@ class Cluster:
                 rank += 1
         return out
 
+    def _copies_entries(self, v, resources: dict[str, list[int]]) -> list[dict]:
+        """Each H200's copies as bench.worker.copies reports them: near nvbandwidth's H100 PCIe gen5 figures, its
+        memory copy at 80% of the datasheet's 4.8 TB/s; all at once the same (a switch per GPU)."""
+        out, rank = [], 0
+        for h, slots in resources.items():
+            rng = self._rng("copies", h)
+            for s in slots:
+                j = [1 + 0.01 * rng.uniform(-1, 1) for _ in range(4)]
+                figs = {"h2d": 55.0 * j[0], "d2h": 52.0 * j[1], "both": 100.0 * j[2], "d2d": 3840.0 * j[3]}
+                out.append({"rank": rank, "host": h, "slot": s, "status": "ok", "hostname": h, "local_rank": s,
+                            "phases": {"alone": figs, "together": dict(figs)},
+                            "binding": {"cpus": "0-55" if s < 4 else "56-111", "cpu_numa_nodes": [s // 4],
+                                        "bus_id": f"0000:{0x19 + s:02x}:00.0", "numa_node": s // 4, "pcie_gen": 5,
+                                        "pcie_width": 16}})
+                rank += 1
+        return out
+
+    def _burn_entries(self, v, resources: dict[str, list[int]]) -> list[dict]:
+        """Each rank's burn as bench.worker.burn reports it, every 10 s (not 1: 8,000 GPUs' worth of samples), steady
+        clocks, no throttle reason; local rank 0 with its node's NVML columns."""
+        seconds, every = v.cfg.burn_s(), 10.0
+        ts = [every * (k + 1) for k in range(int(seconds // every))]
+        out, rank = [], 0
+        for h, slots in resources.items():
+            for s in slots:
+                e = {"rank": rank, "host": h, "slot": s, "status": "ok", "hostname": h, "local_rank": s,
+                     "start": 0.0, "interval_s": every, "bus_id": f"0000:{0x19 + s:02x}:00.0", "steps": 1,
+                     "intervals": [[t, 533.0] for t in ts]}
+                if s == slots[0]:
+                    col = {"t": ts, "sm_mhz": [1980] * len(ts), "mem_mhz": [3201] * len(ts),
+                           "temp_c": [60] * len(ts), "power_w": [600.0] * len(ts), "power_limit_w": [700.0] * len(ts),
+                           "reasons": [0] * len(ts)}
+                    e.update(nvml={f"00000000:{0x19 + x:02X}:00.0": col for x in slots}, nvml_error=None, xids=[],
+                             ecc={})
+                out.append(e)
+                rank += 1
+        return out
+
     def alone(self, v, resources: dict[str, list[int]], tag: str, steps: int | None = None,
-              with_numerics: bool = False) -> dict[str, Any]:
+              with_numerics: bool = False, extras: bool = False) -> dict[str, Any]:
         v.launches += 1
         self.launches.append(tag)
         lv = v.level
@@ -237,6 +275,10 @@ class Cluster:
                "alone": out}
         if with_numerics:
             rec["numerics"] = self._numerics_entries(v, resources)
+        if extras:
+            rec["copies"] = self._copies_entries(v, resources)
+            if v.cfg.burn_s() > 0:
+                rec["burn"] = self._burn_entries(v, resources)
         return rec
 
     def numerics(self, v, resources: dict[str, list[int]], spec) -> dict[str, Any]:

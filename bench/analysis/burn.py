@@ -64,6 +64,12 @@ class GpuBurn:
     peak_temp_c: float | None
     peak_power_share: float | None  # the highest power / limit seen
     n: int
+    window: float = WINDOW_S        # the seconds of the first and last windows
+
+    @property
+    def span(self) -> str:
+        """The window in words: "minute" for 60 s, else "7 s"."""
+        return "minute" if self.window == 60 else f"{self.window:.3g} s"
 
     @property
     def fall(self) -> float | None:
@@ -92,7 +98,7 @@ def summarize(samples: list[Sample], window: float = WINDOW_S) -> GpuBurn:
     """The figures of one GPU's samples (any order; the windows are the first and last `window` seconds)."""
     ss = sorted(samples, key=lambda s: s.t)
     if not ss:
-        return GpuBurn(None, None, "throughput", FLOOR, 0.0, {}, None, None, None, 0)
+        return GpuBurn(None, None, "throughput", FLOOR, 0.0, {}, None, None, None, 0, window)
     t0, t1 = ss[0].t, ss[-1].t
     head = [s for s in ss if s.t < t0 + window] or ss[:1]
     tail = [s for s in ss if s.t > t1 - window] or ss[-1:]
@@ -108,13 +114,13 @@ def summarize(samples: list[Sample], window: float = WINDOW_S) -> GpuBurn:
     temps = [s.temp_c for s in ss if s.temp_c is not None]
     powers = [s.power_w / s.power_limit_w for s in ss if s.power_w is not None and s.power_limit_w]
     return GpuBurn(first, last, by, noise, throttled, {k: v for k, v in share.items() if v}, drop,
-                   max(temps) if temps else None, max(powers) if powers else None, len(ss))  # fmt: skip
+                   max(temps) if temps else None, max(powers) if powers else None, len(ss), window)  # fmt: skip
 
 
 def _said(gpu: str, b: GpuBurn) -> str:
     unit = "" if b.by == "throughput" else " MHz (SM clock: no throughput sampled)"
     reasons = ", ".join(f"{k} {v:.0%}" for k, v in sorted(b.by_reason.items(), key=lambda kv: -kv[1])) or "none"
-    parts = [f"{gpu}: first minute {b.first:.4g}{unit}, last {b.last:.4g} ({0.0 - (b.fall or 0):+.1%}, noise line "
+    parts = [f"{gpu}: first {b.span} {b.first:.4g}{unit}, last {b.last:.4g} ({0.0 - (b.fall or 0):+.1%}, noise line "
              f"{b.noise:.1%})" if b.first is not None and b.last is not None else f"{gpu}: no figure sampled",
              f"throttled {b.throttled:.0%} of {b.n} samples ({reasons})"]
     if b.clock_drop is not None:
@@ -137,15 +143,15 @@ def judge(gpus: dict[str, list[Sample]], window: float = WINDOW_S) -> list[Verdi
             out.append(Verdict(g, "PASS", None, line, b))
             continue
         if not others:
-            out.append(Verdict(g, "WARN", "burn-fell-behind", f"{line}; fell behind its first minute, and no "
+            out.append(Verdict(g, "WARN", "burn-fell-behind", f"{line}; fell behind its first {b.span}, and no "
                                                               f"other GPU of the node to tell whether it alone did", b))
             continue
         peers = statistics.median(others)
         if fall - peers > b.noise:
-            out.append(Verdict(g, "FAIL", "burn-throttled-alone", f"{line}; fell behind its first minute and its "
+            out.append(Verdict(g, "FAIL", "burn-throttled-alone", f"{line}; fell behind its first {b.span} and its "
                                                                   f"{len(others)} peers did not (their median "
                                                                   f"{0.0 - peers:+.1%})", b))  # fmt: skip
         else:
             said = f"as its {len(others)} peers did (their median {0.0 - peers:+.1%}): the node's cooling or power"
-            out.append(Verdict(g, "WARN", "burn-fell-behind", f"{line}; fell behind its first minute, {said}", b))
+            out.append(Verdict(g, "WARN", "burn-fell-behind", f"{line}; fell behind its first {b.span}, {said}", b))
     return out

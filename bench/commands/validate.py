@@ -53,6 +53,10 @@ def main(args) -> int:
         return _soak(cfg, args)
     rec = validate(cfg, from_args(HostSelection, args))
     write_metrics(args.metrics_file, rec)
+    if (rec.get("measured") or {}).get("burn"):
+        from bench.render.burn import plots
+        for path in plots(rec, rec["run_dir"]):
+            print(f"plot: {path}", file=sys.stderr)
     if cfg.junit:
         from bench.render.junit import write
         write(cfg.junit, rec["checks"], duration_s=rec["duration_s"])
@@ -73,6 +77,9 @@ def _soak(cfg: ValidateConfig, args) -> int:
 
     def on_round(rec) -> None:
         write_metrics(args.metrics_file, rec)
+        if (rec.get("measured") or {}).get("burn"):  # the round's node hot at once: a plot per node
+            from bench.render.burn import plots
+            plots(rec, rec["run_dir"])
         if not args.json:
             print(f"bench validate --soak: round {rec['soak']['round']}: {rec['result']} "
                   f"({rec['duration_s']:.0f} s; {rec['soak']['elapsed_s']:.0f} of {rec['soak']['duration_s']:.0f} s)",

@@ -37,3 +37,9 @@ class Mode:
     numerics: dict[str, Any] | None = None
     """plan.json's "numerics" (bench.jobs.numerics.first): every rank runs validate's numerics job first, its
     report in the record's "numerics" (one launch for the per-GPU checks)."""
+    copies: dict[str, Any] | None = None
+    """plan.json "copies" (bench.worker.copies): every rank copies to and from its host and within its memory
+    after the numerics job, alone on its node and then all at once; the record's "copies"."""
+    burn: dict[str, Any] | None = None
+    """plan.json "burn" (bench.worker.burn): every rank trains on for a fixed time after its timed steps, all at
+    once, its node's NVML sampled; the record's "burn"."""

@@ -28,7 +28,7 @@ from bench.cluster.hostfile import HostSelection
 from bench.core import dsconfig, parallel, provenance, results, storage
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
-from bench.jobs import alone, nvme
+from bench.jobs import alone, nvme, phases
 from bench.jobs import numerics as numerics_job
 from bench.jobs.mode import Mode
 from bench.jobs.gate import check_precision, device_follows_nodes, device_of, inspect_cluster
@@ -75,6 +75,9 @@ def run(cfg: RunConfig, hosts: HostSelection, mode: Mode = Mode()) -> dict[str, 
         rec = record(cfg, plan, run_id, run_dir, outcome, extra, ds_config=ds)
     if mode.numerics:  # the job every rank ran first: its own entry per rank, as its own launch would give
         rec["numerics"] = numerics_job.collect(run_dir, p.placement.resources, outcome, folder="numerics")
+    for phase in ("copies", "burn"):  # what every rank ran beside its training (bench.jobs.phases)
+        if getattr(mode, phase):
+            rec[phase] = phases.collect(run_dir, p.placement.resources, outcome, phase)
     results.append(os.path.join(run_dir, "results.jsonl"), rec)
     return rec
 
@@ -140,8 +143,9 @@ def _launch_plan(p: _Planned, verdict: dict, run_dir: str,
         plan["start_barrier"] = mode.start_barrier
     if mode.independent:
         plan["independent"] = True
-    if mode.numerics:
-        plan["numerics"] = mode.numerics
+    for part in ("numerics", "copies", "burn"):
+        if getattr(mode, part):
+            plan[part] = getattr(mode, part)
     return device, ds, lp, plan
 
 

@@ -132,10 +132,16 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     if wanted["health"]:
         none("health", "read by the inventory's probe")
     numerics_first = wanted["numerics"]
+    # The copies (each GPU of a node in turn, then all at once: about a second each on a GPU) and the burn ride
+    # the per-GPU launch (bench.validate.copies, bench.validate.burn).
+    burn_s = cfg.burn_s() if cfg.wanted("burn") else 0.0
+    extra_s = (max(len(s) for s in resources.values()) + 1 if cfg.wanted("copies") or cfg.wanted("memory") else 0) \
+        + burn_s
     if wanted["throughput"]:
-        launch("throughput", lv.steps * step * cfg.repeats + (lv.numerics_steps * 0.1 if numerics_first else 0.0),
-               f"every GPU alone, all at once: {lv.steps} steps of {model}, batch {batch}"
-               + (", the numerics job first" if numerics_first else ""), looks=2, rendezvous=False)
+        launch("throughput", lv.steps * step * cfg.repeats + (lv.numerics_steps * 0.1 if numerics_first else 0.0)
+               + extra_s, f"every GPU alone, all at once: {lv.steps} steps of {model}, batch {batch}"
+               + (", the numerics job first" if numerics_first else "") + (", copies" if extra_s > burn_s else "")
+               + (f", then every GPU hot at once for {burn_s:.0f} s" if burn_s else ""), looks=2, rendezvous=False)
     if numerics_first and not wanted["throughput"]:
         launch("numerics", lv.numerics_steps * 0.1, f"{lv.numerics_model}, {lv.numerics_steps} steps on every GPU",
                rendezvous=False)

@@ -11,6 +11,7 @@ no GPU time: a HealthCheckProgram or epilog, safe beside running jobs).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bench.analysis.compare import parse_threshold
@@ -19,8 +20,8 @@ from bench.core.options import csv_parser, moment, opt
 from bench.core.precision import PRECISIONS
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
-CHECKS = ("health", "throughput", "numerics", "intra-node", "inter-node", "rails", "training", "stragglers",
-          "scaling")
+CHECKS = ("health", "throughput", "numerics", "copies", "memory", "burn", "intra-node", "inter-node", "rails",
+          "training", "stragglers", "scaling")
 # How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
 LAUNCHERS = ("slurm", "openmpi", "pdsh")
 # --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level.
@@ -55,6 +56,7 @@ class Level:
     cuda_micro_batch: int
     checks: tuple[str, ...] = CHECKS
     matchings: int = 4       # with pairs="all" past pairing.ALL_PAIRS_MAX nodes: random matchings after the ring
+    burn_s: float = 0.0      # the burn's seconds without --burn (0: off): every GPU of a node hot at once
 
 
 LEVELS = {
@@ -67,7 +69,7 @@ LEVELS = {
     "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
                   dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
                   numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
-                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64),
+                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",
@@ -154,6 +156,10 @@ class ValidateConfig:
     soak: str | None = opt("burn-in: repeat the throughput, numerics and link checks in rounds for this long "
                            "(90s, 30m, 2h, 1h30m), each round recorded as it ends; the same command again resumes",
                            default=None, metavar="DURATION")
+    burn: str | None = opt("every GPU of a node trains at once for this long after its timed steps (90s, 3m; 0: "
+                           "off), its clocks, temperature, power and throttle reasons sampled each second, in each "
+                           "--soak round too (default: 3m at --level full, off at quick)", default=None,
+                           metavar="DURATION")
     soak_keep_going: bool = opt("with --soak: go on after a round with a FAIL (default: stop there)", default=False)
 
     def __post_init__(self) -> None:
@@ -177,6 +183,8 @@ class ValidateConfig:
         if self.soak_keep_going and self.soak is None:
             raise BadInput("--soak-keep-going: needs --soak DURATION")
         max_drain_of(self.max_drain, 1)  # refused now, not after the checks ran
+        if self.burn is not None:
+            duration(self.burn, "--burn", zero=True)
         unknown = [c for c in self.checks or () if c not in CHECKS]
         if unknown:
             raise BadInput(f"--checks: {unknown[0]!r} is not a check; choose from {', '.join(CHECKS)}")
@@ -189,6 +197,10 @@ class ValidateConfig:
     def wanted(self, check: str) -> bool:
         """Whether this run runs `check` (its level's checks, narrowed by --checks)."""
         return check in LEVELS[self.level].checks and (self.checks is None or check in self.checks)
+
+    def burn_s(self) -> float:
+        """The burn's seconds: --burn, else the level's (0: off)."""
+        return duration(self.burn, "--burn", zero=True) if self.burn is not None else LEVELS[self.level].burn_s
 
     def dcgm_level(self) -> int | None:
         """The DCGM diagnostic level to run where dcgmi answers; None: none."""
@@ -219,3 +231,22 @@ def max_drain_of(text: str, nodes: int) -> int | None:
         return n
     except ValueError:
         raise BadInput(f"--max-drain: a node count, a share like 10% or 'all', got {text!r}") from None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str, option: str, zero: bool = False) -> float:
+    """'2h', '30m', '90s', '1h30m' or plain seconds -> seconds ('off' and 0 where zero); BadInput naming option."""
+    t = text.strip().lower()
+    if zero and t == "off":
+        return 0.0
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        seconds = float(t)
+    elif re.fullmatch(r"(\d+(\.\d+)?[smhd])+", t):
+        seconds = sum(float(n) * _UNITS[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smhd])", t))
+    else:
+        raise BadInput(f"{option}: {text!r} is not a duration (e.g. 90s, 30m, 2h, 1h30m)")
+    if seconds < 0 or (seconds == 0 and not zero):
+        raise BadInput(f"{option}: {text!r} must be longer than 0")
+    return seconds

@@ -49,10 +49,14 @@ def relative_se(steps: list[float]) -> float:
     return (var ** 0.5) / len(steps) ** 0.5 / mean
 
 
-def _round(v: Validation, res: dict[str, list[int]], tag: str, with_numerics: bool = False) -> tuple[dict, dict]:
+def _round(v: Validation, res: dict[str, list[int]], tag: str, with_numerics: bool = False,
+           extras: bool = False) -> tuple[dict, dict]:
     """One launch: ({(host, slot): figures}, {(host, slot): (why it has none, whether it was measured)}); with
-    numerics, every rank runs the numerics job first and its entries wait in v.numerics_ahead for that check."""
-    rec = runs.alone(v, res, tag, with_numerics=with_numerics)
+    numerics, every rank runs the numerics job first and its entries wait in v.numerics_ahead for that check;
+    with extras, its copies and burn where asked (v.phases_ahead, for their checks)."""
+    rec = runs.alone(v, res, tag, with_numerics=with_numerics, extras=extras)
+    if extras:
+        runs.keep_phases(v, res, rec)
     if with_numerics:
         v.numerics_ahead = {"resources": res, "ranks": rec.get("numerics") or [], "run_dir": rec.get("run_dir"),
                             "error": rec.get("error")}
@@ -145,7 +149,7 @@ def _rounds(v: Validation, res: dict[str, list[int]]) -> list[tuple[dict, dict]]
     one more. The first round's ranks run the numerics job first: one launch (one start-up) for the per-GPU
     checks."""
     rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}",
-                     with_numerics=r == 0 and v.cfg.wanted("numerics")) for r in range(v.cfg.repeats)]
+                     with_numerics=r == 0 and v.cfg.wanted("numerics"), extras=r == 0) for r in range(v.cfg.repeats)]
     first = rounds[0][0]
     if v.cfg.repeats == 1 and v.confirm_stragglers and len(first) >= 2 and \
             metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= \

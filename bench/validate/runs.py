@@ -68,25 +68,57 @@ def _started(v: Validation, rec: dict[str, Any], t0: float) -> None:
         v.startup_s += max(marks) - t0
 
 
+# The copies' sizes (MiB) and timed copies: a GPU's host link and memory need hundreds of MiB to reach their rate
+# (nvbandwidth copies 512 MiB); a CPU rank's memcpy only needs to be past its caches, in well under a second.
+COPIES = {"cuda": {"host_mb": 256, "memory_mb": 1024, "iters": 10},
+          "cpu": {"host_mb": 64, "memory_mb": 128, "iters": 3}}
+LOCK_STEM = "/tmp/vitbench-copies"   # + the run id and the host name: node-local, never the shared --out
+
+
+def _phases(v: Validation, resources: dict[str, list[int]], tag: str, extras: bool) -> dict[str, Any]:
+    """Mode's copies and burn for the per-GPU launch that carries them (extras): the copies where the copies or
+    memory check is asked for, the burn where the burn check is and --burn (or the level) gives it time."""
+    if not extras:
+        return {}
+    world, wait = sum(len(s) for s in resources.values()), v.launch_timeout(resources) / 2
+    out: dict[str, Any] = {}
+    if v.cfg.wanted("copies") or v.cfg.wanted("memory"):
+        out["copies"] = {**COPIES[v.device], "lock": LOCK_STEM,
+                         "barrier": {"name": f"{tag}-copies-{v.launches}", "count": world, "timeout_s": wait}}
+    if v.cfg.wanted("burn") and v.cfg.burn_s() > 0:
+        out["burn"] = {"seconds": v.cfg.burn_s(), "interval_s": 1.0,
+                       "barrier": {"name": f"{tag}-burn-{v.launches}", "count": world, "timeout_s": wait}}
+    return out
+
+
 def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int | None = None,
-          with_numerics: bool = False) -> dict[str, Any]:
+          with_numerics: bool = False, extras: bool = False) -> dict[str, Any]:
     """Every slot of resources trains alone, all at once, their first steps together (a barrier); with_numerics,
-    each runs the numerics job first (the record's "numerics": one launch for the per-GPU checks)."""
+    each runs the numerics job first (the record's "numerics": one launch for the per-GPU checks); with extras,
+    its copies after that and its burn after its steps, where asked for (v.phases_ahead, for their checks)."""
     v.launches += 1
     world = sum(len(s) for s in resources.values())
     barrier = {"name": f"{tag}-{v.launches}", "count": world,
                "timeout_s": v.launch_timeout(resources) / 2}
     cfg = v.run_config(list(resources), steps or v.level.steps)
+    phases = _phases(v, resources, tag, extras)
     t0 = time.time()
     try:
         rec = train.run(cfg, v.hosts.only(resources), train.Mode(
             quiet=True, inspected=_inspected(v, resources), start_barrier=barrier, independent=True,
-            numerics=_first(v, resources, tag, with_numerics)))
+            numerics=_first(v, resources, tag, with_numerics), **phases))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench run")
     _started(v, rec or {}, t0)
     v.runs[tag] = (rec or {}).get("run_dir", "")
     return _done(rec or {})
+
+
+def keep_phases(v: Validation, resources: dict[str, list[int]], rec: dict[str, Any]) -> None:
+    """The copies and burn entries of a per-GPU launch that carried them (alone's extras), kept for their checks."""
+    for name in _phases(v, resources, "", True):
+        v.phases_ahead[name] = {"resources": resources, "ranks": rec.get(name) or [], "run_dir": rec.get("run_dir"),
+                                "error": rec.get("error")}
 
 
 def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict[str, Any]:

@@ -24,7 +24,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import signal
 import time
 from dataclasses import dataclass
@@ -34,28 +33,19 @@ from bench.analysis import references, soak as trends
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import gpus, health, links, nodes, numerics, pairs, stages
-from bench.validate.config import ValidateConfig
+from bench.validate import burn, copies, gpus, health, links, nodes, numerics, pairs, stages
+from bench.validate.config import ValidateConfig, duration
 from bench.validate.state import Stage, Validation
 from bench.validate.where import where
 
-ROUND = (("throughput", gpus.throughput), ("numerics", numerics.numerics), ("intra-node", links.intra_node),
+ROUND = (("throughput", gpus.throughput), ("numerics", numerics.numerics), ("copies", copies.copies),
+         ("memory", copies.memory), ("burn", burn.burn), ("intra-node", links.intra_node),
          ("inter-node", pairs.inter_node))
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str) -> float:
     """'2h', '30m', '90s', '1h30m' or plain seconds -> seconds; BadInput naming --soak otherwise."""
-    t = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
-        seconds = float(t)
-    elif re.fullmatch(r"(\d+(\.\d+)?[smhd])+", t):
-        seconds = sum(float(n) * _UNITS[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smhd])", t))
-    else:
-        raise BadInput(f"--soak: {text!r} is not a duration (e.g. 90s, 30m, 2h, 1h30m)")
-    if seconds <= 0:
-        raise BadInput(f"--soak: {text!r} must be longer than 0")
-    return seconds
+    return duration(text, "--soak")
 
 
 def identity(cfg: ValidateConfig, resources: dict[str, list[int]]) -> dict[str, Any]:

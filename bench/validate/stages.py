@@ -14,6 +14,9 @@ PASS, WARN, FAIL, ERROR or SKIP rows with a reason, per GPU, node, pair and clus
                InfiniBand, DCGM (bench.validate.health)
   throughput   every GPU alone, all at once (bench.validate.gpus)
   numerics     the same deterministic job on every GPU, bit for bit; the exact matmul (bench.validate.numerics)
+  copies       each GPU's copies to and from its host, alone on its node and all at once (bench.validate.copies)
+  memory       a copy within each GPU's memory (bench.validate.copies)
+  burn         every GPU of a node trains at once for --burn, NVML sampled each second (bench.validate.burn)
   intra-node   each node's all-reduce over its own GPUs, every node at once (bench.validate.links)
   inter-node   node pairs in rounds of disjoint pairs, bisection to the node (bench.validate.pairs)
   training     a short data-parallel run over what is still good (bench.validate.training)
@@ -42,8 +45,8 @@ from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import no_slurm
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import (baseline, drain, gpus, health, links, nodes, numerics, pairs, rails, scaling, training,
-                            verdicts)
+from bench.validate import (baseline, burn, copies, drain, gpus, health, links, nodes, numerics, pairs, rails,
+                            scaling, training, verdicts)
 from bench.validate.config import ValidateConfig
 from bench.validate.state import CLUSTER, NOT_RUN, STATUSES, Stage, Validation
 from bench.launch.registry import LOCAL
@@ -52,8 +55,8 @@ from bench.validate.where import where
 STAGES: tuple[tuple[str, Callable[[Validation], None]], ...] = (
     ("preflight", nodes.preflight), ("inventory", nodes.inventory), ("health", health.health),
     ("throughput", gpus.throughput),
-    ("numerics", numerics.numerics), ("intra-node", links.intra_node), ("inter-node", pairs.inter_node),
-    ("rails", rails.rails),
+    ("numerics", numerics.numerics), ("copies", copies.copies), ("memory", copies.memory), ("burn", burn.burn),
+    ("intra-node", links.intra_node), ("inter-node", pairs.inter_node), ("rails", rails.rails),
     ("training", training.training), ("stragglers", scaling.stragglers), ("scaling", scaling.scaling))
 ALWAYS = ("preflight", "inventory")
 
@@ -170,7 +173,8 @@ def skip(v: Validation, name: str, why: str) -> None:
             v.add("inventory", h, "SKIP", reason=why, host=h)
         v.add("heterogeneity", CLUSTER, "SKIP", reason=why)
         return
-    if name in ("preflight", "health", "throughput", "numerics", "intra-node", "inter-node"):
+    if name in ("preflight", "health", "throughput", "numerics", "copies", "memory", "burn", "intra-node",
+                "inter-node"):
         for h in v.resources:
             v.add(name, h, "SKIP", reason=why, host=h)
     if name in ("inter-node", "training", "stragglers", "scaling"):

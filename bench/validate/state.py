@@ -96,6 +96,9 @@ class Validation:
         # per-GPU runs or the link launch, the link rows measured with the numerics job (bench.validate.numerics).
         self.numerics_ahead: dict[str, Any] | None = None
         self.intra_ahead: dict[str, Any] | None = None
+        # The copies and the burn the per-GPU launch ran beside its steps: {"copies": rec, "burn": rec}
+        # (bench.validate.copies, bench.validate.burn judge them).
+        self.phases_ahead: dict[str, dict[str, Any]] = {}
         # A GPU that looks like a straggler in the first round is measured again before it is named one; a
         # soak, which measures every GPU round after round, judges each round as it comes.
         self.confirm_stragglers = True

@@ -10,10 +10,10 @@ the result record. Start and end: bench.worker.bootstrap.
 run() reads as the rank's phases, one function each, in the order they run:
 
     rank = setup(run_dir)                    # config, flight recorder, comm counter, process group
-    numerics.first(...)                      # bench validate's numerics job first, where the plan asks it
+    numerics.first(...); copies.run(...)     # validate's numerics job and copies first, where the plan asks
     data = load_data(rank)                   # this rank's shard, the model spec, the step count
     model, engine = build(rank, data)        # the timm model, its FLOPs, the engine that trains it
-    trained = train(rank, data, engine)      # the timed loop (or pipeline), memory, the NIC counters
+    trained = train(rank, data, engine)      # the timed loop (or pipeline), memory, the NIC counters; burn.run
     test = evaluate(rank, data, engine)      # test-set accuracy, counted once per replica
     report(rank, data, model, engine, trained, test)   # rank record, summary, teardown
 """
@@ -89,9 +89,15 @@ def run(run_dir: str) -> dict:
         from bench.worker import numerics
 
         numerics.first(run_dir, rank.me, rank.plan, rank.device, rank.local_rank)
+    if rank.plan.get("copies"):  # and its copies: to and from the host, within memory (bench.worker.copies)
+        from bench.worker.copies import run as copies
+        copies(run_dir, rank.me, rank.plan, rank.device, rank.local_rank)
     data = load_data(rank)
     model, engine = build(rank, data)
     trained = train(rank, data, engine)
+    if rank.plan.get("burn"):  # then every GPU of the node hot at once for a fixed time (bench.worker.burn)
+        from bench.worker.burn import run as burn
+        burn(run_dir, rank.me, rank.plan, engine, data.train_batches, rank.device, rank.local_rank, rank.cfg)
     test = evaluate(rank, data, engine)
     return report(rank, data, model, engine, trained, test)
 

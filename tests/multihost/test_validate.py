@@ -28,9 +28,9 @@ from .validate_runs import SLOTS, junit_matches, not_pass, prediction_holds, row
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
-PER_GPU = ("throughput", "numerics", "matmul")
-STAGES = ("preflight", "inventory", "health", "throughput", "numerics", "intra-node", "inter-node", "training",
-          "stragglers", "scaling")
+PER_GPU = ("throughput", "numerics", "matmul", "copies", "memory")
+STAGES = ("preflight", "inventory", "health", "throughput", "numerics", "copies", "memory", "burn", "intra-node",
+          "inter-node", "training", "stragglers", "scaling")
 
 
 def _gpus(cluster) -> list[str]:
@@ -57,8 +57,9 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
     assert v.proc.returncode == 0, v.proc.stderr[-3000:] + v.proc.stdout[-3000:]
     rec = v.rec
     results.validate(rec)
-    assert rec["result"] == "PASS", not_pass(rec)
-    assert not_pass(rec) == [], "a healthy cluster: every row PASS (a WARN would be a false alarm)"
+    assert rec["result"] == "PASS", not_pass(rec, "burn")
+    assert not_pass(rec, "burn") == [], "a healthy cluster: every row PASS (a WARN would be a false alarm)"
+    assert {c["status"] for c in rec["checks"] if c["check"] == "burn"} == {"SKIP"}   # off at quick
     assert rec["drain"] == [] and rec["exclude"] == "" and (v.tmp / "drain.txt").read_text() == ""
     # Every GPU has its own rows; every node its link inside; every ring pair its link, each node its verdict.
     for check in PER_GPU:
@@ -78,6 +79,12 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
     assert [s["stage"] for s in rec["stages"]] == list(STAGES)
     launches = {s["stage"]: s["launches"] for s in rec["stages"]}
     assert launches["numerics"] == 0 and launches["training"] == 1
+    # The copies ride the per-GPU launch too: a host copy and a memcpy per CPU rank, judged by its peers alone.
+    assert launches["copies"] == launches["memory"] == launches["burn"] == 0
+    for gpu in _gpus(cluster):
+        c, m = row(rec, "copies", gpu), row(rec, "memory", gpu)
+        assert c["value"].startswith("host copy ") and "GB/s alone; all at once" in c["value"], c
+        assert "peers only" in c["reason"] and "(no GPU)" in c["reason"] and m["value"].startswith("D2D "), (c, m)
     # A second round of GPUs where one looked like a straggler, a second look at links where one did not PASS
     # (three nodes' all-reduces time-slicing two cores: one came in at half its peers' busbw in a CI run). Both
     # link checks are measured in the intra-node check's one launch; inter-node launches only its second look.
@@ -365,3 +372,28 @@ def test_a_gpu_slow_in_one_repeat_only_warns_and_says_how_often(cluster, tmp_pat
     for host in (cluster.hosts[0], cluster.hosts[2]):
         assert row(rec, "throughput", f"{host}:0")["status"] == "PASS", row(rec, "throughput", f"{host}:0")
     assert rec["measured"]["gpu_rounds"] == 2 and len(rec["measured"]["gpu_images_per_s_rounds"][f"{slow}:0"]) == 2
+
+
+def test_a_node_hot_at_once_on_cpu_judges_throughput_over_time_and_says_there_is_no_nvml(cluster, tmp_path):
+    """--burn 20s with only the checks that ride the per-GPU launch (one short launch): every rank of every host
+    trains at once for 20 s after its steps; a row per host:slot judged on its throughput over time (the first
+    and last 6.7 s, against the node's other rank), "no NVML here" said, the series in the record, a plot per
+    node. The verdicts are not asserted PASS: two cores shared by six ranks and the machine's other work move
+    every rank's rate together, which the judging calls the node's (WARN), never one rank's (FAIL)."""
+    v = run_validate(cluster, tmp_path, "--checks", "copies,memory,burn", "--burn", "20s", timeout=600)
+    assert v.proc.returncode in (0, 1), v.proc.stderr[-3000:]
+    rec = v.rec
+    results.validate(rec)
+    assert [s["stage"] for s in rec["stages"] if s["launches"]] == ["copies"]   # one launch carries all three
+    for gpu in _gpus(cluster):
+        b = row(rec, "burn", gpu)
+        assert b["status"] in ("PASS", "WARN"), b
+        assert "no NVML here" in b["reason"] and "throughput over time only" in b["reason"], b
+        assert " img/s over 20 s" in b["value"] and "first 6.67 s" in b["reason"], b
+        assert row(rec, "copies", gpu)["status"] in ("PASS", "WARN") and row(rec, "memory", gpu)["figure"] > 0
+    for host in cluster.hosts:
+        node = rec["measured"]["burn"][host]
+        assert node["nvml"] is None and node["nvml_error"].startswith("no NVML here")
+        assert all(18 <= len(g["intervals"]) <= 21 for g in node["gpus"].values()), node["gpus"]
+        assert "no NVML here" in row(rec, "burn", host)["value"]
+        assert os.path.getsize(os.path.join(rec["run_dir"], f"burn-{host}.png")) > 1000

@@ -418,7 +418,7 @@ def test_the_per_gpu_figure_on_gpus_is_the_cuda_micro_batch_over_the_step(monkey
 
     v = _validation("cuda")
     steps = {("n1", 0): 0.05, ("n1", 1): 0.05, ("n2", 0): 0.05, ("n2", 1): 0.05}
-    monkeypatch.setattr(runs, "alone", lambda v_, resources, tag, steps_=None, with_numerics=False: {"alone": [
+    monkeypatch.setattr(runs, "alone", lambda v_, resources, tag, steps_=None, with_numerics=False, **kw: {"alone": [
         {"host": h, "slot": s, "status": "ok", "step_s": [t] * 20, "params": 1} for (h, s), t in steps.items()]})
     gpus.throughput(v)
     assert v.figures["gpu_images_per_s"]["n1:0"] == pytest.approx(v.level.cuda_micro_batch / 0.05)

@@ -160,3 +160,16 @@ def test_comm_rows_from_a_summary_keep_their_order_and_figures():
     got = rows_from_summary(summary, "all_reduce", ["p0", "p1", "all"])
     assert [(r["group"], r["round"], r["ranks"], r["time_s"]["median"]) for r in got] == [
         ("p0", 0, 2, 2e-3), ("p1", 1, 2, 5e-3), ("all", 1, 3, 6e-3)]
+
+
+def test_copies_and_memory_have_a_row_per_gpu_still_in_and_the_burn_is_off_at_quick(thousand):
+    _, rec, _ = thousand
+    got = _rows(rec)
+    out, slow = 2 * 8, 3 + 2     # the health nodes; the slow GPUs and the wrong ones, left out before the copies
+    for check in ("copies", "memory"):
+        assert got[check, "gpu", "PASS"] == 8000 - out - slow, check
+        assert got[check, "gpu", "SKIP"] == slow and got[check, "node", "SKIP"] == 2, check
+    assert got["binding", "gpu", "WARN"] == 0
+    assert got["burn", "node", "SKIP"] == 1000 and not any(c == "burn" and a == "gpu" for c, a, _ in got)
+    row = next(c for c in rec["checks"] if c["check"] == "copies" and c["status"] == "PASS")
+    assert "PCIe gen5 x16 H2D" in row["reference"] and "GB/s alone; all at once" in row["value"]

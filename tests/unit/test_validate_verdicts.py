@@ -311,7 +311,7 @@ def _throughput(monkeypatch, rounds: list[dict[str, list[float]]], launched: lis
                    "/nonexistent")
     asked = []
 
-    def alone(v_, resources, tag, steps=None, with_numerics=False):
+    def alone(v_, resources, tag, steps=None, with_numerics=False, **kw):
         asked.append(tag)
         if launched is not None:
             launched.append(resources)

@@ -1,0 +1,139 @@
+"""validate's copies and memory checks: each GPU's copies to and from its host and within its memory, judged.
+
+The per-GPU launch measures them (bench.worker.copies, after the numerics
+job): every rank alone on its node in turn, then all at once. Per GPU
+(host:slot) one copies row and one memory row, each judged by
+bench.analysis.copies: alone, against its peers (same model, kind, PCIe
+generation and width) and the published figure for its link or memory
+(bench/data/copy_references.json); all at once, against its peers only (a
+node whose GPUs share a PCIe switch is built to halve each GPU's copy then;
+its peers of the same build do too, a bad switch's do not). CPU ranks copy
+between host buffers: a "host copy" and a memcpy, judged by their peers.
+Beside the figures: the rank's CPUs and their NUMA nodes, its GPU's NUMA
+node; a binding row (WARN) where none of the rank's CPUs is on its GPU's
+node (its host copies cross the socket link).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.analysis import copies as judge_copies
+from bench.cluster.health.findings import bus_key, entry
+from bench.validate import runs
+from bench.validate.state import RANK, Validation
+
+HOST_KINDS = ("h2d", "d2h", "both", "host")
+LABEL = {"h2d": "H2D", "d2h": "D2H", "both": "both", "host": "host copy", "d2d": "D2D"}
+TOGETHER = ", all at once"   # a kind judged by peers only (copies.judge: a kind it has no reference for)
+
+
+def binding_said(b: dict | None) -> tuple[bool, str]:
+    """(whether the rank runs on none of its GPU's NUMA node's CPUs, the words for it). Pure (tests)."""
+    b = b or {}
+    nodes, gpu = b.get("cpu_numa_nodes"), b.get("numa_node")
+    where = f"CPUs {b.get('cpus') or '?'}" + (f" on NUMA node(s) {','.join(map(str, nodes))}" if nodes else "")
+    if b.get("bus_id") is None:
+        return False, f"{where} (no GPU)"
+    if gpu is None or not nodes:
+        return False, f"{where}; GPU {b['bus_id']} NUMA node not known"
+    far = gpu not in nodes
+    unbound = len(nodes) > 1 and not far
+    said = f"{where}; GPU {b['bus_id']} on NUMA node {gpu}"
+    if far:
+        said += ": the rank runs on another node than its GPU (its host copies cross the socket link)"
+    elif unbound:
+        said += " (the rank is not bound to it: it may run on the far node)"
+    return far, said
+
+
+def link_of(v: Validation, host: str, b: dict) -> tuple[int | None, int | None]:
+    """(PCIe generation, width) the GPU's link should run at: the inventory's (device and upstream port, as NCCL
+    reads them), else the rank's own sysfs reading."""
+    pcie = ((v.interconnect(host).get("raw") or {}).get("pcie")) or {}
+    got = next((x for k, x in pcie.items() if bus_key(k) == bus_key(b.get("bus_id"))), None)
+    if got:
+        return got.get("gen"), got.get("width")
+    return b.get("pcie_gen"), b.get("pcie_width")
+
+
+def figures(v: Validation, entries: list[dict], kinds: tuple[str, ...]) -> list[dict]:
+    """copies.judge's figures of these kinds from the ranks' entries: alone as measured, all at once by peers."""
+    out = []
+    for e in entries:
+        if e.get("status") != "ok":
+            continue
+        b = e.get("binding") or {}
+        gen, width = link_of(v, e["host"], b)
+        for phase, suffix in (("alone", ""), ("together", TOGETHER)):
+            for kind, gbps in ((e.get("phases") or {}).get(phase) or {}).items():
+                if kind in kinds:
+                    out.append({"gpu": f"{e['host']}:{e['slot']}", "model": v.gpu_name(e["host"], e["slot"]),
+                                "kind": kind + suffix, "gbps": gbps, "pcie_gen": gen, "pcie_width": width,
+                                "method": phase})
+    return out
+
+
+def _entries(v: Validation, res: dict[str, list[int]]) -> dict[str, Any]:
+    """The copies entries of the GPUs of res: from the per-GPU launch that ran them, else a launch of their own (a
+    short per-GPU run: --checks without throughput)."""
+    if "copies" not in v.phases_ahead:
+        runs.keep_phases(v, res, runs.alone(v, res, "copies", steps=v.level.timing_warmup + 2, extras=True))
+    ahead = v.phases_ahead.get("copies") or {}
+    keep = {(h, s) for h, slots in res.items() for s in slots}
+    v.runs.setdefault("copies", ahead.get("run_dir") or "")
+    return {"ranks": [r for r in ahead.get("ranks") or [] if (r["host"], r["slot"]) in keep],
+            "error": ahead.get("error")}
+
+
+def _rows(v: Validation, check: str, kinds: tuple[str, ...], t0: float) -> None:
+    v.skip_left_out(check, per_gpu=True)
+    res = v.good_resources()
+    if not res:
+        return
+    got = _entries(v, res)
+    by_key = {(r["host"], r["slot"]): r for r in got["ranks"]}
+    verdicts: dict[str, list[judge_copies.Verdict]] = {}
+    for verdict in judge_copies.judge(figures(v, got["ranks"], kinds)):
+        verdicts.setdefault(verdict.gpu, []).append(verdict)
+    v.figures.setdefault("copies", {})
+    for host, slots in res.items():
+        for s in slots:
+            e = by_key.get((host, s))
+            if e is None or e.get("status") != "ok":
+                why = (e or {}).get("reason") or (got.get("error") or {}).get("reason") or "no report"
+                measured = bool((e or {}).get("measured"))
+                v.add_gpu(check, host, s, "FAIL" if measured else "ERROR", t0=t0,
+                          reason=f"{'its run failed' if measured else 'could not be measured'}: {why}")
+                continue
+            mine = verdicts.get(f"{host}:{s}", [])
+            far, where = binding_said(e.get("binding"))
+            v.figures["copies"][f"{host}:{s}"] = {"phases": e.get("phases"), "binding": e.get("binding"),
+                                                  "sizes": e.get("sizes")}
+            if not mine:
+                v.add_gpu(check, host, s, "SKIP", reason=f"no figure of {', '.join(kinds)} measured; {where}", t0=t0)
+                continue
+            worst = max(mine, key=lambda x: RANK[x.status])
+            alone = [x for x in mine if TOGETHER not in x.kind]
+            value = "; ".join(f"{LABEL.get(x.kind.replace(TOGETHER, ''), x.kind)} {x.gbps:.2f}" for x in alone)
+            value += " GB/s alone; all at once " + ", ".join(f"{x.gbps:.2f}" for x in mine if TOGETHER in x.kind)
+            refs = {x.reference.label for x in mine if x.reference is not None}
+            v.add_gpu(check, host, s, worst.status, value,
+                      "its peers" + (f" and {', '.join(sorted(refs))}" if refs else " (nothing published for it)"),
+                      f"{worst.line}; {where}", t0=t0, figure=alone[0].gbps * 1e9 if alone else None,
+                      action=entry(worst.code)["action"] if worst.code else "")
+            if check == "copies" and far:
+                v.add_gpu("binding", host, s, "WARN", e["binding"].get("cpus") or "", "its GPU's NUMA node", where,
+                          t0=t0, action="bind each rank to its GPU's NUMA node (numactl, srun --cpu-bind, mpirun "
+                                        "--bind-to)")
+
+
+def copies(v: Validation) -> None:
+    """A row per GPU: its host copies (H2D, D2H, both at once; a CPU rank's host copy), alone and all at once."""
+    _rows(v, "copies", HOST_KINDS, time.time())
+
+
+def memory(v: Validation) -> None:
+    """A row per GPU: a copy within its memory (read and write counted), alone and all at once."""
+    _rows(v, "memory", ("d2d",), time.time())
