@@ -107,7 +107,7 @@ def make_dirs(run_dir: str, plan: dict[str, Any]) -> None:
     """The folders the ranks write into, made by bench before any rank starts: no rank's client then looks one up
     before it exists (a network filesystem may remember a missing name for a minute: NFS's lookupcache)."""
     for name in ("logs", "ranks", "flight", *(("alone",) if plan.get("independent") else ()),
-                 *(("numerics",) if plan.get("numerics") else ())):
+                 *(part for part in ("numerics", "copies", "burn") if plan.get(part))):
         subdir(run_dir, name)
 
 
