@@ -13,7 +13,7 @@ numbers count every collective bench's comm counter sees (bench.worker.
 comm_counter), inside steps and outside (DeepSpeed's parameter broadcast at
 start, evaluation, the final gather), and begin at 1.
 
-Read from another thread (the heartbeat watcher answering bench's stack
+Read from another thread (the phone's reader thread answering bench's stack
 request, bench.worker.stall) while the training thread writes: a lock keeps
 a snapshot whole. Pure Python: no torch.
 """
