@@ -7,8 +7,10 @@
 Run by validate's per-GPU launch after the numerics job, before the rank
 builds its model (bench.worker.main). Two phases, the same copies in each:
   alone     the node's ranks take turns (an fcntl.flock on a node-local file
-            under /tmp named by the run and the host: never the shared run
-            directory), each copying while its node's other GPUs are idle;
+            under /tmp named by the run and the machine's boot id: never the
+            shared run directory; hosts that share a kernel, containers or the
+            suite's namespace hosts, share its memory and take turns together),
+            each copying while its node's other GPUs are idle;
   together  every rank at once, behind a barrier held by bench (phone): a
             shared PCIe switch, a root port or a wrong NUMA binding shows only then.
 On a GPU, from pinned host memory and back: h2d, d2h, both (the two at once
@@ -187,9 +189,21 @@ def measure(torch, device, host_mb: int, memory_mb: int, iters: int) -> dict[str
     return out
 
 
+def machine_id() -> str:
+    """The kernel this rank runs on (/proc/sys/kernel/random/boot_id), else its hostname: "alone on its node" means
+    alone on its machine's memory and PCIe, and hosts that share one kernel (containers, network namespaces, as
+    the suite's hosts do) share those too."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or socket.gethostname()
+    except OSError:
+        return socket.gethostname()
+
+
 def lock_path(stem: str, run_dir: str) -> str:
-    """The node-local file the node's ranks take turns on: the run and the host in its name (never in --out)."""
-    return f"{stem}-{os.path.basename(os.path.normpath(run_dir))}-{socket.gethostname()}.lock"
+    """The machine-local file the machine's ranks take turns on: the run and the machine in its name (never in
+    --out)."""
+    return f"{stem}-{os.path.basename(os.path.normpath(run_dir))}-{machine_id()}.lock"
 
 
 @contextlib.contextmanager

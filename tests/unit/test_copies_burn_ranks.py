@@ -55,6 +55,8 @@ def test_numa_nodes_and_a_gpus_link_come_from_sysfs(tmp_path):
 def test_the_nodes_ranks_take_turns_on_a_node_local_lock(tmp_path):
     path = wcopies.lock_path(str(tmp_path / "vitbench-copies"), "/shared/results/run-7/")
     assert os.path.basename(path).startswith("vitbench-copies-run-7-") and path.endswith(".lock")
+    # Named by the kernel, not the hostname: the suite's namespace hosts (and containers) share one machine's memory.
+    assert wcopies.machine_id() in path and wcopies.machine_id() == open("/proc/sys/kernel/random/boot_id").read().strip()
     inside, overlap = [], []
 
     def one() -> None:

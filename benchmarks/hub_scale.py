@@ -1,0 +1,87 @@
+"""bench's hub (bench.core.conversation) at thousands of ranks: how long hellos, a start barrier and the ends take.
+
+    .venv/bin/python benchmarks/hub_scale.py --ranks 1000,4000,8000      # ~1 min on 2 cores
+
+One process plays every rank with raw non-blocking sockets (what a rank's phone sends: hello, enter, done), so the
+figures are the hub's: from the first connect until every rank said hello (accepted and heard), from the last
+enter until every rank heard "go", and until the hub counted every rank done. The hub runs in this process's
+thread as in bench's. What it cannot say: a real network's latency, thousands of processes' start-up, the
+kernel's accept queue under a real storm (both ends share this machine's two cores here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import selectors
+import socket
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.core.conversation.hub import Hub  # noqa: E402
+
+
+def _say(sock: socket.socket, msg: dict) -> None:
+    sock.setblocking(True)
+    sock.sendall((json.dumps(msg) + "\n").encode())
+    sock.setblocking(False)
+
+
+def one(n: int) -> dict:
+    with tempfile.TemporaryDirectory() as d, Hub.open(d) as hub:
+        doc = json.load(open(os.path.join(d, "hub.json")))
+        t0 = time.monotonic()
+        socks = []
+        for r in range(n):
+            s = socket.create_connection((doc["addr"], doc["port"]))
+            _say(s, {"op": "hello", "token": doc["token"], "rank": r, "host": f"node{r // 8}", "pid": r})
+            socks.append(s)
+        while len(hub.snapshot()) < n:
+            time.sleep(0.01)
+        hellos = time.monotonic() - t0
+        for r, s in enumerate(socks):
+            _say(s, {"op": "enter", "barrier": "steps", "count": n, "per_rank": True})
+        t1 = time.monotonic()
+        sel = selectors.DefaultSelector()
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        gone = set()
+        while len(gone) < n:
+            for key, _ in sel.select(timeout=5):
+                data = key.fileobj.recv(65536)
+                if b'"go"' in data:
+                    gone.add(key.fileobj)
+                    sel.unregister(key.fileobj)
+        released = time.monotonic() - t1
+        t2 = time.monotonic()
+        for s in socks:
+            _say(s, {"op": "done", "status": "ok", "report": None})
+        while hub.done_count() < n:
+            time.sleep(0.01)
+        done = time.monotonic() - t2
+        for s in socks:
+            s.close()
+    return {"ranks": n, "hellos_s": round(hellos, 3), "barrier_released_s": round(released, 3),
+            "all_done_s": round(done, 3)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", default="1000,4000,8000")
+    a = p.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 2 * max(int(x) for x in a.ranks.split(",")) + 256
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard) if hard != resource.RLIM_INFINITY else want, hard))
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    for n in (int(x) for x in a.ranks.split(",")):
+        print(json.dumps(one(n)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
