@@ -71,8 +71,8 @@ def _started(v: Validation, rec: dict[str, Any], t0: float) -> None:
 # The copies' sizes (MiB) and timed copies: a GPU's host link and memory need hundreds of MiB to reach their rate
 # (nvbandwidth copies 512 MiB); a CPU rank's memcpy only needs to be past its caches, in well under a second.
 COPIES = {"cuda": {"host_mb": 256, "memory_mb": 1024, "iters": 10},
-          "cpu": {"host_mb": 64, "memory_mb": 128, "iters": 3}}
-LOCK_STEM = "/tmp/vitbench-copies"   # + the run id and the host name: node-local, never the shared --out
+          "cpu": {"host_mb": 32, "memory_mb": 64, "iters": 3}}
+LOCK_STEM = "/tmp/vitbench-copies"   # + the run id and the machine's boot id: node-local, never the shared --out
 
 
 def _phases(v: Validation, resources: dict[str, list[int]], tag: str, extras: bool) -> dict[str, Any]:

@@ -19,7 +19,7 @@ its bytes read and written both counted, as CUDA's bandwidthTest counts them);
 each timed with CUDA events, the median of `iters` copies after one untimed.
 On a CPU rank the same code copies between two host buffers: "host" (counted
 once, like h2d) and d2d (a larger memcpy, read and write counted), timed by
-the host clock, the mean over a quarter second (shared cores time-slice). Beside the figures: the rank's CPUs, their NUMA nodes, its
+the host clock, the mean over a tenth of a second (shared cores time-slice). Beside the figures: the rank's CPUs, their NUMA nodes, its
 GPU's bus id, NUMA node and PCIe link from sysfs (None where not known).
 """
 
@@ -118,7 +118,7 @@ class _Timer:
     time-sliced, and over a fixed stretch every busy rank gets its fair share (as a training step's median does),
     where a median or best of a few short copies picks whichever rank the scheduler happened to leave alone."""
 
-    CPU_S = 0.25
+    CPU_S = 0.1  # dozens of copies of a CPU's 32 MiB; each rank's turn alone is then truly alone (by boot id)
 
     def __init__(self, torch, device):
         self.torch, self.cuda = torch, device.type == "cuda"
