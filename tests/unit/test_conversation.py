@@ -99,7 +99,7 @@ def test_ranks_that_never_started_are_waited_for_quiet_s_once_per_launch(tmp_pat
 
 def test_the_phone_hears_the_beat_and_calls_the_rank_orphaned_when_bench_goes(tmp_path):
     why: list[str] = []
-    with Hub.open(str(tmp_path), beat_s=0.1) as h:
+    with Hub.open(str(tmp_path), beat_s=0.1):
         p = _dial(tmp_path, 0)
         p.listen(why.append, None, orphan_after_s=2.0)
         time.sleep(3.0)

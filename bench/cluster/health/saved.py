@@ -20,7 +20,6 @@ The host is the folder's name.
 
 from __future__ import annotations
 
-import json
 import os
 
 from bench.cluster.health import dcgm, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
