@@ -93,6 +93,7 @@ def test_ranks_that_never_started_are_waited_for_quiet_s_once_per_launch(tmp_pat
     assert time.monotonic() - t0 < 1.5, "the launch's second barrier does not wait again"
     t0 = time.monotonic()
     q = _dial(tmp_path, 1)  # a rank that starts after the launch settled: the quiet wait again, from its hello
+    assert _until(lambda: len(hub.snapshot()) == 2)  # heard before rank 0 enters (else its barrier is settled)
     threading.Thread(target=q.enter, args=("more", 3, 30, True), daemon=True).start()
     assert "none started for" in p.enter("more", 3, 30, True)[1] and time.monotonic() - t0 >= 2.0
 
