@@ -18,7 +18,7 @@ Everything sampled lands in the record (measured.burn), for a plot per node.
 from __future__ import annotations
 
 import time
-from typing import Any
+
 
 from bench.analysis import burn as judge_burn
 from bench.cluster.health.findings import bus_key, entry, xid_code
@@ -50,16 +50,6 @@ def samples(intervals: list[list[float]], nvml: dict[str, list] | None, t0: floa
         else:
             out.append(judge_burn.Sample(t - t0, throughput=ips))
     return out
-
-
-def _entries(v: Validation, res: dict[str, list[int]]) -> dict[str, Any]:
-    if "burn" not in v.phases_ahead:
-        runs.keep_phases(v, res, runs.alone(v, res, "burn", steps=v.level.timing_warmup + 2, extras=True))
-    ahead = v.phases_ahead.get("burn") or {}
-    keep = {(h, s) for h, slots in res.items() for s in slots}
-    v.runs.setdefault("burn", ahead.get("run_dir") or "")
-    return {"ranks": [r for r in ahead.get("ranks") or [] if (r["host"], r["slot"]) in keep],
-            "error": ahead.get("error")}
 
 
 def _node(v: Validation, host: str, slots: list[int], mine: dict[int, dict], seconds: float, t0: float) -> None:
@@ -136,7 +126,7 @@ def burn(v: Validation) -> None:
     res = v.good_resources()
     if not res:
         return
-    got = _entries(v, res)
+    got = runs.phase_entries(v, res, "burn")
     by_key = {(r["host"], r["slot"]): r for r in got["ranks"]}
     for host, slots in res.items():
         mine = {s: by_key[(host, s)] for s in slots if (host, s) in by_key}

@@ -17,7 +17,7 @@ node (its host copies cross the socket link).
 from __future__ import annotations
 
 import time
-from typing import Any
+
 
 from bench.analysis import copies as judge_copies
 from bench.cluster.health.findings import bus_key, entry
@@ -75,24 +75,12 @@ def figures(v: Validation, entries: list[dict], kinds: tuple[str, ...]) -> list[
     return out
 
 
-def _entries(v: Validation, res: dict[str, list[int]]) -> dict[str, Any]:
-    """The copies entries of the GPUs of res: from the per-GPU launch that ran them, else a launch of their own (a
-    short per-GPU run: --checks without throughput)."""
-    if "copies" not in v.phases_ahead:
-        runs.keep_phases(v, res, runs.alone(v, res, "copies", steps=v.level.timing_warmup + 2, extras=True))
-    ahead = v.phases_ahead.get("copies") or {}
-    keep = {(h, s) for h, slots in res.items() for s in slots}
-    v.runs.setdefault("copies", ahead.get("run_dir") or "")
-    return {"ranks": [r for r in ahead.get("ranks") or [] if (r["host"], r["slot"]) in keep],
-            "error": ahead.get("error")}
-
-
 def _rows(v: Validation, check: str, kinds: tuple[str, ...], t0: float) -> None:
     v.skip_left_out(check, per_gpu=True)
     res = v.good_resources()
     if not res:
         return
-    got = _entries(v, res)
+    got = runs.phase_entries(v, res, "copies")
     by_key = {(r["host"], r["slot"]): r for r in got["ranks"]}
     verdicts: dict[str, list[judge_copies.Verdict]] = {}
     for verdict in judge_copies.judge(figures(v, got["ranks"], kinds)):

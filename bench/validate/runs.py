@@ -176,3 +176,15 @@ def ranks_of(resources: dict[str, list[int]]) -> dict[str, list[int]]:
         out[h] = list(range(k, k + len(slots)))
         k += len(slots)
     return out
+
+
+def phase_entries(v: Validation, res: dict[str, list[int]], phase: str) -> dict[str, Any]:
+    """The entries of a phase ("copies", "burn") for the GPUs of res: from the per-GPU launch that ran it, else a
+    launch of its own (a short per-GPU run: --checks without throughput)."""
+    if phase not in v.phases_ahead:
+        keep_phases(v, res, alone(v, res, phase, steps=v.level.timing_warmup + 2, extras=True))
+    ahead = v.phases_ahead.get(phase) or {}
+    keep = {(h, s) for h, slots in res.items() for s in slots}
+    v.runs.setdefault(phase, ahead.get("run_dir") or "")
+    return {"ranks": [r for r in ahead.get("ranks") or [] if (r["host"], r["slot"]) in keep],
+            "error": ahead.get("error")}
