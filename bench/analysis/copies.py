@@ -38,6 +38,10 @@ from bench.analysis import peer_lines
 from bench.core.gpus import normalise
 
 HOST, MEMORY = ("h2d", "d2h"), ("d2d", "local")
+# The least noise of a copy timed by the host clock (a CPU rank's): identical CPU ranks of the suite's namespace
+# hosts, on two shared cores, spread +-4% in one run and a rank's two turns differed by up to 8% (2026-12-05, four
+# healthy validates); a GPU's copy timed by CUDA events agrees with its peers' within 1% (nvbandwidth#6, #24).
+HOST_CLOCK_FLOOR = (0.10, "a copy timed by the host clock on shared cores")
 COUNTED_ONCE = {"local": 2}   # kinds whose tool counts a copied byte once: x 2 to count its read and its write
 CODES = {("host", "FAIL"): "copy-slow", ("host", "WARN"): "copy-low", ("memory", "FAIL"): "memory-copy-slow",
          ("memory", "WARN"): "memory-copy-low"}  # fmt: skip
@@ -136,10 +140,14 @@ def _by_reference(value: float, ref: Reference | None, table: Table) -> tuple[st
     return status, f"{share:.0%} of {ref.gbps:.2f} GB/s published for {ref.label}{how} ({ref.cite})"
 
 
-def _peer_lines(values: list[float], fail_share: float) -> peer_lines.Lines | None:
+def _peer_lines(values: list[float], fail_share: float, rounds: list[list[float]] = (),
+                host_clock: bool = False) -> peer_lines.Lines | None:
     """peer_lines' noise line, and FAIL below max(noise, fail_share): a copy has no job to hold back, so the
-    compute straggler line does not apply; a path a quarter slower than its identical peers is a worse path."""
-    base = peer_lines.derive(values, straggler=0.0)
+    compute straggler line does not apply; a path a quarter slower than its identical peers is a worse path.
+    rounds: each figure's repeated measurements (a CPU rank's turns), for the noise one figure carries;
+    host_clock: timed by the host clock (HOST_CLOCK_FLOOR)."""
+    base = peer_lines.derive(values, rounds=rounds, straggler=0.0,
+                             floor=HOST_CLOCK_FLOOR if host_clock else (peer_lines.FLOOR, ""))
     if base is None:
         return None
     how = f"{base.how.split(';')[0]}; FAIL below max(noise, {fail_share:.0%})"
@@ -149,13 +157,16 @@ def _peer_lines(values: list[float], fail_share: float) -> peer_lines.Lines | No
 def judge(figures: list[dict], table: Table | None = None) -> list[Verdict]:
     """One verdict per figure: {"gpu", "model", "kind", "gbps"} and, for host copies, "pcie_gen" and "pcie_width"
     (the link's maximum: what it should run at) or "link" ("nvlink-c2c"); "method" ("ce", "sm": a copy engine's
-    and a kernel's copies are not peers) where it differs. A figure of None is left out."""
+    and a kernel's copies are not peers) where it differs; "rounds" (its repeated measurements, the figure their
+    best: a CPU rank's turns alone), whose spread widens the noise line; "clock": "host" where the host clock timed
+    it (a CPU rank's copies: HOST_CLOCK_FLOOR). A figure of None is left out."""
     table = table or load()
     figs = [dict(f, gbps=f["gbps"] * COUNTED_ONCE.get(f["kind"], 1)) for f in figures if f.get("gbps")]
     groups: dict[tuple, list[dict]] = {}
     for f in figs:
         groups.setdefault(_peer_key(f), []).append(f)
-    lines = {k: _peer_lines([f["gbps"] for f in fs], 1 - table.warn) for k, fs in groups.items()}
+    lines = {k: _peer_lines([f["gbps"] for f in fs], 1 - table.warn, [f.get("rounds") or [] for f in fs],
+                            all(f.get("clock") == "host" for f in fs)) for k, fs in groups.items()}
     out = []
     for f in figs:
         peers = lines[_peer_key(f)]

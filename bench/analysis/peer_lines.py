@@ -61,10 +61,12 @@ def _median(xs: list[float]) -> float:
 
 
 def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]] = (),
-           straggler: float = 0.10, se_name: str = "relative standard error of a mean step") -> Lines | None:
+           straggler: float = 0.10, se_name: str = "relative standard error of a mean step",
+           floor: tuple[float, str] = (FLOOR, "")) -> Lines | None:
     """Lines for the figures of one model's GPUs (higher is better). ses: each figure's own noise, relative (a
     GPU's standard error of its mean step; se_name says what it is); rounds: each GPU's figures over repeated
-    rounds, in the same round order for all."""
+    rounds, in the same round order for all; floor: the least noise and why, where a figure's clock is known to
+    move more than a GPU's (FLOOR, otherwise)."""
     values = [x for x in values if x and math.isfinite(x) and x > 0]
     if len(values) < MIN_PEERS:
         return None
@@ -77,7 +79,7 @@ def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]]
     terms = {f"3 x the robust spread of {len(values)} peers ({spread:.1%} in log ratio)": 3 * spread,
              f"3 x sqrt(2) x the median {se_name} ({se:.1%})": 3 * math.sqrt(2) * se,
              f"3 x the median spread over repeated rounds ({rep:.1%} in log ratio)": 3 * rep,
-             f"the floor {FLOOR:.0%}": -math.log(1 - FLOOR)}
+             f"the floor {floor[0]:.0%}" + (f" ({floor[1]})" if floor[1] else ""): -math.log(1 - floor[0])}
     why, width = max(terms.items(), key=lambda kv: kv[1])
     noise = 1 - math.exp(-width)
     fail = max(noise, straggler)

@@ -59,19 +59,23 @@ def link_of(v: Validation, host: str, b: dict) -> tuple[int | None, int | None]:
 
 
 def figures(v: Validation, entries: list[dict], kinds: tuple[str, ...]) -> list[dict]:
-    """copies.judge's figures of these kinds from the ranks' entries: alone as measured, all at once by peers."""
+    """copies.judge's figures of these kinds from the ranks' entries: alone as measured (with each turn's figure where
+    a rank took several: their spread is noise the peer line allows), all at once by peers."""
     out = []
     for e in entries:
         if e.get("status") != "ok":
             continue
         b = e.get("binding") or {}
         gen, width = link_of(v, e["host"], b)
+        turns = e.get("alone_turns") or []
         for phase, suffix in (("alone", ""), ("together", TOGETHER)):
             for kind, gbps in ((e.get("phases") or {}).get(phase) or {}).items():
                 if kind in kinds:
+                    again = [t.get(kind) for t in turns] if phase == "alone" and len(turns) > 1 else []
                     out.append({"gpu": f"{e['host']}:{e['slot']}", "model": v.gpu_name(e["host"], e["slot"]),
                                 "kind": kind + suffix, "gbps": gbps, "pcie_gen": gen, "pcie_width": width,
-                                "method": phase})
+                                "method": phase, "rounds": again,
+                                "clock": "host" if e.get("device") == "cpu" else "cuda events"})
     return out
 
 

@@ -14,7 +14,7 @@ import os
 import pytest
 
 from bench.core import results
-from tests.conftest import FAST, assert_bad_input, bench, one_json
+from tests.conftest import FAST, bench, one_json
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 

@@ -24,7 +24,7 @@ from bench.core import results
 from tests.conftest import REPO, one_json
 from tests.faults import cpu_quota_on, exit_at_import, on_one_host, perturb_linear
 
-from .validate_runs import SLOTS, junit_matches, not_pass, prediction_holds, row, run_validate, skip_if_load_hid
+from .validate_runs import SLOTS, junit_matches, not_pass, said, prediction_holds, row, run_validate, skip_if_load_hid
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -57,7 +57,7 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
     assert v.proc.returncode == 0, v.proc.stderr[-3000:] + v.proc.stdout[-3000:]
     rec = v.rec
     results.validate(rec)
-    assert rec["result"] == "PASS", not_pass(rec, "burn", "rails")
+    assert rec["result"] == "PASS", said(not_pass(rec, "burn", "rails"))
     assert not_pass(rec, "burn", "rails") == [], "a healthy cluster: every row PASS (a WARN would be a false alarm)"
     assert {c["status"] for c in rec["checks"] if c["check"] == "burn"} == {"SKIP"}   # off at quick
     # One interface each and no HCA: nothing for the rails check (test_validate_rails has two).

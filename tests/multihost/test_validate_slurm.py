@@ -18,7 +18,7 @@ from bench.core import results
 from tests.conftest import REPO, one_json
 from tests.faults import cpu_quota_on
 
-from .validate_runs import not_pass, row, skip_if_load_hid
+from .validate_runs import not_pass, row, said, skip_if_load_hid
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -62,10 +62,10 @@ THROUGH_MPIRUN = ("--launcher", "openmpi", "--checks", "health,throughput,numeri
 def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_exits_0(cluster, slurm, tmp_path, launcher):
     with no_ssh(cluster):
         proc, rec = validate_in_allocation(slurm, tmp_path, *(THROUGH_MPIRUN if launcher == "openmpi" else ()))
-    assert proc.returncode == 0, proc.stderr[-3000:] + str(not_pass(rec) if rec else "")
+    assert proc.returncode == 0, proc.stderr[-3000:] + (said(not_pass(rec)) if rec else "")
     assert rec["launcher"] == launcher and rec["hosts"] == slurm.nodes and rec["exit_status"] == 0
     assert {h: n["verdict"] for h, n in rec["nodes"].items()} == dict.fromkeys(slurm.nodes, "healthy"), \
-        not_pass(rec)
+        said(not_pass(rec))
     for check in PER_GPU:  # every host:slot judged, under the allocation's node names
         assert {c["node"] for c in rec["checks"] if c["check"] == check and c["gpu"] is not None} == _gpus(slurm), \
             check
@@ -116,7 +116,7 @@ def test_a_slow_gpu_drains_its_node_and_resume_returns_only_what_bench_drained(c
         assert row(rec, "throughput", f"{node}:0")["status"] == "PASS"
         assert rec["nodes"][node]["verdict"] == "drain" and rec["exclude"] == f"{node}:1"
         assert {h: n["verdict"] for h, n in rec["nodes"].items() if h != node} == \
-            {slurm.nodes[0]: "healthy", other: "healthy"}, not_pass(rec)
+            {slurm.nodes[0]: "healthy", other: "healthy"}, said(not_pass(rec))
         shown = slurm.run(["scontrol", "show", "node", node], timeout=15).stdout
         assert "DRAIN" in shown and "Reason=bench validate: throughput (GPU 1)" in shown, shown
         slurm.run(["scontrol", "update", f"NodeName={other}", "State=DRAIN", "Reason=fan replaced by hand"])

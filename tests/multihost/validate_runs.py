@@ -60,6 +60,13 @@ def not_pass(rec: dict, *skipping: str) -> list[dict]:
     return [c for c in rec["checks"] if c["status"] != "PASS" and not (c["status"] == "SKIP" and c["check"] in skipping)]
 
 
+def said(rows: list[dict]) -> str:
+    """Rows as a failed assertion should show them: whole, a line each (pytest cuts a list's repr at 240 characters,
+    and the reason is what tells a false alarm from a fault)."""
+    return "\n".join(f"{c['status']} {c['check']} [{c['node']}]: {c.get('value')} | {c.get('reason')}"
+                     for c in rows) or "(none)"
+
+
 def junit_matches(junit: Path, rec: dict) -> None:
     root = ET.parse(junit).getroot()
     cases = root.findall(".//testcase")

@@ -80,6 +80,26 @@ def test_a_cpu_rank_copies_between_host_buffers_and_counts_a_memcpy_twice():
     assert set(got) == {"host", "d2d"} and all(x > 0 for x in got.values())
 
 
+def test_a_cpu_figure_alone_is_its_best_window_and_all_at_once_the_mean_of_one():
+    """The host clock counts whatever else ran on the core: a copy slowed for a stretch (here the first 12 copies
+    take 5 ms, the rest 1 ms) is the best window's mean alone (a slow path is slow in every window), and the
+    mean over the whole stretch all at once (time-sliced ranks: a best window would flatter one)."""
+    import types
+
+    calls = []
+
+    def copy() -> None:
+        calls.append(1)
+        time.sleep(0.005 if len(calls) <= 13 else 0.001)   # the untimed first call, then 12 slow ones (60 ms)
+
+    cpu = types.SimpleNamespace(type="cpu")
+    best = wcopies._Timer(None, cpu, windows=3).seconds(copy, iters=1)
+    assert best < 0.0015, best     # the last of three 33 ms windows: 1 ms copies (and the sleep's overshoot)
+    calls.clear()
+    mean = wcopies._Timer(None, cpu, windows=1).seconds(copy, iters=1)
+    assert mean > 0.0015, mean     # 60 ms of slow copies in the one 100 ms window: about 2 ms
+
+
 def test_throughput_per_interval_from_the_step_ends():
     # Steps of 0.25 s for 2 s, then of 0.5 s: 4 steps a second, then 2.
     ends = [0.25 * k for k in range(1, 9)] + [2 + 0.5 * k for k in range(1, 5)]

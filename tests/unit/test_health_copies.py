@@ -149,3 +149,32 @@ def test_every_reference_row_has_its_source_and_names_a_model_bench_knows():
     # The codes a verdict carries are the health table's, with the severity its status says.
     for (_, status), code in copies.CODES.items():
         assert entry(code)["severity"] == status.lower()
+
+
+def test_a_figures_own_repeats_widen_the_peer_line_and_a_slow_path_still_fails():
+    """Six CPU ranks' 64 MiB memcpy in the suite's healthy validate (namespace hosts on two shared cores), each the
+    best of its two turns alone, as measured on 2026-12-05: the six agree within 1% (the peers' spread alone would
+    put the line at the 2-3% floor), while one rank's two turns differ by up to 8%, which is what one figure moves.
+    A rank 4% below the others is within that; a rank at 60% of them is slow in every turn and FAILs either way."""
+    turns = [[42.13, 44.87], [42.62, 44.52], [41.19, 44.89], [43.76, 44.62], [43.35, 43.42], [43.69, 43.22]]
+
+    def figs(rows: list[list[float]], with_rounds: bool) -> list[dict]:
+        return [{"gpu": f"h:{i}", "model": "CPU", "kind": "d2d", "gbps": max(t), "method": "alone",
+                 "rounds": t if with_rounds else []} for i, t in enumerate(rows)]
+
+    alone, repeated = copies.judge(figs(turns, False)), copies.judge(figs(turns, True))
+    assert {v.status for v in alone + repeated} == {"PASS"}
+    assert repeated[0].peers.noise > alone[0].peers.noise + 0.02 and "repeated rounds" in repeated[0].peers.how
+    low = turns[:5] + [[41.5, 42.6]]        # 4% below the others' median
+    assert copies.judge(figs(low, False))[-1].status == "WARN"
+    assert copies.judge(figs(low, True))[-1].status == "PASS"
+    slow = turns[:5] + [[26.1, 26.8]]
+    got = copies.judge(figs(slow, True))[-1]
+    assert got.status == "FAIL" and got.code == "memory-copy-slow", got.line
+    # Timed by the host clock (as these were): the line is at least the floor measured for it, and says so.
+    timed = [dict(f, clock="host") for f in figs(low[:5] + [[40.0, 40.9]], True)]     # 8% below: within it
+    got = copies.judge(timed)[-1]
+    assert got.status == "PASS" and "WARN below -10%" in got.line, got.line
+    assert "host clock on shared cores" in got.peers.how
+    got = copies.judge(timed[:5] + [dict(timed[5], gbps=26.8, rounds=[26.1, 26.8])])[-1]
+    assert got.status == "FAIL", got.line
