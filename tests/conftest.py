@@ -38,6 +38,18 @@ def bench(*args: str, timeout: float = 600, env: dict | None = None, cwd: str | 
                           timeout=timeout, env=full_env, cwd=cwd or REPO)
 
 
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen):
+    """proc for the block; on leaving, if it still runs (a wait that failed, an assertion), killed and its pipes
+    drained: a failed test must not leave bench, and the ranks it would have stopped, running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 @dataclass
 class CliResult:
     """What cli() gives back: the shape of a finished subprocess.CompletedProcess."""

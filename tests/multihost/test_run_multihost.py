@@ -14,7 +14,7 @@ import os
 import pytest
 
 from bench.core import results
-from tests.conftest import FAST, bench, one_json
+from tests.conftest import FAST, bench, one_json, reaped
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -123,7 +123,7 @@ def test_ctrl_c_stops_every_remote_rank_by_pid(cluster, out_dir):
         [sys.executable, "-m", "bench", "--hostfile", str(cluster.hostfile), "--launcher", "pdsh",
          "--dataset", "synthetic", "--steps", "5000", "--json", *FAST, "--out", out_dir],
         env=cluster.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(proc):
         # Wait until every rank runs (its PID file is its first act).
         deadline = time.monotonic() + 300
         while len(glob.glob(os.path.join(out_dir, "*", "ranks", "pid-*"))) < 3:
@@ -135,10 +135,6 @@ def test_ctrl_c_stops_every_remote_rank_by_pid(cluster, out_dir):
         assert len(pids) == 3 and all(_still_running(p, run_dir) for p in pids)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, err[-3000:]
     assert one_json(out)["status"] == "interrupted"
     assert not [p for p in pids if _still_running(p, run_dir)]

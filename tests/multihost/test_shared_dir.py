@@ -19,7 +19,7 @@ import time
 import pytest
 
 from bench.core import results
-from tests.conftest import FAST, one_json
+from tests.conftest import FAST, one_json, reaped
 from tests.faults import cpu_quota_on
 
 from . import sharedfs
@@ -132,7 +132,7 @@ def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_
     # The first barrier that runs out (after 120 s) fails the test at once: bench is stopped as Ctrl-C stops it
     # (every rank by PID), not left to wait out the next barrier too (~5 min on today's code).
     anyway: list[str] = []
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 900
         while proc.poll() is None and not anyway and time.monotonic() < deadline:
             time.sleep(1)
@@ -140,10 +140,6 @@ def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     anyway += [line for line in _lines(out, "starting anyway") if line not in anyway]
     assert not anyway, anyway
     # Every rank's record collected: every GPU judged, none an ERROR, every node a verdict (never unknown: exit

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import results
-from tests.conftest import FAST, one_json
+from tests.conftest import FAST, one_json, reaped
 
 from .test_faults import _anywhere
 
@@ -145,17 +145,13 @@ def test_a_sweep_stopped_and_resumed_then_reported(shared_cluster, profile):
     ids = ["batch/mb=8/gpus=3", "batch/mb=16/gpus=3"]
     jsonl = os.path.join(out, "batch", "results.jsonl")
     proc = share.popen(*argv, env=c.env)
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + START_LIMIT_S
         while not (os.path.exists(jsonl) and results.read(jsonl).records):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
             time.sleep(0.5)
         proc.send_signal(signal.SIGINT)  # the first point recorded, the second running
         stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 130, stderr[-3000:]
     kept = [r["point_id"] for r in results.read(jsonl).records if r["status"] == "ok"]
     assert kept == ids[:1], kept

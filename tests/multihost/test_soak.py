@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.core import results
-from tests.conftest import REPO, one_json
+from tests.conftest import REPO, one_json, reaped
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -32,17 +32,13 @@ def _recorded(out) -> list[dict]:
 def _interrupt_after(argv, env, out, rounds: int) -> None:
     """Run the soak until `rounds` rounds are on disk, then Ctrl-C it: exit 130, nothing of the next round kept."""
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 600
         while len(_recorded(out)) < rounds:
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:]
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, err[-3000:]
     assert [r["soak"]["round"] for r in _recorded(out)] == list(range(1, rounds + 1)), "the interrupted round"
 

@@ -22,7 +22,7 @@ import pytest
 
 from bench.core import results
 from bench.launch.cleanup import is_our_rank
-from tests.conftest import FAST, REPO
+from tests.conftest import FAST, REPO, reaped
 
 
 def _fake_rank(run_dir: Path) -> subprocess.Popen:
@@ -138,17 +138,13 @@ def test_sigint_stops_every_rank_and_records_interrupted(tmp_path: Path) -> None
     proc = subprocess.Popen([sys.executable, "-m", "bench", "--gpus", "2", "--dataset", "synthetic", *FAST,
                              "--steps", "5000", "--no-eval", "--timeout", "600", "--out", str(out), "--json"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with reaped(proc):
         progress = _wait_for(str(out / "2*-*" / "progress.json"), proc, 900)
         run_dir = os.path.dirname(progress)
         pids = [int(open(p).read().split()[1]) for p in glob.glob(os.path.join(run_dir, "ranks", "pid-*"))]
         assert len(pids) == 2 and all(is_our_rank(p, run_dir) for p in pids)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, stderr[-3000:]
     assert "Traceback" not in stderr
     rec = json.loads(stdout)

@@ -107,7 +107,7 @@ def test_validate_runs_compare_per_node_and_ignore_their_own_runs(tmp_path):
                                    measured={"node_images_per_s": {"n1": 100.0, "n2": ips_b},
                                              "node_busbw": {"n1": 5e8, "n2": 5e8},
                                              "dp": {"world_size": 2, "images_per_s": 190.0}})
-    a = write(tmp_path / "a" / "validate-1", validate(100.0))
+    write(tmp_path / "a" / "validate-1", validate(100.0))
     write(tmp_path / "a" / "validate-1" / "runs" / "x", run(1.0))  # the validate run's own solo run
     b = write(tmp_path / "b" / "validate-2", validate(60.0))
     write(tmp_path / "b" / "validate-2" / "runs" / "y", run(999.0))

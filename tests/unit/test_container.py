@@ -13,7 +13,6 @@ import json
 import os
 import shlex
 import sys
-import types
 
 import pytest
 

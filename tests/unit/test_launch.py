@@ -5,10 +5,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
