@@ -13,7 +13,8 @@ fast are the same distance, and no spread puts a line below zero speed):
               median GPU's relative standard error of its mean step (what
               one figure moves run to run), 3 x the median GPU's spread
               over repeated rounds (each round against its own median: a
-              load that moves every GPU together cancels), the FLOOR's)
+              load that moves every GPU together cancels), the floor's (FLOOR, or the
+              caller's where its figures' clock moves more: bench.analysis.copies))
   noise = 1 - exp(-width): the shortfall, as a share of the median, that
           is `width` below it; for small widths the two are the same
           (a 3% width is a 2.96% line), for wide ones the line stays
