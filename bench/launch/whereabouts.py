@@ -219,9 +219,13 @@ def verdict(ranks: list[tuple[int, str, int]], answers: dict[int, dict[str, Any]
         e["odd"] = e["at"] != "aborted" and (waited is None or e["at"] != "waiting" or
                                              (e["collective"]["op"], e["collective"]["seq"]) != (waited["op"],
                                                                                                  waited["seq"]))
-    # A host that stopped answering explains its peers (a rank one message ahead of the others, say): first.
+    # A host that stopped answering explains its peers (a rank one message ahead of the others, say): first. Then
+    # a process seen stopped or blocked that did not answer: a rank that answered from inside a collective is
+    # waiting on someone, even one behind the others (in a ring all-reduce a rank can pass #60 while its neighbour
+    # still waits for the stopped rank's last chunk of #59: a CI run named that neighbour, not the stopped rank).
     cut = [e for e in at if e.get("host_unreachable")]
-    odd = cut + [e for e in at if e["odd"] and e not in cut]
+    seen = [e for e in at if e["odd"] and e["at"] == "no answer" and e.get("process_state") and e not in cut]
+    odd = cut + seen + [e for e in at if e["odd"] and e not in cut and e not in seen]
     if not odd:
         # Every rank in the same collective: the one the flight recorder shows behind, if any.
         odd = [e for e in at if e.get("behind")]

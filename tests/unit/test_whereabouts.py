@@ -67,6 +67,18 @@ def test_a_stopped_rank_that_did_not_answer_is_named_by_its_process_state():
     assert {e["rank"]: e for e in v.ranks_at}[1]["process_state"] == "T (stopped)"
 
 
+def test_a_stopped_rank_is_named_before_a_neighbour_still_finishing_the_collective_it_stopped_in():
+    """A CI run (strict FUSE profile, 3 hosts): rank 1 SIGSTOPped; rank 2 had passed all_reduce #59 and waited in
+    #60, rank 0 still waited in #59 for rank 1's last chunk (a ring lets one rank finish before another). Rank 0
+    answered from inside a collective, so it waits on someone; the stopped process is the cause and comes first."""
+    v = verdict({0: waiting(59, step=2), 2: waiting(60, step=2)},
+                cleanup={"states": {"10.0.0.3": {"200": "T (stopped)"}}})
+    assert [e["rank"] for e in v.odd] == [1, 0]
+    assert v.reason.startswith("hung at step 2: rank 1 on node2 did not answer: its process was stopped (state T: "
+                               "SIGSTOP, or a debugger); rank 0 on node1 was in all_reduce #59, behind the others "
+                               "(#60); 1 rank waited in all_reduce #60"), v.reason
+
+
 def test_ranks_that_ended_by_their_own_timeout_count_as_waiting_in_the_collective_that_failed():
     failed = {"status": "failed", "error": "DistBackendError: Timed out",
               "at": {"step": 7, "seq": 41, "in_flight": [], "failed": {"seq": 41, "op": "all_reduce", "step": 7,
