@@ -176,20 +176,29 @@ def test_run_directory_removed_mid_run(tmp_path):
 def test_sweep_stops_at_the_point_and_keeps_the_finished_ones(tmp_path):
     with tmpfs(tmp_path / "out", 4096) as mnt:
         sweep_dir = os.path.join(mnt, "ddp")
-        # Point 1 finished and was recorded; point 2 is training (its progress.json is the second one).
+        points = ["ddp/engine=deepspeed/gpus=2", "ddp/engine=ddp/gpus=2", "ddp/engine=fsdp2/gpus=2"]  # its order
+        # Filled once point 1 finished and point 2 began (its progress.json is the second one). Where the full disk
+        # stops the sweep is the machine's timing: point 2 of 6 steps, whose first progress bench hears over the
+        # network, finished and was kept before the fill in one CI run, and point 3 could not start. Either way the
+        # points finished before it are kept whole and the one it stopped at is named.
         rc, out, err = run_until(["sweep", "ddp", *RUN, "--steps", "6", "--out", mnt, "--json"],
                                  lambda: len(glob.glob(os.path.join(sweep_dir, "runs", "*", "progress.json"))) >= 2,
                                  lambda: fill(mnt))
         line = one_line(err, progress="sweep ddp: ")
         assert rc == 1, (out[-2000:], err)
-        assert line.endswith(f"the sweep stopped at point ddp/engine=ddp/gpus=2; 1 finished point(s) are kept in "
-                             f"{sweep_dir}/results.jsonl"), line
-        assert whole_lines(os.path.join(sweep_dir, "results.jsonl")) == 1
         kept = results.read(os.path.join(sweep_dir, "results.jsonl")).records
-        assert [r["point_id"] for r in kept] == ["ddp/engine=deepspeed/gpus=2"] and kept[0]["status"] == "ok"
-        rec = one_json(out)  # point 2's record, as the sweep would have kept it
-        results.validate(rec)
-        assert rec["kind"] == "point" and rec["point_id"] == "ddp/engine=ddp/gpus=2"
+        n = len(kept)
+        assert 1 <= n < len(points) and [r["point_id"] for r in kept] == points[:n], kept
+        assert all(r["status"] == "ok" for r in kept) and whole_lines(os.path.join(sweep_dir, "results.jsonl")) == n
+        assert line.endswith(f"the sweep stopped at point {points[n]}; {n} finished point(s) are kept in "
+                             f"{sweep_dir}/results.jsonl"), line
+        # The stopped point's record, as the sweep would have kept it, where it measured anything (a point that
+        # could not write its config.json never started: nothing of it to print).
+        assert ("the record it would have held is on stdout" in line) == bool(out.strip()), (line, out[-500:])
+        if out.strip():
+            rec = one_json(out)
+            results.validate(rec)
+            assert rec["kind"] == "point" and rec["point_id"] == points[n]
         no_temporaries(mnt)
 
 
