@@ -132,11 +132,15 @@ def test_one_slow_gpu_is_named_drained_and_regressed_alone(cluster, tmp_path, he
     gpu = f"{slow}:1"
     with cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=8000,
                       after="start barrier") as moved:
-        # 60%: with one run a side the threshold alone judges, and six ranks time-slicing two cores move together
-        # with whatever else the machine runs between the two validate runs (a healthy GPU fell by over 40% in
-        # one CI run, its peers with it: its throughput row, against them, PASSed); the slowed one falls by ~76%.
+        # 70%: with one run a side the threshold alone judges, and it must sit between what a healthy rank and
+        # the slowed one can lose. A rank is one thread: at most a whole core in the healthy run (one that
+        # warmed up slowly measures its steady steps partly after its peers finished, alone: a CI run on
+        # 2026-12-05 had node1's two ranks at 392-398 img/s, the other four at 181-187), and here at least
+        # (2 - 0.08) / 5 = 0.38 of one: a healthy GPU loses at most ~62% (that CI run: -60.0% against a 60%
+        # threshold, drained). The slowed rank has 0.08 of a core against at least a third in the healthy run:
+        # it loses at least ~76%.
         v = run_validate(cluster, tmp_path, "--checks", "throughput,stragglers", "--baseline",
-                         str(healthy_validate.out), "--threshold", "60%")
+                         str(healthy_validate.out), "--threshold", "70%")
     assert moved, "the quota caught no rank"
     rec = v.rec
     results.validate(rec)
@@ -147,7 +151,7 @@ def test_one_slow_gpu_is_named_drained_and_regressed_alone(cluster, tmp_path, he
     r = row(rec, "throughput", gpu)
     assert r["status"] == "FAIL", r
     assert [(e["host"], e["gpu"], e["check"]) for e in rec["drain"]] == [(slow, 1, "throughput"), (slow, 1, "baseline")], \
-        [(c["node"], c["value"], c["reason"]) for c in rec["checks"] if c["check"] in ("baseline", "throughput")]
+        said([c for c in rec["checks"] if c["check"] in ("baseline", "throughput")])
     assert rec["exclude"] == gpu
     st = row(rec, "stragglers", "cluster")
     assert st["status"] == "WARN" and f"--exclude {gpu}" in st["reason"] and gpu in st["value"], st
