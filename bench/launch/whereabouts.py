@@ -223,9 +223,10 @@ def verdict(ranks: list[tuple[int, str, int]], answers: dict[int, dict[str, Any]
     # a process seen stopped or blocked that did not answer: a rank that answered from inside a collective is
     # waiting on someone, even one behind the others (in a ring all-reduce a rank can pass #60 while its neighbour
     # still waits for the stopped rank's last chunk of #59: a CI run named that neighbour, not the stopped rank).
-    cut = [e for e in at if e.get("host_unreachable")]
-    seen = [e for e in at if e["odd"] and e["at"] == "no answer" and e.get("process_state") and e not in cut]
-    odd = cut + seen + [e for e in at if e["odd"] and e not in cut and e not in seen]
+    # Ranks of one kind keep their rank order (a stable sort).
+    odd = sorted((e for e in at if e["odd"] or e.get("host_unreachable")),
+                 key=lambda e: 0 if e.get("host_unreachable") else 1 if e["at"] == "no answer" and
+                 e.get("process_state") else 2)
     if not odd:
         # Every rank in the same collective: the one the flight recorder shows behind, if any.
         odd = [e for e in at if e.get("behind")]

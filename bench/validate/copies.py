@@ -109,15 +109,17 @@ def _rows(v: Validation, check: str, kinds: tuple[str, ...], t0: float) -> None:
             alone = [x for x in mine if TOGETHER not in x.kind]
             # CPU ranks all at once time-slice their node's cores (six ranks on two here): that figure is the
             # scheduler's share, shown but not judged; each rank's turn alone is (bench.worker.copies).
-            judged = alone if v.device != "cuda" and alone else mine
-            worst = max(judged, key=lambda x: RANK[x.status])
+            shared = e.get("device") == "cpu" and bool(alone)
+            worst = max(alone if shared else mine, key=lambda x: RANK[x.status])
             value = "; ".join(f"{LABEL.get(x.kind.replace(TOGETHER, ''), x.kind)} {x.gbps:.2f}" for x in alone)
             value += " GB/s alone; all at once " + ", ".join(f"{x.gbps:.2f}" for x in mine if TOGETHER in x.kind)
             refs = {x.reference.label for x in mine if x.reference is not None}
+            reason = f"{worst.line}; {where}"
+            if shared:
+                reason += "; all at once not judged on CPU ranks (they share the node's cores)"
             v.add_gpu(check, host, s, worst.status, value,
                       "its peers" + (f" and {', '.join(sorted(refs))}" if refs else " (nothing published for it)"),
-                      f"{worst.line}; {where}" + ("; all at once not judged on CPU ranks (they share the node's "
-                                                  "cores)" if judged is not mine else ""), t0=t0, figure=alone[0].gbps * 1e9 if alone else None,
+                      reason, t0=t0, figure=alone[0].gbps * 1e9 if alone else None,
                       action=entry(worst.code)["action"] if worst.code else "")
             if check == "copies" and far:
                 v.add_gpu("binding", host, s, "WARN", e["binding"].get("cpus") or "", "its GPU's NUMA node", where,
