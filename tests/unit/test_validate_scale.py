@@ -95,7 +95,7 @@ def test_one_slow_nic_among_100_nodes_is_named_after_its_pairs_and_a_retest_agai
     assert {h: c.status for h, c in rows.items() if h not in ("n042", "cluster")} == \
         {f"n{i:03d}": "PASS" for i in range(100) if i != 42}
     assert [tag for tag, _ in asked] == ["inter-node", "inter-node-again"]
-    assert asked[0][1] == 7, "6 rounds of pairs and the whole set once"
+    assert asked[0][1] == 6 * 3 + 1, "6 rounds of pairs, full's 3 looks at each, and the whole set once"
     assert v.figures["bisection"].keys() == {"n042"}
 
 
@@ -277,9 +277,14 @@ def test_with_leaves_the_pairs_cross_leaf_switches(kind, n, leaf_size):
     assert all(_is_matching(r) for r in got)
     pairs = _pairs(got)
     assert len(set(pairs)) == len(pairs)
-    assert sum(leaves[a] == leaves[b] for a, b in (tuple(p) for p in pairs)) == 0
-    assert min(len(p) for p in pairing.partners(got).values()) == (2 if kind == "ring" else 6)
-    assert len(got) == len(pairing.first_rounds(kind, n, seed=3, matchings=4)), "as many rounds as without"
+    across = len(pairing.first_rounds(kind, n, seed=3, matchings=4))
+    sizes = [leaves.count(x) for x in set(leaves)]
+    assert len(got) == across + max(len(pairing.ring_rounds(k)) for k in sizes), "each leaf's ring follows, at once"
+    first, inside = _pairs(got[:across]), _pairs(got[across:])
+    assert sum(leaves[a] == leaves[b] for a, b in (tuple(p) for p in first)) == 0, "the first rounds cross leaves"
+    assert all(leaves[a] == leaves[b] for a, b in (tuple(p) for p in inside)), "then pairs inside a leaf only"
+    assert min(len(p) for p in pairing.partners(got[:across]).values()) == (2 if kind == "ring" else 6)
+    assert min(len(p) for p in pairing.partners(got[across:]).values()) >= 1, "every node has a pair in its leaf"
 
 
 def _inter_leaves(monkeypatch, topology: bool):
@@ -298,7 +303,7 @@ def _inter_leaves(monkeypatch, topology: bool):
 
     def rate(a: str, b: str) -> float:
         nic = min(20e6 if h == "n05" else 100e6 for h in (a, b))
-        return nic * (0.4 if "l3" in (leaf[a], leaf[b]) else 1.0)
+        return min(nic, 40e6 if "l3" in (leaf[a], leaf[b]) and leaf[a] != leaf[b] else 100e6)
 
     def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
         return {"rows": [{"group": name, "wrong": 0, "busbw": 40e6 if name == "all" else rate(*name.split("+"))}
@@ -306,13 +311,19 @@ def _inter_leaves(monkeypatch, topology: bool):
 
     monkeypatch.setattr(runs, "comm", comm)
     pairs.inter_node(v)
+    if topology:
+        return {c.node: c.status for c in v.checks if c.check == "inter-node" and c.host is not None}, \
+            {(c.node, c.status) for c in v.checks if c.check == "fabric"}
     return {c.node: c.status for c in v.checks if c.check == "inter-node" and c.host is not None}
 
 
-def test_with_topology_a_slow_uplink_is_the_paths_and_a_bad_nic_still_the_nodes(monkeypatch):
-    got = _inter_leaves(monkeypatch, topology=True)
+def test_with_topology_a_slow_uplink_is_the_leafs_and_a_bad_nic_still_the_nodes(monkeypatch):
+    got, fabric = _inter_leaves(monkeypatch, topology=True)
     assert got["n05"] == "FAIL"
     assert {h: s for h, s in got.items() if h != "n05"} == {f"n{i:02d}": "PASS" for i in range(40) if i != 5}
+    assert {(n, s) for n, s in fabric if n.startswith("l")} == {("l0", "PASS"), ("l1", "PASS"), ("l2", "PASS"),
+                                                                 ("l3", "FAIL")}
+    assert {n for n, s in fabric if s == "WARN"} == {f"n{i}" for i in range(30, 40)}, "l3's nodes held"
     without = _inter_leaves(monkeypatch, topology=False)
     assert without["n05"] == "FAIL"
     assert any(without[f"n{i}"] != "PASS" for i in range(30, 40)), "without it, leaf l3's nodes look slow"
