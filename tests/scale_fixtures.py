@@ -131,6 +131,10 @@ def health_templates() -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- the fabric
+# One look's relative spread (the standard deviation of the log of a pair's looks), as measured on the suite's
+# namespace hosts over gloo (docs/validate.md, "How a look is judged"): the noisiest links bench runs on, so a
+# fabric model with it errs towards false alarms.
+LOOK_NOISE_NCCL = 0.01
 @dataclass
 class Fabric:
     """What the links between nodes do (shares of the published figure); the defaults are a healthy 1:1 fabric."""
@@ -168,7 +172,7 @@ class Cluster:
         self.bad = planted(nodes) if bad is None else bad
         self.seed = seed
         self.fabric = fabric  # None: every pair at the published figure, jittered 1% (the planted slow NIC aside)
-        self._looks = 0
+        self._look_rng = random.Random(f"{seed}:looks")  # every look its own draw, in the order bench asks
         self.synthetic_s = self.synthetic_cpu_s = 0.0
         self.launches: list[str] = []
         self.rows_s = self.rows_cpu_s = 0.0  # bench's own time inside the link launches: rows_from_summary
@@ -345,7 +349,7 @@ class Cluster:
         scope = "intra" if len(members) == 1 else "inter"
         refs = []
         for h in members:
-            key = (scope, h, per_host[h])
+            key = (scope, per_host[h])  # every node is the same recorded H200 node: one answer per scope and size
             if key not in self._refs:
                 self._refs[key] = v.table.link_for(scope, v.inventory.get(h) or {}, gpus_per_node=per_host[h])
             refs.append(self._refs[key])
@@ -353,9 +357,8 @@ class Cluster:
         slow = scope == "inter" and any(self.bad.get(h) == "slow-nic" for h in members)
         base *= 0.25 if slow else 1
         if self.fabric is not None and len(members) == 2:
-            self._looks += 1
             a, b = (self.index[h] for h in members)
-            return base * self.fabric.share(a, b, self.hosts, self._rng("look", name, self._looks))
+            return base * self.fabric.share(a, b, self.hosts, self._look_rng)
         if self.fabric is not None and len(members) > 2:  # the whole set's ring: its slowest NIC and uplink
             leaves = {self.fabric.leaf(self.index[h]) for h in members}
             path = min(self.fabric.uplink.get(x, 1.0) for x in leaves) * self.fabric.oversub if len(leaves) > 1 else 1

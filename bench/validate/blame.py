@@ -23,7 +23,8 @@ part's count. What is left is judged by the same shares:
          then ("intermittent" while under two thirds), or slow in most looks
          but only past the WARN line (a suspect whose pairs only WARN is WARN);
   PASS   otherwise, with at least one look left;
-  SKIP   no look left: every look it had crossed a blamed part.
+  SKIP   no look left: every look it had crossed a blamed part (untold()
+         where some of those were short: it may be slow too).
 
 Pure: parts are names, looks are statuses.
 """
@@ -51,6 +52,7 @@ class Share:
     failed: int = 0
     blamed: int | None = None          # 1, 2, ...: the order parts were blamed in; None: not blamed
     explained_by: dict[str, int] = field(default_factory=dict)  # blamed part -> its looks taken off this count
+    explained_short: int = 0           # of those, the short ones
 
     def add(self, status: str, sign: int = 1) -> None:
         self.looks += sign
@@ -65,6 +67,11 @@ class Share:
         if self.short >= WARN_SHARE * self.looks:
             return "WARN"
         return "PASS"
+
+    def untold(self) -> bool:
+        """Not blamed, no look left, and short looks taken off: every partner it was short with is blamed, so
+        whether it is slow too cannot be told from these looks."""
+        return self.blamed is None and self.looks <= 0 and self.explained_short > 0
 
     def intermittent(self) -> bool:
         """Short in some of its looks but fewer than two thirds: slow now and then, not always."""
@@ -107,3 +114,4 @@ def peel(looks: Iterable[Look], order: list[str]) -> dict[str, Share]:
                 if other != worst and s.blamed is None:
                     s.add(looks[i].status, -1)
                     s.explained_by[worst] = s.explained_by.get(worst, 0) + 1
+                    s.explained_short += looks[i].status in SHORT

@@ -67,15 +67,17 @@ def reason_of(entries: list[dict[str, Any]], host: str) -> str:
             (f" (+{more} more failed check(s))" if more > 0 else ""))
 
 
-# Drains on one leaf switch past this share of its nodes (and at least LEAF_MIN of them) are the switch's, or what
-# its nodes share (power, cooling, a PDU), more often than that many bad nodes at once.
+# Drains on one leaf switch of at least this share of its nodes (and at least LEAF_MIN of them) are the switch's, or
+# what its nodes share (power, cooling, a PDU), more often than that many bad nodes at once. At least half, not more:
+# when every pair inside a leaf is slow, bench.validate.blame names every other node of the leaf's ring (each
+# explains both its pairs), exactly half of an even leaf.
 LEAF_SHARE, LEAF_MIN = 0.5, 4
 
 
 def breaker(entries: list[dict[str, Any]], limit: int | None, nodes: int, leaf_of: dict[str, str | None] | None = None,
             earlier: list[str] = ()) -> dict[str, Any] | None:
     """The circuit breaker (Azure's cluster-health-monitor, NVSentinel), by shape as well as size: drains concentrated
-    on one leaf switch (more than LEAF_SHARE of the nodes it holds here, at least LEAF_MIN) are held and named as that
+    on one leaf switch (at least LEAF_SHARE of the nodes it holds here, and LEAF_MIN) are held and named as that
     leaf whatever --max-drain says; past `limit` nodes at once (counting `earlier`: a soak's drains of earlier
     rounds) every drain is held, since that many is more often the fabric, the launcher or bench than bad nodes.
     None when nothing is held."""
@@ -90,7 +92,7 @@ def breaker(entries: list[dict[str, Any]], limit: int | None, nodes: int, leaf_o
         for h in hosts:
             if leaf_of.get(h) is not None:
                 on.setdefault(leaf_of[h], []).append(h)
-        leaves = {leaf: hs for leaf, hs in on.items() if len(hs) >= LEAF_MIN and len(hs) > LEAF_SHARE * size[leaf]}
+        leaves = {leaf: hs for leaf, hs in on.items() if len(hs) >= LEAF_MIN and len(hs) >= LEAF_SHARE * size[leaf]}
     by_leaf = {h for hs in leaves.values() for h in hs}
     rest = [h for h in hosts if h not in by_leaf]
     over = limit is not None and len(set(earlier) | set(rest)) > limit

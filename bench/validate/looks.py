@@ -178,9 +178,13 @@ def judge_all(v: Validation, hosts: list[str], links: Links) -> dict[str, blame.
     """Every look's status, each pair's reference and note (from its median look), then every part's share."""
     topology = any(x.across for x in links.pairs.values())
     lines = {kind: _lines(v, links, kind) for kind in ((False, True) if topology else (None,))}
-    refs: dict[str, object] = {}
+    known = v.derived.setdefault("inter_refs", {})  # a node's published figure, once per run and GPU count
+    refs = {}
     for h in hosts:
-        refs[h] = link_ref(v, "inter", h)
+        key = (h, len(v.good_slots(h)))
+        if key not in known:
+            known[key] = link_ref(v, "inter", h)
+        refs[h] = known[key]
     for x in links.pairs.values():
         kind = (x.across is not None) if topology else None
         ref = None if x.across else _slower(refs[x.pair.a], refs[x.pair.b])

@@ -58,7 +58,9 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
     (bisection; nodes of its own leaf first, whose pairs cross no uplink), in one launch; False when nothing
     needed it."""
     idx = {h: i for i, h in enumerate(hosts)}
-    blamed = [h for h in hosts if shares[h].blamed is not None]
+    # The blamed, and those left with no look that were short with blamed partners only (untold): each against
+    # two nodes not blamed, its own leaf's first (their pairs cross no uplink).
+    blamed = [h for h in hosts if shares[h].blamed is not None or shares[h].untold()]
     again = [(idx[x.pair.a], idx[x.pair.b]) for x in links.pairs.values() if x.status() != "PASS"]
     known = {frozenset(p) for p in again}
     good = [h for h in hosts if shares[h].blamed is None and shares[h].looks]
@@ -96,7 +98,7 @@ def _node_rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, 
     bisection = {}
     for h in hosts:
         s = shares[h]
-        status = s.status() if s.blamed is not None else ("PASS" if s.looks else "SKIP")
+        status = s.status() if s.blamed is not None else "PASS" if s.looks else "WARN" if s.untold() else "SKIP"
         mine = links.of(h)
         against = [x for x in mine if shares[x.other(h)].blamed is None and not links.explained(x, shares)]
         figure = max((x.busbw for x in against), default=best[h]) if s.blamed is not None else best[h]
@@ -106,6 +108,9 @@ def _node_rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, 
         why = f"{s.describe()} over its {len(mine)} pair(s)"
         if status == "FAIL":
             why += "; failed in most of its looks against parts not blamed: this node, not its neighbours"
+        elif status == "WARN" and s.untold():
+            why = (f"short with every partner, and each of those is blamed ({s.describe()}): it may be slow too, and "
+                   "could not be told apart (no good node was left to measure it against)")
         elif status == "WARN":
             why += ("; intermittent: short in some looks, not in most" if s.intermittent() else
                     "; short in most looks, but only past the WARN line")
