@@ -131,10 +131,12 @@ def health_templates() -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- the fabric
-# One look's relative spread (the standard deviation of the log of a pair's looks), as measured on the suite's
-# namespace hosts over gloo (docs/validate.md, "How a look is judged"): the noisiest links bench runs on, so a
-# fabric model with it errs towards false alarms.
+# One look's spread (the standard deviation of the log of a pair's looks). NCCL between two nodes: 1%, the jitter
+# these fixtures always had (nccl-tests' runs repeat within a few percent). Here: 0.30, measured on the suite's
+# namespace hosts over gloo (bench/validate/looks.py, LOOK_FLOOR): the noisiest links bench runs on, a fabric model
+# with it errs towards false alarms.
 LOOK_NOISE_NCCL = 0.01
+LOOK_NOISE_HERE = 0.30
 @dataclass
 class Fabric:
     """What the links between nodes do (shares of the published figure); the defaults are a healthy 1:1 fabric."""
@@ -443,3 +445,42 @@ class Cluster:
                 "figures": {"world_size": world, "images_per_s": ips,
                             "loss": {"first": loss[0], "last": loss[-1], "curve": loss},
                             "sanity": {"loss_finite": True, "loss_fell": True, "world_size_as_planned": True}}}
+
+
+# --------------------------------------------------------------------------- the inter-node check alone
+def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None) -> dict:
+    """bench.validate.pairs.inter_node alone over `nodes` of these nodes (8 H200s each, leaves of fabric.leaf_size
+    known to bench), every look answered from the fabric model directly (no launch, no rows_from_summary over the
+    ranks: validate's scale tests time that); pair_looks: the level's looks at each pair, where not its own. Returns
+    {node: its inter-node Check}."""
+    import dataclasses
+
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import config, pairs, runs
+    from bench.validate.state import Validation
+
+    cluster = Cluster(nodes, seed=seed, fabric=fabric, bad={})
+    hosts = cluster.hosts
+    cfg = config.ValidateConfig(level=level, checks=("inter-node",), pairs_seed=seed + 1)
+    v = Validation(cfg, HostSelection(), {h: list(range(GPUS)) for h in hosts}, references.load(), "/nonexistent")
+    if pair_looks is not None:
+        v.level = dataclasses.replace(v.level, pair_looks=pair_looks)
+    v.device = "cuda"
+    node = json.loads(node_template())
+    v.inventory = {h: node for h in hosts}
+    v.leaf_of = {h: f"leaf{fabric.leaf(i):02d}" for i, h in enumerate(hosts)}
+
+    def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
+        per_host = {h: len(s) for h, s in resources.items()}
+        return {"rows": [{"group": names[gi], "wrong": 0, "busbw": cluster._busbw(
+            v_, names[gi].split("+") if names[gi] != "all" else list(resources), per_host, names[gi])}
+            for rnd in rounds for gi in rnd]}
+
+    saved = runs.comm
+    runs.comm = comm
+    try:
+        pairs.inter_node(v)
+    finally:
+        runs.comm = saved
+    return {c.node: c for c in v.checks if c.check == "inter-node" and c.host is not None}

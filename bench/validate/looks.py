@@ -30,11 +30,13 @@ from bench.validate.links import floor, judge_link, link_ref
 from bench.validate.state import Validation
 
 LINK_FAIL = 0.25
-# How far one look of a healthy pair moves, where nothing measured says more: NCCL's busbw between two nodes
-# repeats within a few percent, gloo's between CPU ranks sharing two cores here by tens of percent (measured:
-# docs/validate.md, "How a look is judged").
-LOOK_FLOOR = {"cuda": (0.10, "one look of a pair over NCCL"), "cpu": (0.35, "one look of a pair over gloo on CPU "
-                                                                      "ranks that share the node's cores")}
+# How far one look of a healthy pair moves, where nothing measured says more. NCCL's busbw between two nodes
+# repeats within a few percent: 10%. gloo's between CPU ranks sharing cores moves by tens of percent: measured here,
+# 4 namespace hosts x 1 rank, quick, 8 looks at each of 4 pairs in 2 runs (2026-12-06, load 9.6-10.2): the standard
+# deviation of a look's log around its pair's mean 0.30, the worst look -0.73 (-52%); a floor of 2.5 of those
+# (width 0.75) is 53%, so a healthy look falls past it about once in 160.
+LOOK_FLOOR = {"cuda": (0.10, "one look of a pair over NCCL"),
+              "cpu": (0.53, "one look of a pair over gloo on CPU ranks that share cores: 2.5 x 0.30, measured")}
 
 
 def switch(leaf: str) -> str:

@@ -52,6 +52,15 @@ def _throttled(cluster, host: str, rate: str):
         cluster.exec_in(host, ["tc", "qdisc", "del", "dev", "vb0", "root"])
 
 
+def test_the_false_alarm_benchmark_tallies_the_healthy_run(healthy_validate):
+    """benchmarks/healthy_validates.py's smoke run at its smallest size: the tally of the one healthy record here
+    (its --runs N builds hosts of its own: 20 in benchmarks/README.md)."""
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "healthy_validates.py"), "--records",
+                           str(healthy_validate.out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 run(s), 0 with a row not PASS/SKIP; by check: none" in proc.stdout, proc.stdout
+
+
 def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_validate, cluster):
     v = healthy_validate
     assert v.proc.returncode == 0, v.proc.stderr[-3000:] + v.proc.stdout[-3000:]

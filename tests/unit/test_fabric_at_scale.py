@@ -101,48 +101,32 @@ FLAKY = "node0500"
 SEEDS = 20
 
 
-def _inter_only(fabric: sf.Fabric, seed: int):
-    """pairs.inter_node alone over the 1,000 x 8 fixtures' nodes at full, each look from the fabric model."""
-    from bench.analysis import references
-    from bench.cluster.hostfile import HostSelection
-    from bench.validate import pairs, runs
-    from bench.validate.config import ValidateConfig
-    from bench.validate.state import Validation
-
-    cluster = sf.Cluster(NODES, seed=seed, fabric=fabric, bad={})
-    hosts = cluster.hosts
-    v = Validation(ValidateConfig(level="full", checks=("inter-node",), pairs_seed=seed + 1), HostSelection(),
-                   {h: list(range(sf.GPUS)) for h in hosts}, references.load(), "/nonexistent")
-    v.device = "cuda"
-    node = json.loads(sf.node_template())
-    v.inventory = {h: node for h in hosts}
-    v.leaf_of = {h: f"leaf{i // 32:02d}" for i, h in enumerate(hosts)}
-
-    def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
-        per_host = {h: len(s) for h, s in resources.items()}
-        rows = []
-        for rnd in rounds:
-            for gi in rnd:
-                members = names[gi].split("+") if names[gi] != "all" else list(resources)
-                rows.append({"group": names[gi], "wrong": 0,
-                             "busbw": cluster._busbw(v_, members, per_host, names[gi])})
-        return {"rows": rows}
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(runs, "comm", comm)
-        pairs.inter_node(v)
-    return {c.node: c for c in v.checks if c.check == "inter-node" and c.host is not None}
-
-
-@pytest.mark.parametrize("noise", [sf.LOOK_NOISE_NCCL])
-def test_e_a_nic_slow_in_half_of_its_looks_is_caught_and_a_healthy_fabric_gives_no_false_fail(noise):
-    caught, false_fail, false_warn = 0, 0, 0
+def test_e_a_nic_slow_in_half_of_its_looks_is_caught_and_a_healthy_fabric_gives_no_false_alarm():
+    """At full (4 looks at each of 6 pairs, then a second look and bisection): the flaky NIC caught in at least 19 of
+    20 seeds at NCCL's noise; no other node FAILs beside it; and no node of a healthy fabric WARNs or FAILs in 20
+    seeds even at the noise measured here over gloo, 30 times NCCL's (the lines widen with what the passes show)."""
+    caught, false_alarms = 0, []
     for seed in range(SEEDS):
-        rows = _inter_only(sf.Fabric(flaky={FLAKY: 0.5}, noise=noise), seed)
+        rows = sf.inter_only(sf.Fabric(flaky={FLAKY: 0.5}, noise=sf.LOOK_NOISE_NCCL), NODES, seed)
         caught += rows[FLAKY].status != "PASS"
         assert all(c.status != "FAIL" for h, c in rows.items() if h != FLAKY), seed
-        healthy = _inter_only(sf.Fabric(noise=noise), seed)
-        false_fail += sum(c.status == "FAIL" for c in healthy.values())
-        false_warn += sum(c.status == "WARN" for c in healthy.values())
+        healthy = sf.inter_only(sf.Fabric(noise=sf.LOOK_NOISE_HERE), NODES, seed)
+        false_alarms += [(seed, c.node, c.status, c.reason) for c in healthy.values() if c.status != "PASS"]
     assert caught >= 19, f"caught in {caught} of {SEEDS} seeds"
-    assert false_fail == 0 and false_warn == 0, (false_fail, false_warn)
+    assert false_alarms == []
+
+
+def test_the_simulation_benchmark_runs_at_its_smallest_size(monkeypatch, capsys):
+    """benchmarks/intermittent_links.py's smoke run: 64 nodes, one seed, two numbers of looks (its figures at 1,000
+    nodes and 20-50 seeds are in benchmarks/README.md)."""
+    import runpy
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["intermittent_links.py", "--nodes", "64", "--seeds", "1", "--looks", "1,4",
+                                      "--noise", "0.01"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_path(str(sf.FIX.parent.parent / "benchmarks" / "intermittent_links.py"), run_name="__main__")
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "looks  noise   caught false WARN false FAIL" in out and "64 nodes x 8" in out
+    assert len([ln for ln in out.splitlines() if ln.strip().startswith(("1 ", "4 "))]) == 2
