@@ -106,7 +106,12 @@ def _node_rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, 
             bisection[h] = [{"against": x.other(h), "busbw": x.busbw, "status": x.status()} for x in against]
             v.figures["node_busbw"][h] = figure
         why = f"{s.describe()} over its {len(mine)} pair(s)"
-        if status == "FAIL":
+        if len(hosts) == 2:  # one link: no third node to tell the ends apart, so both carry its verdict
+            status = mine[0].status()
+        if s.blamed is not None and against and len(hosts) > 2:
+            why += f"; measured again against {len(against)} node(s) found good: " + ", ".join(
+                f"{x.other(h)} {rate(x.busbw)} {x.status()}" for x in against)
+        if status == "FAIL" and len(hosts) > 2:
             why += "; failed in most of its looks against parts not blamed: this node, not its neighbours"
         elif status == "WARN" and s.untold():
             why = (f"short with every partner, and each of those is blamed ({s.describe()}): it may be slow too, and "
