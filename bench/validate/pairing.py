@@ -221,7 +221,8 @@ def describe_order(kind: str, n: int, leaves: list[str | None] | None, seed: int
     if leaves and len(set(leaves)) >= 2:
         return "across leaf switches"
     known = leaves and any(x is not None for x in leaves)
-    return f"shuffled (seed {seed}): " + ("every host on one leaf switch" if known else "no leaf switches known")
+    return f"shuffled (seed {seed}), not the hostfile's: " + ("every host on one leaf switch" if known else
+                                                              "no leaf switches known")
 
 
 def pair_groups(hosts: list[str], rounds: list[list[tuple[int, int]]], with_all: bool,

@@ -237,3 +237,32 @@ def test_the_plan_names_the_hosts_the_topology_does_not_place(tmp_path):
     plan = json.loads(none.stdout)
     assert plan["topology"]["uplinks_covered"] is False and "shuffled (seed 1)" in plan["topology"]["ring"]
     assert any("uplinks not covered" in x for x in plan["topology_lines"])
+
+
+# --------------------------------------------------------------------------- ibnetdiscover run here
+def _stand_in(tmp_path: Path, script: str) -> dict[str, str]:
+    """An `ibnetdiscover` first on PATH (no HCA here): what the real one prints, from a recorded output."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ibnetdiscover").write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / "ibnetdiscover").chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
+
+
+@pytest.mark.process
+def test_outside_slurm_ibnetdiscover_run_here_gives_the_tree_and_its_failure_is_said(tmp_path):
+    env = _stand_in(tmp_path, f"exec cat {FIX / 'ibnetdiscover_nvidia-ibdiagpath-two-switches.txt'}")
+    env.pop("SLURM_JOB_ID", None)
+    found = tree.find(ValidateConfig(level="quick"), nodes=5, environ=env)
+    assert found.tree is not None and found.tree.source == "ibnetdiscover (run on this node)"
+    assert found.tree.leaf_of["r-ufm111"] == "S-e41d2d030003e470"
+    assert found.tried == ("scontrol show topology: not inside a Slurm allocation",)
+    # Where it cannot reach the fabric it says so and exits -1 (iberror()): what a user saw, recorded.
+    failed = FIX / "ibnetdiscover-failed_no-mad-port_infiniband-exporter-26.txt"
+    env = _stand_in(tmp_path / "x", f"cat {failed} >&2\nexit 255")
+    found = tree.find(ValidateConfig(level="quick"), nodes=5, environ=env)
+    assert found.tree is None and any("exit 255: ibnetdiscover: iberror: failed: discover failed" in t
+                                      for t in found.tried), found
+    # A validate that measures no pair of nodes sweeps no fabric (a prolog runs on every node of every job).
+    assert tree.find(ValidateConfig(level="quick", checks=("throughput",)), nodes=5, environ=env).tried == (
+        "no pair of nodes to measure: no topology looked for",)
