@@ -100,7 +100,8 @@ def lines(found: Found, hosts: list[str], hostname_of: dict[str, str], seed: int
         missing = found.tree.unplaced(hosts, hostname_of)
         if missing:
             out.append(f"topology: {found.tree.source} does not place {_some(missing)}: their pairs are not "
-                       "known to cross leaf switches")
+                       "known to cross leaf switches" + ("" if hostname_of else " (by hostfile name: a node the "
+                                                         "topology names by its hostname is placed once reached)"))
     if not ok and len(hosts) >= 2:
         order = pairing.describe_order(kind, len(hosts), leaves(found, hosts, hostname_of), seed)
         out.append(f"topology: {why}; the ring's order: {order.split(':')[0]}")
