@@ -31,7 +31,7 @@ from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
 from bench.launch.registry import get
-from bench.validate import pairing
+from bench.validate import pairing, tree
 from bench.validate.config import LEVELS, ValidateConfig
 
 COSTS_PATH = os.path.join(os.path.dirname(__file__), os.pardir, "data", "validate_costs.json")
@@ -85,10 +85,12 @@ def _allreduce_s(size: int, ranks: int, busbw: float) -> float:
     return costs()["collective_latency_s"] + size * 2 * (ranks - 1) / ranks / busbw
 
 
-def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, table) -> dict[str, Any]:
+def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, table,
+         found: tree.Found | None = None) -> dict[str, Any]:
     """The stages a validate of `resources` runs, with their launches, rounds, pairs, timeouts and predicted
     seconds; the sum of the predictions (predicted_s), and that plus every wait for a hang (budget_s: a launch's
-    timeout is how long it may go without progress, not how long it may run)."""
+    timeout is how long it may go without progress, not how long it may run). found: its topology
+    (bench.validate.tree.find; default: --topology's file, else none)."""
     lv = LEVELS[cfg.level]
     nodes, ranks = len(resources), sum(len(s) for s in resources.values())
     c = costs()
@@ -103,7 +105,9 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     ips = _slowest_ips(table, model, cfg.precision)
     step = batch / ips[0] if ips else lv.timeout / max(lv.steps, 1)
     nic, nic_label = _slowest_nic(table)
-    leaves = topology.leaves_of(list(resources), topology.read(cfg.topology), {}) if cfg.topology else None
+    if found is None:
+        found = tree.Found(topology.read(cfg.topology) if cfg.topology else None)
+    leaves = tree.leaves(found, list(resources), {})
     rounds = pairing.first_rounds(lv.pairs, nodes, cfg.pairs_seed, lv.matchings, leaves) if nodes >= 2 else []
     per_look = lv.comm_warmup + lv.iters + CALIBRATION
     pair_s = per_look * _allreduce_s(size, 2 * max(len(s) for s in resources.values()), nic)
@@ -166,8 +170,9 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
                  looks=1)
         crossing = sum(1 for r in rounds for a, b in r if leaves and leaves[a] != leaves[b])
         stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings)
-                          + (f"; {crossing} of {stage_pairs} pairs across leaf switches ({cfg.topology})"
-                             if leaves else ""),
+                          + (f"; {crossing} of {stage_pairs} pairs across leaf switches"
+                             if leaves else "")
+                          + f"; the ring's order: {pairing.describe_order(lv.pairs, nodes, leaves, cfg.pairs_seed)}",
                           seed=cfg.pairs_seed, partners=min((len(p) for p in pairing.partners(rounds).values()),
                                                             default=0))
     if cfg.wanted("rails") and cfg.rails and len(cfg.rails) >= 2 and nodes >= 2:
@@ -186,7 +191,10 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
                              for s in stages if s["timeout_s"])
     return {"level": cfg.level, "launcher": launcher, "nodes": nodes, "ranks": ranks, "stages": stages,
             "predicted_s": round(predicted, 1), "budget_s": round(budget, 1),
-            "message_bytes": size, "assumes": {
+            "message_bytes": size, "topology": tree.record(found, list(resources), {}, cfg.pairs_seed, lv.pairs),
+            "topology_lines": tree.lines(found, list(resources), {}, cfg.pairs_seed, lv.pairs)
+            if wanted["inter-node"] else [],
+            "assumes": {
                 "gpu": ips[1] if ips else f"no published figure for {model}: a step is the timeout over the steps",
                 "nic": nic_label, "costs": os.path.relpath(os.path.normpath(COSTS_PATH), os.getcwd())
                 if os.path.isabs(COSTS_PATH) else COSTS_PATH},
@@ -206,6 +214,7 @@ def stage_rows(p: dict[str, Any]) -> list[str]:
     rows.append(f"predicted time to verdict: {p['predicted_s']:g} s ({p['predicted_s'] / 60:.1f} min); budget (every "
                 f"launch hung to its timeout, every second look): {p['budget_s']:g} s "
                 f"({math.ceil(p['budget_s'] / 60)} min)")
+    rows += p["topology_lines"]
     rows.append(f"timeouts: {p['timeouts']}")
     rows.append(f"assumes: GPUs as slow as {p['assumes']['gpu']}; NICs as slow as {p['assumes']['nic']}; "
                 f"costs from {p['assumes']['costs']}")

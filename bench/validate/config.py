@@ -132,10 +132,14 @@ class ValidateConfig:
                          "itself (the cause may be the fabric, the launcher or bench), marks them held in the drain "
                          "file and exits 1 (default: 10% of the nodes, at least 2)", default="10%",
                          metavar="N|SHARE|all")
-    topology: str | None = opt("Slurm's topology.conf (SwitchName=... Nodes=...): node pairs cross leaf switches, "
-                               "and a pair is judged beside the nodes of its own leaves", default=None, metavar="FILE")
-    pairs_seed: int = opt("the seed of the full level's random node pairs past 16 nodes (the plan and the record "
-                          "keep it: the same seed measures the same pairs)", default=1, metavar="N")
+    topology: str | None = opt("where nodes hang in the fabric: Slurm's topology.conf (read as slurmctld reads it) "
+                               "or a saved ibnetdiscover output; node pairs cross leaf switches, and a pair is "
+                               "judged beside the pairs of its own leaves (default: `scontrol show topology` inside "
+                               "a Slurm allocation, else ibnetdiscover where it is on PATH, else none)",
+                               default=None, metavar="FILE")
+    pairs_seed: int = opt("the seed of the ring's order where no topology says the leaves, and of the full level's "
+                          "random node pairs past 16 nodes (the plan and the record keep it: the same seed measures "
+                          "the same pairs)", default=1, metavar="N")
     rails: tuple[str, ...] | None = opt("the rails check: these NICs, each on its own, same names on every node "
                                         "(HCAs for NCCL_IB_HCA, else interfaces: NCCL_SOCKET_IFNAME, "
                                         "GLOO_SOCKET_IFNAME on CPU); default: the Active InfiniBand/RoCE HCAs "

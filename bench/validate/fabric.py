@@ -29,9 +29,9 @@ CHECK = "fabric"
 
 
 def _above(v: Validation, leaf: str) -> str | None:
-    """The switch above this leaf, where the topology names one."""
-    tree = getattr(v, "tree", None)
-    return None if tree is None else tree.up.get(leaf)
+    """The switches above this leaf, where the topology names them ("spine1", "spine1, spine2")."""
+    above = v.tree.above(leaf) if v.tree is not None else ()
+    return ", ".join(above) or None
 
 
 def _median(xs: list[float]) -> float | None:

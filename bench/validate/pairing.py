@@ -3,6 +3,7 @@
     ring_rounds(4)        # [[(0, 1), (2, 3)], [(1, 2), (3, 0)]]: each node with both neighbours, 2 rounds
     round_robin(4)        # every pair once, 3 rounds of 2 pairs (the circle method)
     ring_and_matchings(1000, k=4, seed=1)  # the ring, then 4 seeded random perfect matchings: 6 rounds
+    first_rounds("ring", 1000, seed=1)     # the ring in a seeded shuffle (or across leaf switches: leaves=)
     retest_rounds([1], [0, 2, 3])   # node 1 against two nodes found good: [[(1, 0)], [(1, 2)]]
 
 Pure: indices in, pairs out. A round is a matching (no node in two pairs),
@@ -174,21 +175,37 @@ def retest_rounds(suspects: list[int], good: list[int], per_suspect: int = 2) ->
     return schedule(retest_pairs(suspects, good, per_suspect))
 
 
+def ring_order(n: int, seed: int, leaves: list[str | None] | None = None) -> list[int]:
+    """The order the ring visits the nodes: one leaf switch after another where the leaves are known (two or
+    more); else a shuffle drawn from `seed`. Never the hostfile's: a hostfile written leaf by leaf (as they
+    often are) would keep nearly every ring pair inside a leaf, 968 of 1,000 at 32 nodes a leaf, and the
+    uplinks would go unmeasured."""
+    if leaves and len(set(leaves)) >= 2:
+        return cross_order(leaves)
+    order = list(range(n))
+    random.Random(f"ring order {seed}").shuffle(order)
+    return order
+
+
 def first_rounds(kind: str, n: int, seed: int = 1, matchings: int = 4,
                  leaves: list[str | None] | None = None) -> list[list[tuple[int, int]]]:
     """A level's pairs of n nodes: "ring" (each node with its two neighbours) or "all" (every pair up to
-    ALL_PAIRS_MAX nodes; past it the ring and `matchings` random perfect matchings from `seed`). With each node's
-    leaf switch (--topology), the ring's neighbours and the matchings' partners cross leaves where they can, and
-    each leaf's own ring follows (leaf_rounds): 2 or 3 rounds more, every leaf at once."""
+    ALL_PAIRS_MAX nodes; past it the ring and `matchings` random perfect matchings from `seed`). The ring goes
+    in ring_order: with each node's leaf switch, the ring's neighbours and the matchings' partners cross
+    leaves where they can, and each leaf's own ring follows (leaf_rounds): 2 or 3 rounds more, every leaf at
+    once."""
     if kind != "ring" and n <= ALL_PAIRS_MAX:
         return round_robin(n)
-    if not leaves or len(set(leaves)) < 2:
-        return ring_rounds(n) if kind == "ring" else ring_and_matchings(n, matchings, seed)
-    order = cross_order(leaves)
+    if n <= 3:  # the ring of three is every pair: no order to choose
+        return ring_rounds(n)
+    order = ring_order(n, seed, leaves)
     if kind == "ring":
         across = _mapped(ring_rounds(n), order)
     else:
-        across = _mapped(ring_and_matchings(n, matchings, seed, apart=[leaves[i] for i in order]), order)
+        apart = [leaves[i] for i in order] if leaves and len(set(leaves)) >= 2 else None
+        across = _mapped(ring_and_matchings(n, matchings, seed, apart=apart), order)
+    if not leaves or len(set(leaves)) < 2:
+        return across
     taken = _used(across)
     inside = [[p for p in r if frozenset(p) not in taken] for r in leaf_rounds(leaves)]
     return across + [r for r in inside if r]
@@ -219,6 +236,17 @@ def describe(kind: str, n: int, matchings: int = 4) -> str:
         return f"every pair (round robin: up to {ALL_PAIRS_MAX} nodes)"
     return (f"ring + {matchings} random perfect matchings (past {ALL_PAIRS_MAX} nodes every pair would take "
             f"{n - 1 + n % 2} rounds)")
+
+
+def describe_order(kind: str, n: int, leaves: list[str | None] | None, seed: int) -> str:
+    """The ring's order (ring_order), for the plan and the record."""
+    if n <= 3 or (kind != "ring" and n <= ALL_PAIRS_MAX):
+        return "every pair: no order to choose"
+    if leaves and len(set(leaves)) >= 2:
+        return "across leaf switches"
+    known = leaves and any(x is not None for x in leaves)
+    return f"shuffled (seed {seed}), not the hostfile's: " + ("every host on one leaf switch" if known else
+                                                              "no leaf switches known")
 
 
 def pair_groups(hosts: list[str], rounds: list[list[tuple[int, int]]], with_all: bool,

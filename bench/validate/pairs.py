@@ -54,7 +54,8 @@ def _first_look(v: Validation, hosts: list[str]) -> tuple[dict[str, list[float]]
 
 
 def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str, blame.Share]) -> bool:
-    """Every pair whose looks did not PASS once more, and each node blamed against two nodes that were not
+    """Every pair whose looks did not PASS again (the level's looks at it), and each node blamed against two nodes
+    that were not
     (bisection; nodes of its own leaf first, whose pairs cross no uplink), in one launch; False when nothing
     needed it."""
     idx = {h: i for i, h in enumerate(hosts)}
@@ -72,7 +73,9 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
                 known.add(frozenset(p))
                 again.append(p)
     if again:
-        bw, wrong, _ = _launch(v, hosts, pairing.schedule(again), False, "inter-node-again")
+        # As many looks at each as the first launch took: a share of looks needs them, and only the pairs in
+        # doubt pay for it (a node slow in half its looks is caught in 19 of 20 seeds only so: docs/validate.md).
+        bw, wrong, _ = _launch(v, hosts, pairing.schedule(again) * v.pair_passes, False, "inter-node-again")
         links.add(bw, wrong, first=False)
     return bool(again)
 

@@ -33,7 +33,7 @@ from bench.analysis import references, soak as trends
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import burn, copies, gpus, health, links, nodes, numerics, pairs, stages
+from bench.validate import burn, copies, gpus, health, links, nodes, numerics, pairs, stages, tree
 from bench.validate.config import ValidateConfig, duration
 from bench.validate.state import Stage, Validation
 from bench.validate.where import where
@@ -147,6 +147,7 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
          on_round: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     duration = parse_duration(cfg.soak or "")
     w = where(cfg, hosts)
+    found = tree.find(cfg, len(w.resources))
     table = references.load(cfg.reference)
     numerics.load_references(cfg.numerics_reference)
     d, hosts, rounds, started = _folder(cfg, hosts, w.resources, w.hostfile_text, duration)
@@ -159,6 +160,7 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
         v = Validation(cfg, hosts, w.resources, table, os.path.join(d, f"round-{k}-{int(time.time())}"),
                        launcher=w.launcher)
         v.confirm_stragglers = False
+        v.tree, v.topology_tried = found.tree, found.tried
         t0 = time.time()
         # The first round's health counts events since boot (or --since), the later ones' since the soak began.
         base = _one_round(v, base, cfg, health.since_of(cfg) if k == 1 else started)

@@ -40,13 +40,12 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from bench.analysis import references
-from bench.cluster import topology
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import no_slurm
 from bench.core import results, storage
 from bench.core.errors import BadInput
 from bench.validate import (baseline, burn, copies, drain, gpus, health, links, nodes, numerics, pairs, rails,
-                            scaling, training, verdicts)
+                            scaling, training, tree, verdicts)
 from bench.validate.config import ValidateConfig
 from bench.validate.state import CLUSTER, NOT_RUN, STATUSES, Stage, Validation
 from bench.launch.registry import LOCAL
@@ -87,7 +86,7 @@ def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-"
     numerics.load_references(cfg.numerics_reference)  # bad input before anything runs
     health.since_of(cfg)  # --since-job outside a Slurm job: refused before any node is reached
     _writable(cfg)
-    leaf_of = topology.read(cfg.topology) if cfg.topology else None
+    found = tree.find(cfg, len(w.resources))  # a --topology file that Slurm would refuse is refused here
     storage.check_room(cfg.out, sum(len(s) for s in w.resources.values()))
     run_id = results.new_run_id(cfg.out, prefix=prefix)
     vdir = os.path.abspath(os.path.join(cfg.out, run_id))
@@ -97,7 +96,7 @@ def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-"
         results.write_text_atomic(path, w.hostfile_text)
         hosts = HostSelection(hostfile=path)
     v = Validation(cfg, hosts, w.resources, table, vdir, launcher=w.launcher)
-    v.leaf_of = leaf_of
+    v.tree, v.topology_tried = found.tree, found.tried
     return v
 
 
@@ -148,6 +147,10 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
             stage(v)
             v.stages.append(Stage(name, time.time() - s0, ranks, v.launches - launches,
                                   v.startup_s - up if v.launches > launches else None))
+            if name == "inventory" and cfg.wanted("inter-node"):
+                # After the inventory: a node's leaf may be known by the hostname it gave, not the hostfile's.
+                for line in tree.lines(_found(v), list(v.resources), v.hostname_of, cfg.pairs_seed, v.level.pairs):
+                    print(f"bench validate: {line}", file=sys.stderr)
             if name == "preflight" and v.failed() and not cfg.keep_going:
                 # The cluster as given cannot pass; say so in seconds, with the way on.
                 lost = [h for h in v.resources if h not in v.good]
@@ -216,4 +219,9 @@ def record(v: Validation, run_id: str, duration: float, interrupted: bool = Fals
         checks_run=[n for n, _ in STAGES if n in ALWAYS or v.cfg.wanted(n)],
         counts={s: statuses.count(s) for s in STATUSES},
         checks=[c.as_dict() for c in v.checks], stages=[asdict(s) for s in v.stages], measured=v.figures,
-        runs=v.runs, reference_table=v.table.path, held=held, pairing=v.pairing_plan())
+        runs=v.runs, reference_table=v.table.path, held=held, pairing=v.pairing_plan(),
+        topology=tree.record(_found(v), list(v.resources), v.hostname_of, v.cfg.pairs_seed, v.level.pairs))
+
+
+def _found(v: Validation) -> tree.Found:
+    return tree.Found(v.tree, v.topology_tried)

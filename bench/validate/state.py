@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.cluster import topology
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.remote import is_local
 from bench.core.config import RunConfig
 from bench.launch.registry import LOCAL, MULTI_HOST_DEFAULT, get
+from bench.cluster.topology import Tree
 from bench.validate import budget, pairing
 from bench.validate.config import LEVELS, ValidateConfig
 
@@ -102,7 +102,19 @@ class Validation:
         # A GPU that looks like a straggler in the first round is measured again before it is named one; a
         # soak, which measures every GPU round after round, judges each round as it comes.
         self.confirm_stragglers = True
-        self.leaf_of: dict[str, str] | None = None  # --topology: each node's leaf switch (bench.cluster.topology)
+        # Where each node hangs in the fabric (bench.validate.tree.find: --topology, Slurm's, ibnetdiscover's);
+        # None: pairs cannot be chosen to cross leaf switches. topology_tried: what each source said instead.
+        self.tree: Tree | None = None
+        self.topology_tried: tuple[str, ...] = ()
+
+    @property
+    def leaf_of(self) -> dict[str, str] | None:
+        """Each node's leaf switch (by the topology's names), or None without a topology."""
+        return None if self.tree is None else self.tree.leaf_of
+
+    @leaf_of.setter
+    def leaf_of(self, leaf_of: dict[str, str] | None) -> None:
+        self.tree = None if leaf_of is None else Tree(leaf_of=dict(leaf_of), up={}, source="given")
 
     # ------------------------------------------------------------------ who is still in
     @property
@@ -196,10 +208,8 @@ class Validation:
         return self.launcher
 
     def leaves(self, hosts: list[str]) -> list[str | None] | None:
-        """Each host's leaf switch (--topology), or None without one."""
-        if self.leaf_of is None:
-            return None
-        return topology.leaves_of(hosts, self.leaf_of, self.hostname_of)
+        """Each host's leaf switch (None: not in the topology), or None without a topology."""
+        return None if self.tree is None else self.tree.leaves(hosts, self.hostname_of)
 
     @property
     def pair_passes(self) -> int:
@@ -225,7 +235,8 @@ class Validation:
                 "how": pairing.describe(self.level.pairs, len(hosts), self.level.matchings),
                 "seed": self.cfg.pairs_seed, "matchings": self.level.matchings,
                 "leaves": None if leaves is None else len({x for x in leaves if x is not None}),
-                "topology": self.cfg.topology}
+                "topology": None if self.tree is None else self.tree.source,
+                "order": pairing.describe_order(self.level.pairs, len(hosts), leaves, self.cfg.pairs_seed)}
 
     def run_config(self, hosts: list[str], steps: int) -> RunConfig:
         lv = self.level

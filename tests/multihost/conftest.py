@@ -98,14 +98,16 @@ def shared_slurm(shared_fs):
 
 @pytest.fixture(scope="session")
 def slurm(cluster: netns.Cluster):
-    """A real Slurm 22.05 over the session's three hosts (slurm.py), for every test that needs one."""
+    """A real Slurm 22.05 over the session's three hosts (slurm.py), for every test that needs one; its tree
+    plugin on, node1 and node2 on leaf1, node3 on leaf2 (`scontrol show topology` answers)."""
     from .slurm import build_slurm, slurm_possible
 
     if slurm_possible() is not None:
         subprocess.run(["sh", str(INSTALL)], check=True)  # CI's fresh Debian; we are root
     missing = slurm_possible()
     assert missing is None, missing
-    with build_slurm(cluster) as s:
+    names = cluster.hostnames
+    with build_slurm(cluster, leaves=[names[:2], names[2:]]) as s:
         yield s
 
 

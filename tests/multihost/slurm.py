@@ -91,7 +91,13 @@ class Slurm:
             return ""
 
 
-def _conf(s: Slurm, ctl_addr: str, ctl_port: int, socket_path: Path, gpus: int = 0) -> str:
+def topology_conf(leaves: list[list[str]]) -> str:
+    """A topology.conf of one leaf switch per list of nodes (leaf1, leaf2, ...) under one spine."""
+    lines = [f"SwitchName=leaf{i} Nodes={','.join(nodes)}\n" for i, nodes in enumerate(leaves, 1)]
+    return "".join(lines) + f"SwitchName=spine Switches=leaf[1-{len(leaves)}]\n"
+
+
+def _conf(s: Slurm, ctl_addr: str, ctl_port: int, socket_path: Path, gpus: int = 0, tree: bool = False) -> str:
     d = s.tmp
     # Two tasks per node (one per GPU, or two CPU ranks: salloc --ntasks-per-node=2) need two CPUs to be placed.
     gres = f" Gres=gpu:{gpus}" if gpus else ""
@@ -99,6 +105,7 @@ def _conf(s: Slurm, ctl_addr: str, ctl_port: int, socket_path: Path, gpus: int =
     nodes = "".join(f"NodeName={n} NodeAddr={a} CPUs={cpus}{gres} State=UNKNOWN\n" for n, a in zip(s.nodes, s.addrs))
     return f"""\
 {"GresTypes=gpu" if gpus else ""}
+{"TopologyPlugin=topology/tree" if tree else ""}
 ClusterName=vbt
 SlurmctldHost={CTL_HOSTNAME}({ctl_addr})
 SlurmctldPort={ctl_port}
@@ -165,7 +172,8 @@ def _wait(what: str, ok, procs: list[subprocess.Popen], s: Slurm, logs: list[str
 
 
 @contextlib.contextmanager
-def build_slurm(c: Cluster, gpus: int = 0, own_mount_ns: bool = False) -> Iterator[Slurm]:
+def build_slurm(c: Cluster, gpus: int = 0, own_mount_ns: bool = False,
+                leaves: list[list[str]] | None = None) -> Iterator[Slurm]:
     """munged + slurmctld + one slurmd per host of ``c``; all stopped (by PID) on exit.
 
     own_mount_ns: each slurmd in a mount namespace of its own (``unshare --mount --propagation private``), for
@@ -173,19 +181,23 @@ def build_slurm(c: Cluster, gpus: int = 0, own_mount_ns: bool = False) -> Iterat
 
     gpus: GRES gpu:N per node, each GPU a plain file (gres.conf File=): nothing here is a GPU, but Slurm
     allocates them and binds them to tasks (CUDA_VISIBLE_DEVICES, SLURM_*) exactly as it would real ones.
+
+    leaves: the nodes of each leaf switch (topology_conf): TopologyPlugin=topology/tree and a topology.conf
+    beside slurm.conf, so `scontrol show topology` answers, inside an allocation too.
     """
     tmp = Path(tempfile.mkdtemp(prefix=f"vbt{os.getpid()}slurm-"))
     tmp.chmod(0o755)
     s = Slurm(tmp=tmp, conf=tmp / "slurm.conf", nodes=list(c.hostnames), addrs=list(c.hosts), env={})
     try:
-        _up(c, s, gpus, own_mount_ns)
+        _up(c, s, gpus, own_mount_ns, leaves)
         yield s
     finally:
         _down(c, s)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _up(c: Cluster, s: Slurm, gpus: int = 0, own_mount_ns: bool = False) -> None:
+def _up(c: Cluster, s: Slurm, gpus: int = 0, own_mount_ns: bool = False,
+        leaves: list[list[str]] | None = None) -> None:
     d = s.tmp
     munge_dir = d / "munge"
     munge_dir.mkdir(mode=0o755)
@@ -198,7 +210,9 @@ def _up(c: Cluster, s: Slurm, gpus: int = 0, own_mount_ns: bool = False) -> None
     for n in s.nodes:
         for sub in ("spool", "tmp"):
             (d / n / sub).mkdir(parents=True)
-    s.conf.write_text(_conf(s, c.bridge_addr, _free_port(), sock, gpus))
+    s.conf.write_text(_conf(s, c.bridge_addr, _free_port(), sock, gpus, tree=leaves is not None))
+    if leaves is not None:
+        (d / "topology.conf").write_text(topology_conf(leaves))
     if gpus:
         lines = []
         for n in s.nodes:

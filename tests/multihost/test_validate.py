@@ -74,6 +74,9 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
     # One interface each and no HCA: nothing for the rails check (test_validate_rails has two).
     assert "no rails given" in row(rec, "rails", "cluster")["reason"]
     assert rec["drain"] == [] and rec["exclude"] == "" and (v.tmp / "drain.txt").read_text() == ""
+    # No topology here (no --topology, no Slurm, no ibnetdiscover): the record and the terminal say what that costs.
+    assert rec["topology"]["source"] is None and rec["topology"]["uplinks_covered"] is False, rec["topology"]
+    assert "uplinks not covered" in v.proc.stderr, v.proc.stderr[-3000:]
     # Every GPU has its own rows; every node its link inside; every ring pair its link, each node its verdict.
     for check in PER_GPU:
         assert {c["node"] for c in rec["checks"] if c["check"] == check and c["gpu"] is not None} == \

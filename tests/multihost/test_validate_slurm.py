@@ -73,6 +73,11 @@ def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_exits_0(clus
     for n in slurm.nodes:
         assert row(rec, "health", n)["status"] == "PASS" and "no GPU on this node" in row(rec, "health", n)["reason"]
     assert rec["unknown"] == [] and rec["drain"] == []
+    # The pairs went by Slurm's own tree (conftest's slurm: node1 and node2 on leaf1, node3 on leaf2).
+    topo = rec["topology"]
+    assert topo["source"] == "scontrol show topology" and topo["uplinks_covered"] is True, topo
+    assert topo["leaf_of"] == dict(zip(slurm.nodes, ("leaf1", "leaf1", "leaf2"))), topo
+    assert topo["up"] == {"leaf1": ["spine"], "leaf2": ["spine"]} and topo["unplaced"] == [], topo
     if launcher == "slurm":
         assert rec["measured"]["dp"]["world_size"] == 3 * SLOTS
     else:

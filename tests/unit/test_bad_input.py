@@ -65,6 +65,15 @@ def _env_case(id: str, key: str, value: str) -> Case:
                 f"environment: {key}", _hostfile(GOOD_HOSTS), env={key: value})
 
 
+def _topology_case(id: str, text: str | bytes, needle: str) -> Case:
+    # Refused when validate prepares, before any node is reached (a hostfile of hosts nobody could reach).
+    def setup(d: Path) -> None:
+        _hostfile(GOOD_HOSTS)(d)
+        _write("topology.conf", text)(d)
+    return Case(id, ["validate", "--hostfile", "{d}/hf", "--topology", "{d}/topology.conf", "--out", "{d}/out"],
+                needle, setup)
+
+
 def _ds_case(id: str, text: str, needle: str = "{d}/ds.json") -> Case:
     return Case(id, ["--gpus", "2", "--dataset", "synthetic", "--deepspeed-config", "{d}/ds.json"], needle,
                 _write("ds.json", text))
@@ -222,6 +231,12 @@ CASES: list[Case] = [
          "--since-job"),
     Case("validate-since-not-a-time", ["validate", "--level", "health", "--since", "yesterday", "--out",
                                        "{d}/out"], "--since"),
+    _topology_case("validate-topology-random-bytes", bytes(range(256)) * 3, "{d}/topology.conf:1: not text"),
+    _topology_case("validate-topology-switch-twice", "SwitchName=s1 Nodes=node1\nSwitchName=s1 Nodes=node2\n",
+                   "{d}/topology.conf:2: switch s1 is defined already"),
+    _topology_case("validate-topology-switches-not-numbers",
+                   "SwitchName=leafa Nodes=node1\nSwitchName=leafb Nodes=node2\nSwitchName=spine Switches=leaf[a-b]\n",
+                   "{d}/topology.conf:3: Switches=leaf[a-b]"),
     # --- CIFAR data dirs ---------------------------------------------------------------------
     Case("data-missing", ["--gpus", "2", "--dataset", "cifar100", "--data-dir", "{d}/none"], "--data-dir"),
     _data_case("data-truncated", _truncate("data_batch_3")),

@@ -44,7 +44,10 @@ def test_the_seed_repeats_the_pairs_and_another_seed_draws_others():
     a, b = pairing.first_rounds("all", 1000, seed=7), pairing.first_rounds("all", 1000, seed=7)
     assert a == b
     c = pairing.first_rounds("all", 1000, seed=8)
-    assert a[:2] == c[:2] and a[2:] != c[2:], "the ring is the ring; the matchings follow the seed"
+    assert a[:2] != c[:2] and a[2:] != c[2:], "without leaves the seed draws the ring's order too"
+    leaves = [f"l{i // 32}" for i in range(1000)]
+    x, y = (pairing.first_rounds("all", 1000, seed=s, leaves=leaves) for s in (7, 8))
+    assert x[:2] == y[:2] and x[2:] != y[2:], "across the leaves the ring is the ring; the matchings follow the seed"
 
 
 def test_quick_stays_the_ring_at_any_size():
@@ -238,7 +241,7 @@ def test_dry_run_prints_the_plan_in_lines_a_person_reads(tmp_path):
 
 # --------------------------------------------------------------------------- --topology: leaves and the fabric
 def test_slurm_hostlists_expand_as_slurm_writes_them():
-    from bench.cluster.topology import expand
+    from bench.cluster.hostlist import expand
 
     assert expand("gpu[01-03,7]-ib,login1") == ["gpu01-ib", "gpu02-ib", "gpu03-ib", "gpu7-ib", "login1"]
     assert expand("n[8-10]") == ["n8", "n9", "n10"]
@@ -255,14 +258,14 @@ def test_topology_conf_gives_each_node_its_leaf_and_a_bad_line_is_named(tmp_path
     conf = tmp_path / "topology.conf"
     conf.write_text("# fat tree\nSwitchName=s1 Nodes=node[01-02] LinkSpeed=400\nSwitchName=s2 Nodes=node03\n"
                     "SwitchName=spine Switches=s[1-2]\n")
-    leaf_of = read(str(conf))
+    leaf_of = read(str(conf)).leaf_of
     assert leaf_of == {"node01": "s1", "node02": "s1", "node03": "s2"}
     # By hostfile name, else by the hostname the node gave (addresses in the hostfile), else unknown.
     assert leaves_of(["node01", "10.0.0.3", "10.0.0.9"], leaf_of, {"10.0.0.3": "node03.cluster"}) == \
         ["s1", "s2", None]
-    for text, needle in (("SwitchName=s1 Bogus=1\n", ":1: expected"), ("SwitchName=s1 Nodes=n[1-x]\n", ":1: Nodes="),
+    for text, needle in (("SwitchName=s1 Bogus=1\n", ":1: unknown key 'Bogus'"), ("SwitchName=s1 Nodes=n[1-x]\n", ":1: Nodes="),
                          ("SwitchName=a Nodes=n1\nSwitchName=b Nodes=n1\n", ":2: n1 is on a already"),
-                         ("SwitchName=spine Switches=s[1-2]\n", "no switch with Nodes=")):
+                         ("SwitchName=spine Switches=s[1-2]\n", ":1: switch spine has an invalid child 's1'")):
         conf.write_text(text)
         with pytest.raises(BadInput, match=needle):
             read(str(conf))
