@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from bench.analysis import metrics, peer_lines
 from bench.validate import blame
-from bench.validate.links import floor, judge_link, link_ref
+from bench.validate.links import floor, judge_link, link_ref, rate
 from bench.validate.state import Validation
 
 LINK_FAIL = 0.25
@@ -202,7 +202,7 @@ def judge_all(v: Validation, hosts: list[str], links: Links) -> dict[str, blame.
     for h in hosts:
         ln = lines[False if topology else None]
         links.lines_of[h] = refs[h].label if refs[h] is not None else \
-            (f"median {ln.median / 1e6:.3g} MB/s of {ln.n} ({ln.describe()})" if ln else "its pairs")
+            (f"median {rate(ln.median)} of {ln.n} ({ln.describe()})" if ln else "its pairs")
     leaves = sorted({switch(y) for x in links.pairs.values() if x.across for y in x.across})
     looks = [blame.Look(x.parts(), s) for x in links.pairs.values() for s in x.statuses if s != "SKIP"]
     return blame.peel(looks, order=list(hosts) + leaves)

@@ -100,13 +100,14 @@ def test_drains_concentrated_on_one_leaf_are_held_and_named_as_that_leaf(tmp_pat
 
 # --------------------------------------------------------------------------- (e) intermittent: the share of looks
 FLAKY = "node0500"
-SEEDS = 20
+SEEDS = 5   # 20 and 50 seeds: benchmarks/intermittent_links.py (benchmarks/README.md), a second a check here
 
 
 def test_e_a_nic_slow_in_half_of_its_looks_is_caught_and_a_healthy_fabric_gives_no_false_alarm():
-    """At full (4 looks at each of 6 pairs, then a second look and bisection): the flaky NIC caught in at least 19 of
-    20 seeds at NCCL's noise; no other node FAILs beside it; and no node of a healthy fabric WARNs or FAILs in 20
-    seeds even at the noise measured here over gloo, 30 times NCCL's (the lines widen with what the passes show)."""
+    """At full (each of 6 pairs looked at the level's times, the pairs in doubt as many times again, bisection): the
+    flaky NIC caught in every seed at NCCL's noise (19 of 20 and more in benchmarks/README.md); no other node FAILs
+    beside it; and no node of a healthy fabric WARNs or FAILs, even at the noise measured here over gloo, 30 times
+    NCCL's (the lines widen with what the passes show)."""
     caught, false_alarms = 0, []
     for seed in range(SEEDS):
         rows = sf.inter_only(sf.Fabric(flaky={FLAKY: 0.5}, noise=sf.LOOK_NOISE_NCCL), NODES, seed)
@@ -114,7 +115,7 @@ def test_e_a_nic_slow_in_half_of_its_looks_is_caught_and_a_healthy_fabric_gives_
         assert all(c.status != "FAIL" for h, c in rows.items() if h != FLAKY), seed
         healthy = sf.inter_only(sf.Fabric(noise=sf.LOOK_NOISE_HERE), NODES, seed)
         false_alarms += [(seed, c.node, c.status, c.reason) for c in healthy.values() if c.status != "PASS"]
-    assert caught >= 19, f"caught in {caught} of {SEEDS} seeds"
+    assert caught == SEEDS, f"caught in {caught} of {SEEDS} seeds"
     assert false_alarms == []
 
 
