@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 WARN_SHARE = 1 / 3
 FAIL_SHARE = 2 / 3
+DOUBT_SHARE = 1 / 6  # short in this share of its looks: not yet a WARN, but worth every pair of it looked at again
 SHORT = ("WARN", "FAIL")
 
 
@@ -67,6 +68,12 @@ class Share:
         if self.short >= WARN_SHARE * self.looks:
             return "WARN"
         return "PASS"
+
+    def doubtful(self) -> bool:
+        """Not blamed, but short in at least DOUBT_SHARE of its looks: a share near the WARN line from few looks
+        may be either side of it (a node slow in half its looks shows in under a third of 40 about 2% of the
+        time), so its pairs are looked at again."""
+        return self.blamed is None and self.looks > 0 and self.short >= DOUBT_SHARE * self.looks
 
     def untold(self) -> bool:
         """Not blamed, no look left, and short looks taken off: every partner it was short with is blamed, so

@@ -15,9 +15,10 @@ lines derived from the nodes' best pairs), and a node or a leaf switch is
 judged by the share of its looks that fell short (bench.validate.blame:
 Imbue's rule; the part that explains the most short looks first, so a bad
 node's partners and a slow uplink's nodes are not blamed for it). Before
-anything is called slow a second launch looks again: at every pair whose
-looks did not PASS, and at each node blamed against two nodes that were
-not (bisection). A leaf whose looks across leaves fall short while its
+anything is called slow a second launch looks again, as many times as the
+first: at every pair with a short look, at every pair of a node in doubt
+(short in a sixth of its looks), and at each node blamed against two nodes
+that were not (bisection). A leaf whose looks across leaves fall short while its
 nodes' own do not gets a `fabric` row (bench.validate.fabric): its nodes
 are held, not drained. Two nodes have one link: which end is at fault
 cannot be told, so both carry the verdict.
@@ -54,15 +55,17 @@ def _first_look(v: Validation, hosts: list[str]) -> tuple[dict[str, list[float]]
 
 
 def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str, blame.Share]) -> bool:
-    """Every pair whose looks did not PASS again (the level's looks at it), and each node blamed against two nodes
-    that were not
+    """Every pair with a short look, and every pair of a node in doubt (blame.Share.doubtful), again (the level's
+    looks at it), and each node blamed against two nodes that were not
     (bisection; nodes of its own leaf first, whose pairs cross no uplink), in one launch; False when nothing
     needed it."""
     idx = {h: i for i, h in enumerate(hosts)}
     # The blamed, and those left with no look that were short with blamed partners only (untold): each against
     # two nodes not blamed, its own leaf's first (their pairs cross no uplink).
     blamed = [h for h in hosts if shares[h].blamed is not None or shares[h].untold()]
-    again = [(idx[x.pair.a], idx[x.pair.b]) for x in links.pairs.values() if x.status() != "PASS"]
+    doubt = {h for h in hosts if shares[h].doubtful()}
+    again = [(idx[x.pair.a], idx[x.pair.b]) for x in links.pairs.values()
+             if x.short() or x.pair.a in doubt or x.pair.b in doubt]
     known = {frozenset(p) for p in again}
     good = [h for h in hosts if shares[h].blamed is None and shares[h].looks]
     leaf = links.leaf
