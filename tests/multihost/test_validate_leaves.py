@@ -2,10 +2,10 @@
 leaves (tests/multihost/leaves.py: a bridge each, joined to the spine bridge by one veth, its uplink).
 
 Six hosts, two per leaf, a topology.conf that says so, one CPU rank each, `--checks inter-node` at quick: each node
-with its two ring neighbours across leaves and its leaf mate inside, the only check that sees a switch (the others
-measure each node alone and took the full quick level past this file's budget). The healthy fabric first, then leaf1's
-one uplink held to 200 Mbit/s both ways by a token bucket (two pairs cross it at once: a few percent of a healthy
-pair's busbw here). Both runs share one cluster.
+with its two ring neighbours across leaves and its leaf mate inside: the only check that sees a switch. The full quick
+level's throughput and training launches took one healthy run to 108 s here (its inter-node stage: 24 s), past this
+file's budget for both. The healthy fabric first, then leaf1's one uplink held to 200 Mbit/s both ways by a token
+bucket (two pairs cross it at once: a few percent of a healthy pair's busbw here). Both runs share one cluster.
 """
 
 from __future__ import annotations
