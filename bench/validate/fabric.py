@@ -50,7 +50,9 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                 across[leaf].append(x.busbw)
         elif links.leaf.get(x.pair.a) in inside:
             inside[links.leaf[x.pair.a]].append(x.busbw)
-    all_across = [x.busbw for x in links.pairs.values() if x.across]
+    # The fabric's share is measured on the pairs no blamed leaf explains: a slow leaf's pairs are its own row's.
+    all_across = [x.busbw for x in links.pairs.values() if x.across and not links.explained(x, shares)] or \
+        [x.busbw for x in links.pairs.values() if x.across]
     all_inside = [bw for xs in inside.values() for bw in xs]
     mid_across, mid_inside = _median(all_across), _median(all_inside)
     judged = len(leaves) >= 3
