@@ -253,7 +253,7 @@ def dcgm_stage(cfg: ValidateConfig, via: str, nodes: int, reach: float) -> dict[
     node_timeout = cfg.dcgm_timeout if cfg.dcgm_timeout is not None else timeout_for(level)
     return {"stage": "dcgm", "launches": 0, "looks": 1, "second_looks": 0, "level": level,
             "timeout_s": reach_timeout(node_timeout + inventory_wait_s(via), nodes),
-            "predicted_s": round(reach + DOCUMENTED_S[level], 1),
+            "predicted_s": round(reach + min(DOCUMENTED_S[level], node_timeout), 1),
             "how": f"dcgmi diag -r {level} on every node that has dcgmi, all at once: about {DOCUMENTED_S[level]:g} s "
                    f"by NVIDIA's dcgmi reference; a node still running at {node_timeout:g} s is killed and unknown"}
 
