@@ -14,8 +14,9 @@ srun's and mpirun's trees; a node's ranks starting side by side; the
 store's rendezvous per rank) to its work: per-GPU steps (and the burn) at
 the slowest published images/s for the level's model and precision,
 every round's all-reduce at the slowest published NIC's busbw, one launch
-per rail (those of --rails, else one HCA per GPU, assumed and said), and
-DCGM's diagnostic at the length NVIDIA documents for its level. A
+per rail of --rails (without it the rails are found at run time: the plan
+counts none and says what each would cost), and DCGM's diagnostic at the
+length NVIDIA documents for its level. A
 prediction from the slowest published figures errs long on faster
 hardware; second looks (a straggler's second round, a link measured
 again) are counted apart and in the budget, not in the prediction, since
@@ -216,8 +217,9 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
                              "predicted_s": round(second, 1)},
             "message_bytes": size, "assumes": {
                 "gpu": ips[1] if ips else f"no published figure for {model}: a step is the timeout over the steps",
-                "nic": nic_label, "rails": rail_note(cfg, nodes, round(rail_s, 1)),
-                "fanout": f"{launcher}: the head's share of reaching {nodes} nodes, {reach:.3g} s", "costs": os.path.relpath(os.path.normpath(COSTS_PATH), os.getcwd())
+                "nic": nic_label, "rails": rail_note(cfg, resources, round(rail_s, 1)),
+                "fanout": f"{launcher}: the head's share of reaching {nodes} nodes, {reach:.3g} s",
+                "costs": os.path.relpath(os.path.normpath(COSTS_PATH), os.getcwd())
                 if os.path.isabs(COSTS_PATH) else COSTS_PATH},
             "timeouts": f"each launch {timeout:g} s: the level's {lv.timeout:g} s + {ranks * c['barrier_per_rank_s']:g}"
                         f" s for {ranks} ranks (torch's barrier, 1 s per 1,000) + {head_s(nodes):g} s for the "
@@ -233,16 +235,17 @@ def rails_of(cfg: ValidateConfig, resources: dict[str, list[int]]) -> tuple[list
     return list(cfg.rails), f"{', '.join(cfg.rails)} (--rails)"
 
 
-def rail_note(cfg: ValidateConfig, nodes: int, per_rail_s: float) -> str:
+def rail_note(cfg: ValidateConfig, resources: dict[str, list[int]], per_rail_s: float) -> str:
     """What the plan assumed of the rails check."""
-    if not cfg.wanted("rails") or nodes < 2:
+    if not cfg.wanted("rails") or len(resources) < 2:
         return "none: the rails check is not run"
     if cfg.rails and len(cfg.rails) < 2:
         return f"none: one rail given ({cfg.rails[0]}), which the inter-node check measures"
     if cfg.rails:
         return f"{', '.join(cfg.rails)} (--rails), {per_rail_s:g} s each"
+    gpus = max(len(s) for s in resources.values())
     return (f"none counted: without --rails the run measures the Active InfiniBand/RoCE HCAs every node has, found "
-            f"by its inventory, {per_rail_s:g} s each (8 on a node with one per GPU: {8 * per_rail_s:g} s more); "
+            f"by its inventory, {per_rail_s:g} s each (one per GPU here: {gpus}, {gpus * per_rail_s:g} s more); "
             "--rails names them and the plan counts them")
 
 
