@@ -227,8 +227,9 @@ class ValidateConfig:
                        f"{', '.join(LEVELS[self.level].checks)})" if check not in LEVELS[self.level].checks
                        else f"--checks {','.join(self.checks or ())} leaves the {check} check out")
                 raise BadInput(f"{flag}: nothing would use it: {why}")
-        if self.dcgm_timeout is not None and self.dcgm_level() is None:
-            raise BadInput(f"--dcgm-timeout: no DCGM diagnostic runs (--dcgm {self.dcgm} at --level {self.level})")
+        if self.dcgm_timeout is not None and not self.wanted("dcgm"):
+            raise BadInput(f"--dcgm-timeout: no DCGM diagnostic runs (--dcgm {self.dcgm} at --level {self.level}"
+                           + (f", --checks {','.join(self.checks)}" if self.checks else "") + ")")
 
     def wanted(self, check: str) -> bool:
         """Whether this run runs `check` (its level's checks, narrowed by --checks; dcgm where a level is chosen)."""
