@@ -7,8 +7,9 @@
 What collect reads, each cheap and none needing root: `nvidia-smi topo -m` and
 `nvidia-smi nvlink -s` (only when the node has GPUs), `ibstat` (only where it
 is installed), and sysfs: /sys/class/infiniband/*/ports/*/{rate,state,
-phys_state,link_layer}, /sys/class/net/*/{speed,operstate,type} (an interface
-whose device lies under /sys/devices/virtual is virtual: lo, veth, bridge),
+phys_state,link_layer} and /sys/class/infiniband/*/device/net/ (each HCA's
+interfaces), /sys/class/net/*/{speed,operstate,type} (an interface whose
+device lies under /sys/devices/virtual is virtual: lo, veth, bridge),
 and each GPU's PCIe link (/sys/bus/pci/devices/BUS/max_link_{speed,width}
 and its upstream port's). A tool that is missing or fails is a reason in
 "errors", never an exception. The parsers are pure, tested on recorded real
@@ -27,7 +28,7 @@ from bench.cluster.linkkind import classify
 from bench.cluster.smi import run_smi
 
 __all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_topo_matrix", "read_ib_dir",
-           "read_sysfs_ib", "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
+           "read_ib_netdevs", "read_sysfs_ib", "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
 
 # A probe must stay fast: a healthy driver answers topo/nvlink in 1-3 s, ibstat in well under one.
 TOOL_TIMEOUT_S = 10.0
@@ -160,6 +161,13 @@ def read_ib_dir(base: str) -> list[dict]:
     return ports
 
 
+def read_ib_netdevs(root: str = "/sys") -> dict[str, list[str]]:
+    """Each RDMA device's network interfaces, {"mlx5_0": ["ibp12s0"]}: ROOT/class/infiniband/<hca>/device/net/ (the
+    PCI function's netdevs: IPoIB on InfiniBand, the Ethernet port on RoCE); [] where it has none."""
+    base = os.path.join(root, "class", "infiniband")
+    return {ca: sorted(_ls(os.path.join(base, ca, "device", "net"))) for ca in _ls(base)}
+
+
 def read_sysfs_net(root: str = "/sys") -> list[dict]:
     """Every interface under ROOT/class/net: speed (Mb/s; -1 or unreadable -> None), operstate, virtual."""
     base = os.path.join(root, "class", "net")
@@ -250,7 +258,7 @@ def collect(gpus: list[dict], environ, root: str = "/sys") -> dict:
         errors["ibstat"] = why
     pcie = read_sysfs_pci([g.get("pci_bus_id") for g in gpus], root)
     net = read_sysfs_net(root)
-    raw.update(ibstat=ibstat, sysfs_ib=sysfs_ib, net=net, pcie=pcie)
+    raw.update(ibstat=ibstat, sysfs_ib=sysfs_ib, net=net, pcie=pcie, ib_netdevs=read_ib_netdevs(root))
     # NCCL bootstraps on NCCL_SOCKET_IFNAME and moves data over RDMA where it finds it; gloo (CPU ranks) uses
     # GLOO_SOCKET_IFNAME for everything.
     names = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if gpus else ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")

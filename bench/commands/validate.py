@@ -98,12 +98,10 @@ def _soak(cfg: ValidateConfig, args) -> int:
 
 def _dry_run(cfg: ValidateConfig, hosts: HostSelection, as_json: bool) -> int:
     """The plan of bench.validate.budget for the hosts bench validate would check; no host is reached."""
-    from bench.analysis import references
-    from bench.validate import tree
     from bench.validate.budget import plan, stage_rows
-    from bench.validate.where import where
+    from bench.validate.stages import refuse
 
-    w = where(cfg, hosts)
-    p = plan(cfg, w.resources, w.launcher, references.load(cfg.reference), tree.find(cfg, len(w.resources)))
+    w, table, found = refuse(cfg, hosts)  # what the run would refuse, refused here too
+    p = plan(cfg, w.resources, w.launcher, table, found)
     print(json.dumps(p) if as_json else "\n".join(stage_rows(p)))
     return EXIT_OK

@@ -64,6 +64,13 @@ def cluster(cluster_factory: Callable[[int], netns.Cluster]) -> netns.Cluster:
 
 
 @pytest.fixture(scope="session")
+def own_hosts(cluster_factory: Callable[[int], netns.Cluster]) -> netns.Cluster:
+    """Three hosts of their own for the tests that change what one host sees (a second rail, fake sysfs entries, a
+    stand-in dcgmi: host_mounts.py, rails.py), built once for them all, apart from the tests sharing `cluster`."""
+    return cluster_factory(3)
+
+
+@pytest.fixture(scope="session")
 def shared_fs(cluster_factory: Callable[[int], netns.Cluster]) -> Iterator:
     """Three hosts of their own and the head, each an sshfs client of one SFTP server on their bridge
     (sharedfs.py); shares are mounted on first use and kept for the session."""

@@ -29,8 +29,8 @@ from .validate_runs import SLOTS, junit_matches, not_pass, said, prediction_hold
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
 PER_GPU = ("throughput", "numerics", "matmul", "copies", "memory")
-STAGES = ("preflight", "inventory", "health", "throughput", "numerics", "copies", "memory", "burn", "intra-node",
-          "inter-node", "rails", "training", "stragglers", "scaling")
+STAGES = ("preflight", "inventory", "health", "dcgm", "throughput", "numerics", "copies", "memory", "burn",
+          "intra-node", "inter-node", "rails", "training", "stragglers", "scaling")
 
 
 def _gpus(cluster) -> list[str]:

@@ -201,8 +201,8 @@ def test_dry_run_of_1000_hosts_plans_every_stage_within_its_time_and_reaches_no_
     assert not out.exists(), "a dry run writes no run folder"
     assert p["nodes"] == 1000 and p["ranks"] == 8000
     stages = {s["stage"]: s for s in p["stages"]}
-    assert list(stages) == ["preflight", "inventory", "health", "throughput", "numerics", "intra-node", "inter-node",
-                            "training", "stragglers", "scaling"]
+    assert list(stages) == ["preflight", "inventory", "health", "dcgm", "throughput", "numerics", "intra-node",
+                            "inter-node", "training", "stragglers", "scaling"]
     assert sum(s["launches"] for s in p["stages"]) == 3
     inter = stages["inter-node"]
     assert inter["pairs"] == (1000 if level == "quick" else 3000) and inter["partners"] == (2 if level == "quick" else 6)
