@@ -71,7 +71,6 @@ def gpu_lines(rec: dict[str, Any]) -> bytes | None:
             ax.legend(fontsize=7, loc="lower right")
         ax.set(title=f"{model}: {len(pts)} GPU(s), slowest first" + ("" if ln else " (no peer lines)"),
                xlabel="GPUs, by throughput", ylabel="images/s")
-        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     return _png(fig)
 
@@ -97,7 +96,6 @@ def copies(rec: dict[str, Any]) -> bytes | None:
                    c=[COLOURS.get(rows.get(g, "SKIP"), COLOURS["SKIP"]) for g, _ in pts])
         ax.axhline(percentile([y for _, y in pts], 50), color="k", linewidth=1, label="peers' median")
         ax.set(title=f"{COPY_LABEL.get(kind, kind)} alone", xlabel="GPUs, slowest first", ylabel="GB/s")
-        ax.set_ylim(bottom=0)
         ax.legend(fontsize=7, loc="lower right")
         ax.grid(alpha=0.3)
     return _png(fig)
