@@ -7,7 +7,10 @@ from __future__ import annotations
 import copy
 import html.parser
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -15,7 +18,7 @@ from bench.core import results
 from bench.render.html.page import unpack
 from bench.render.html.report import write
 from tests import scale_fixtures
-from tests.conftest import assert_bad_input, cli
+from tests.conftest import REPO, assert_bad_input, cli
 from tests.unit.test_report import VECTOR, point
 
 
@@ -190,3 +193,15 @@ def test_bench_report_html_bad_input(tmp_path):
     (tmp_path / "results.jsonl").write_text(json.dumps(point("strong", "strong/g1", 1, 10.0)) + "\n")
     assert_bad_input(cli("report", "--html", str(tmp_path / "no-such-folder" / "x.html"), str(tmp_path)), "--html",
                      "no-such-folder")
+
+
+@pytest.mark.process
+def test_the_benchmark_writes_and_opens_a_page_at_its_smallest_size():
+    """benchmarks/report_html.py at 1 node, quick, once: its row says a cell per node, no other request, no error."""
+    proc = subprocess.run([sys.executable, os.path.join("benchmarks", "report_html.py"), "--nodes", "1", "--levels",
+                           "quick", "--repeats", "1"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (row,) = [ln for ln in proc.stdout.splitlines() if re.match(r"quick\s+1\s", ln)][-1:]
+    cells, other_requests = row.split()[-3], row.split()[-1]
+    assert (cells, other_requests) == ("1", "0"), row

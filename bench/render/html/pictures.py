@@ -22,8 +22,9 @@ from bench.analysis.stats import percentile
 from bench.render.html.page import COLOURS
 
 # bench validate draws every node's burn-<node>.png beside its record (bench.render.burn): the page takes those where
-# they are, and draws the rest (~0.4 s and ~60 kB each) for at most this many nodes.
-BURN_NODES = 6
+# they are, and draws the rest (~0.4-0.6 s and ~60 kB each) for at most this many nodes: more would take a 1,000-node
+# page past its 5 s (benchmarks/report_html.py).
+BURN_NODES = 3
 DPI = 80
 COPY_LABEL = {"h2d": "H2D", "d2h": "D2H", "both": "both ways", "d2d": "D2D (memory)", "local": "D2D (local)"}
 
