@@ -152,6 +152,13 @@ def test_every_string_of_the_record_is_escaped_and_nothing_is_fetched(small, tmp
     assert any(s.endswith(evil) for s in data["s"])
 
 
+def test_a_record_of_an_older_bench_without_verdicts_or_figures_still_makes_a_page(small, tmp_path):
+    rec = {k: v for k, v in copy.deepcopy(small).items() if k not in ("nodes", "measured", "launcher", "drain",
+                                                                       "exclude", "pairing", "stages")}
+    _, page = _page(tmp_path, rec)
+    assert len(page.cells()) == 12 and {c["data-verdict"] for c in page.cells()} == {"unknown"}
+
+
 def test_the_summary_reads_without_javascript(small, tmp_path):
     """Counts, verdicts, the drain, the rows that are not PASS: in the HTML itself, not made by the script."""
     text, page = _page(tmp_path, small)

@@ -37,8 +37,10 @@ VERDICT_STATUS = {"healthy": "PASS", "degraded": "WARN", "drain": "FAIL", "unkno
 def _environment():
     import jinja2
 
+    # A key an older record lacks renders as nothing (default Undefined): a results folder from an older bench
+    # still opens. Every string is escaped (autoescape): host names, reasons and tool messages came from the nodes.
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True,
-                             lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+                             lstrip_blocks=True)
     env.filters["pct"] = lambda x: "-" if not isinstance(x, (int, float)) else f"{x * 100:.1f}%"
     env.filters["num"] = lambda x, fmt=",.1f": "-" if not isinstance(x, (int, float)) else format(x, fmt)
     return env

@@ -109,7 +109,9 @@ def scaling(rec: dict[str, Any]) -> dict[str, Any] | None:
 def validate_view(rec: dict[str, Any]) -> dict[str, Any]:
     shown, cluster, fabric = split_rows(rec)
     verdicts = Counter((n or {}).get("verdict") for n in (rec.get("nodes") or {}).values())
-    checks = [s["check"] for s in summary(rec)]
+    known = set(rec.get("hosts") or [])
+    about_nodes = {c["check"] for c in rec.get("checks") or [] if hosts_of_row(c, known)}
+    checks = [s["check"] for s in summary(rec) if s["check"] in about_nodes]  # the check filter's choices
     return {
         "rec": rec, "statuses": STATUSES, "verdicts": VERDICTS, "verdict_counts": verdicts,
         "verdict_status": VERDICT_STATUS, "summary": summary(rec), "checks": checks,
