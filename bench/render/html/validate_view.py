@@ -24,6 +24,7 @@ from bench.render.validate import NOT_ASKED, STATUSES, footer, summary
 
 VERDICTS = ("drain", "unknown", "degraded", "healthy")
 SHOWN_ROWS = 500  # rows that are not PASS printed into the page; the rest are in the node panels and the record
+FOLDED = 20  # more nodes to drain than this: their table and lines are folded (a person reads the grid first)
 BAD = ("FAIL", "ERROR", "WARN")
 
 
@@ -98,6 +99,19 @@ def drain_lines(rec: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
+def drain_nodes(rec: dict[str, Any]) -> list[dict[str, str]]:
+    """One line per node to drain: its GPUs, its checks, and the reason Slurm would be given (every entry is in the
+    node's panel)."""
+    entries = rec.get("drain") or []
+    out = []
+    for host in dict.fromkeys(e["host"] for e in entries):
+        mine = [e for e in entries if e["host"] == host]
+        gpus = [str(e["gpu"]) for e in mine if e["gpu"] is not None]
+        out.append({"host": host, "gpus": ", ".join(dict.fromkeys(gpus)) or "the node",
+                    "checks": ", ".join(dict.fromkeys(e["check"] for e in mine)), "reason": drain_reason(entries, host)})
+    return out
+
+
 def scaling(rec: dict[str, Any]) -> dict[str, Any] | None:
     s = (rec.get("measured") or {}).get("scaling")
     if not isinstance(s, dict) or s.get("measured") is None:
@@ -114,8 +128,10 @@ def validate_view(rec: dict[str, Any]) -> dict[str, Any]:
     checks = [s["check"] for s in summary(rec) if s["check"] in about_nodes]  # the check filter's choices
     return {
         "rec": rec, "statuses": STATUSES, "verdicts": VERDICTS, "verdict_counts": verdicts,
-        "verdict_status": VERDICT_STATUS, "summary": summary(rec), "checks": checks,
-        "footer": [line for line, _ in footer(rec)], "drain_lines": drain_lines(rec),
+        "verdict_status": VERDICT_STATUS, "summary": summary(rec), "folded": FOLDED, "checks": checks,
+        # The drain table says what footer's "drain:" line says.
+        "footer": [line for line, _ in footer(rec) if not line.startswith("drain: ")],
+        "drain_lines": drain_lines(rec), "drain_nodes": drain_nodes(rec),
         "groups": groups(rec, fabric), "grouped_by": "leaf switch" if leaf_of(rec) else "hostfile order",
         "topology_source": (rec.get("topology") or {}).get("source") if isinstance(rec.get("topology"), dict) else
         rec.get("topology"),
