@@ -39,6 +39,19 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+def _dots(ax, pts: list[tuple[str, float]], status: dict[str, str]) -> None:
+    """pts (sorted) as dots at their rank, one line of markers per status (a colour per dot in one scatter is ten
+    times slower to draw at 8,000 GPUs)."""
+    by: dict[str, tuple[list[int], list[float]]] = {}
+    for i, (gpu, y) in enumerate(pts):
+        xs, ys = by.setdefault(status.get(gpu, "SKIP"), ([], []))
+        xs.append(i)
+        ys.append(y)
+    for s, (xs, ys) in by.items():
+        ax.plot(xs, ys, ".", markersize=4 if len(pts) < 500 else 2, color=COLOURS.get(s, COLOURS["SKIP"]),
+                label=f"{s} ({len(xs)})")
+
+
 def _status(rec: dict[str, Any], check: str) -> dict[str, str]:
     return {c["node"]: c["status"] for c in rec.get("checks") or [] if c["check"] == check and c.get("gpu") is not None}
 
@@ -61,9 +74,7 @@ def gpu_lines(rec: dict[str, Any]) -> bytes | None:
     fig, axes = plt.subplots(1, len(by_model), figsize=(7 * len(by_model), 3.6), squeeze=False)
     for ax, (model, pts) in zip(axes[0], sorted(by_model.items())):
         pts.sort(key=lambda p: p[1])
-        xs = range(len(pts))
-        ax.scatter(xs, [y for _, y in pts], s=10 if len(pts) < 500 else 3,
-                   c=[COLOURS.get(status.get(g, "SKIP"), COLOURS["SKIP"]) for g, _ in pts])
+        _dots(ax, pts, status)
         ln = lines.get(model)
         if ln:
             for share, label, style in ((0.0, "peers' median", "-"), (ln["noise"], f"WARN below -{ln['noise']:.0%}",
@@ -93,8 +104,7 @@ def copies(rec: dict[str, Any]) -> bytes | None:
     for ax, (kind, pts) in zip(axes[0], kinds.items()):
         pts.sort(key=lambda p: p[1])
         rows = status["memory" if kind in ("d2d", "local") else "copies"]
-        ax.scatter(range(len(pts)), [y for _, y in pts], s=10 if len(pts) < 500 else 3,
-                   c=[COLOURS.get(rows.get(g, "SKIP"), COLOURS["SKIP"]) for g, _ in pts])
+        _dots(ax, pts, rows)
         ax.axhline(percentile([y for _, y in pts], 50), color="k", linewidth=1, label="peers' median")
         ax.set(title=f"{COPY_LABEL.get(kind, kind)} alone", xlabel="GPUs, slowest first", ylabel="GB/s")
         ax.legend(fontsize=7, loc="lower right")
