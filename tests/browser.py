@@ -2,7 +2,7 @@
 
     with chromium(tmp) as b:               # headless, no sandbox (root), nothing it may reach on its own
         b.open(path)                       # file://PATH; returns the seconds until the page's load event
-        b.requests()                       # every URL asked for since the page was opened (data: ones aside)
+        b.requests()                       # every URL asked for since the page was opened (data:, chrome:// aside)
         b.driver.find_element(...)
 
 Never a browser a tool downloads: /usr/bin/chromium and /usr/bin/chromedriver
@@ -24,7 +24,7 @@ CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 INSTALL = Path(__file__).resolve().parents[1] / "scripts" / "install-system.sh"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1400,1000")
+         "--disable-dev-shm-usage", "--disable-extensions", "--window-size=1400,1000")
 
 
 def ensure_installed() -> None:
@@ -45,13 +45,15 @@ class Browser:
         return time.perf_counter() - t0
 
     def requests(self) -> list[str]:
-        """The URLs of every request the browser logged (DevTools' Network.requestWillBeSent), inline data: aside."""
+        """The URLs of every request the browser logged (DevTools' Network.requestWillBeSent) since open(): file,
+        http(s), ws, anything that reads past the page. Not inline data: URIs, nor chrome:// (the browser's own
+        start page, which goes on loading its resources from inside the browser as the test's page opens)."""
         urls = []
         for entry in self.driver.get_log("performance"):
             msg = json.loads(entry["message"])["message"]
             if msg.get("method") == "Network.requestWillBeSent":
                 url = msg["params"]["request"]["url"]
-                if not url.startswith("data:"):
+                if not url.startswith(("data:", "chrome:", "chrome-untrusted:")):
                     urls.append(url)
         return urls
 

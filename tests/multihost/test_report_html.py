@@ -6,6 +6,7 @@ A screenshot of the opened node is kept under the test's tmp folder (its path pr
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -22,9 +23,11 @@ from .validate_runs import row, skip_if_load_hid
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
 
-def _rgb(hex_colour: str) -> str:
-    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgb({r}, {g}, {b})"
+def _rgb(colour: str) -> tuple[int, ...]:
+    """A CSS colour, "#c62828" or as the browser computes it ("rgba(198, 40, 40, 1)"), as (r, g, b)."""
+    if colour.startswith("#"):
+        return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return tuple(int(float(x)) for x in re.findall(r"[\d.]+", colour)[:3])
 
 
 def test_the_slow_gpu_validate_page_shows_the_drained_node_its_row_and_drain_line_and_fetches_nothing(
@@ -43,7 +46,7 @@ def test_the_slow_gpu_validate_page_shows_the_drained_node_its_row_and_drain_lin
         d = b.driver
         cells = {c.get_attribute("data-host"): c for c in d.find_elements(By.CSS_SELECTOR, ".cell")}
         assert sorted(cells) == sorted(cluster.hosts)
-        colour = {h: c.value_of_css_property("background-color") for h, c in cells.items()}
+        colour = {h: _rgb(c.value_of_css_property("background-color")) for h, c in cells.items()}
         assert colour[slow] == _rgb(COLOURS["FAIL"]), colour
         assert all(colour[h] == _rgb(COLOURS["PASS"]) for h in cluster.hosts if h != slow), colour
         # The drain line and the exclude, as a person copies them.
@@ -62,7 +65,7 @@ def test_the_slow_gpu_validate_page_shows_the_drained_node_its_row_and_drain_lin
         mine = [s for s in shown if s[:3] == ["throughput", gpu, "FAIL"]]
         assert len(mine) == 1, shown
         assert mine[0][3:7] == [r["value"], r["reference"], r["reason"], finding["action"]] and finding["action"], mine
-        d.execute_script("arguments[0].scrollIntoView()", panel)
+        d.execute_script("document.getElementById('v0-grid').scrollIntoView()")  # the grid and the open node
         shot = tmp_path / "report-slow-gpu.png"
         d.save_screenshot(str(shot))
         print(f"screenshot: {shot}")
