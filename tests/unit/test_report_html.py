@@ -212,3 +212,40 @@ def test_the_benchmark_writes_and_opens_a_page_at_its_smallest_size():
     (row,) = [ln for ln in proc.stdout.splitlines() if re.match(r"quick\s+1\s", ln)][-1:]
     cells, other_requests = row.split()[-3], row.split()[-1]
     assert (cells, other_requests) == ("1", "0"), row
+
+
+def test_burn_curves_are_read_back_from_beside_the_record_else_drawn_for_the_worst_nodes(tmp_path):
+    """bench validate draws burn-<node>.png beside its record; the page takes those (a node opens its own), and draws
+    them where the record came alone (bench report --html on a copied record)."""
+    import base64
+
+    from bench.cluster.hostfile import HostSelection
+    from bench.render.burn import picture_name
+    from bench.render.html.pictures import burn_order
+    from bench.validate import stages
+    from bench.validate.config import ValidateConfig
+
+    cluster = scale_fixtures.Cluster(2)
+    with pytest.MonkeyPatch.context() as mp:
+        cluster.install(mp.setattr)
+        rec = stages.validate(ValidateConfig(level="full", out=str(tmp_path / "results")),
+                              HostSelection(hostfile=cluster.hostfile(str(tmp_path))))
+    folder = rec["run_dir"]
+    # Files beside the record that differ from what would be drawn (bench.render.burn.plots' names; its drawing is
+    # test_burn's).
+    marked = {h: b"\x89PNG\r\n\x1a\n" + f"as drawn by bench validate: {h}".encode() for h in cluster.hosts}
+    for h, png in marked.items():
+        with open(os.path.join(folder, picture_name(h)), "wb") as f:
+            f.write(png)
+    for source, where in (("read", folder), ("drawn", None)):
+        path = tmp_path / f"{source}.html"
+        write(str(path), [(rec, where)], [])
+        text = path.read_text()
+        got = {h: base64.b64decode(b) for h, b in re.findall(
+            r'<template id="v0-burn-\d+"><img class="plot" alt="burn of ([^"]+)" src="data:image/png;base64,([^"]+)">',
+            text)}
+        assert list(got) == burn_order(rec) == cluster.hosts, source
+        data = unpack(Parsed(text).by_id["v0-data"])
+        assert all(data["nodes"][h]["burn"] for h in cluster.hosts)  # each node's panel shows its own
+        for h, png in got.items():
+            assert png.startswith(b"\x89PNG") and (png == marked[h]) == (source == "read"), (source, h)

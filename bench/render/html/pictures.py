@@ -3,7 +3,7 @@ every GPU's copies, and the burn's curves of the nodes a person is likely to ope
 
     png = gpu_lines(rec)          # None when the record has no per-GPU figure
     png = copies(rec)
-    pngs = burn(rec, folder)      # {host: png} for at most BURN_NODES nodes, the worst burn first
+    pngs = burn(rec, folder)      # {host: png}, the worst burns first: BURN_READ read back, BURN_DRAWN drawn
 
 What is drawn is the record's: the throughput lines are measured.gpu_lines
 (bench.analysis.peer_lines: median, noise, fail); a dot's colour is its
@@ -21,10 +21,10 @@ from typing import Any
 from bench.analysis.stats import percentile
 from bench.render.html.page import COLOURS
 
-# bench validate draws every node's burn-<node>.png beside its record (bench.render.burn): the page takes those where
-# they are, and draws the rest (~0.4-0.6 s and ~60 kB each) for at most this many nodes: more would take a 1,000-node
-# page past its 5 s (benchmarks/report_html.py).
-BURN_NODES = 3
+# bench validate draws every node's burn-<node>.png beside its record (bench.render.burn): the page takes those of the
+# worst BURN_READ nodes where they are (~80 kB each), and draws the rest (0.4-1 s each) for at most BURN_DRAWN nodes:
+# more would take a 1,000-node page past its 5 s and 10 MB (benchmarks/report_html.py).
+BURN_READ, BURN_DRAWN = 24, 3
 DPI = 80
 COPY_LABEL = {"h2d": "H2D", "d2h": "D2H", "both": "both ways", "d2d": "D2D (memory)", "local": "D2D (local)"}
 
@@ -124,19 +124,22 @@ def burn_order(rec: dict[str, Any]) -> list[str]:
     return sorted(burned, key=lambda h: worst.get(h, (5, 0.0)))
 
 
-def burn(rec: dict[str, Any], folder: str | None = None, limit: int = BURN_NODES) -> dict[str, bytes]:
+def burn(rec: dict[str, Any], folder: str | None = None, read: int = BURN_READ,
+         drawn: int = BURN_DRAWN) -> dict[str, bytes]:
     """folder: where the record's burn-<node>.png files may be (its run folder, or where it was copied to)."""
     from bench.render.burn import picture_name, plot
 
     burned = ((rec.get("measured") or {}).get("burn") or {})
-    out = {}
-    for host in burn_order(rec)[:limit]:
-        drawn = os.path.join(folder, picture_name(host)) if folder else None
-        if drawn and os.path.isfile(drawn):
-            with open(drawn, "rb") as f:
+    out: dict[str, bytes] = {}
+    for host in burn_order(rec)[:max(read, drawn)]:
+        there = os.path.join(folder, picture_name(host)) if folder else None
+        if there and os.path.isfile(there) and read > 0:
+            read -= 1
+            with open(there, "rb") as f:
                 out[host] = f.read()
-            continue
-        buf = io.BytesIO()
-        plot(buf, host, burned[host])
-        out[host] = buf.getvalue()
+        elif drawn > 0:
+            drawn -= 1
+            buf = io.BytesIO()
+            plot(buf, host, burned[host])
+            out[host] = buf.getvalue()
     return out
