@@ -159,6 +159,29 @@ def test_a_record_of_an_older_bench_without_verdicts_or_figures_still_makes_a_pa
     assert len(page.cells()) == 12 and {c["data-verdict"] for c in page.cells()} == {"unknown"}
 
 
+def test_a_cluster_of_a_few_gpus_gets_its_gpus_as_a_table_not_a_picture(tmp_path):
+    """Below PICTURE_MIN GPUs each GPU is a row (its figure, against the median, its status): what a dozen dots
+    would say, readable, and no matplotlib for the small validates most runs are."""
+    from bench.cluster.hostfile import HostSelection
+    from bench.render.html.gpu_tables import PICTURE_MIN
+    from bench.validate import stages
+    from bench.validate.config import ValidateConfig
+
+    cluster = scale_fixtures.Cluster(1)
+    with pytest.MonkeyPatch.context() as mp:
+        cluster.install(mp.setattr)
+        rec = stages.validate(ValidateConfig(level="quick", out=str(tmp_path / "results")),
+                              HostSelection(hostfile=cluster.hostfile(str(tmp_path))))
+    assert len(rec["measured"]["gpu_images_per_s"]) == 8 < PICTURE_MIN
+    text, page = _page(tmp_path, rec)
+    assert not [a for t, a in page.tags if t == "img"]
+    gpus = text.split('id="v0-gpus"')[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td>(node0000:\d)</td><td class=\"num\">([\d,.]+)</td>", gpus)
+    figures = rec["measured"]["gpu_images_per_s"]
+    assert [g for g, _ in rows] == sorted(figures, key=figures.get)  # slowest first
+    assert all(float(x.replace(",", "")) == pytest.approx(figures[g], abs=0.05) for g, x in rows)
+
+
 def test_the_summary_reads_without_javascript(small, tmp_path):
     """Counts, verdicts, the drain, the rows that are not PASS: in the HTML itself, not made by the script."""
     text, page = _page(tmp_path, small)

@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from bench.analysis import report_analysis as ra
-from bench.render.html import pairs_view, pictures
+from bench.render.html import gpu_tables, pairs_view, pictures
 from bench.render.html.node_data import node_data
 from bench.render.html.page import Page
 from bench.render.html.validate_view import validate_view
@@ -27,11 +27,15 @@ def _validate_section(rec: dict[str, Any], folder: str | None, page: Page, index
     view = validate_view(rec)
     burn = {h: page.picture(png) for h, png in pictures.burn(rec, folder).items()}
     ids = {h: f"v{index}-burn-{i}" for i, h in enumerate(burn)}
-    pics = {}
-    for name, draw in (("gpus", pictures.gpu_lines), ("copies", pictures.copies)):
-        png = draw(rec)
-        pics[name] = page.picture(png) if png else None
-    return {**view, "index": index, "data": page.packed(node_data(rec, ids)),
+    pics: dict[str, str | None] = {"gpus": None, "copies": None}
+    tables: dict[str, list] = {"gpus": [], "copies": []}
+    if len(gpu_tables.figures(rec)) >= gpu_tables.PICTURE_MIN:
+        for name, draw in (("gpus", pictures.gpu_lines), ("copies", pictures.copies)):
+            png = draw(rec)
+            pics[name] = page.picture(png) if png else None
+    else:
+        tables = {"gpus": gpu_tables.gpu_table(rec), "copies": gpu_tables.copies_table(rec)}
+    return {**view, "index": index, "data": page.packed(node_data(rec, ids)), "tables": tables,
             "burn": [{"id": ids[h], "host": h, "src": src} for h, src in burn.items()],
             "burn_total": len((rec.get("measured") or {}).get("burn") or {}), "pictures": pics,
             "pairs": pairs_view.matrix(rec), "lowest_best": pairs_view.lowest_best(rec)}
