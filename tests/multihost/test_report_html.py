@@ -11,8 +11,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from bench.core.scontrol import drain_argv, drain_reason
 from bench.render.html.page import COLOURS
@@ -41,7 +39,10 @@ def test_the_slow_gpu_validate_page_shows_the_drained_node_its_row_and_drain_lin
     assert (slow, 1, "throughput") in [(e["host"], e["gpu"], e["check"]) for e in rec["drain"]], rec["drain"]
     page = Path(rec["run_dir"]) / "report.html"
     assert page.is_file() and f"report: {page}" in v.proc.stderr, v.proc.stderr[-2000:]
-    with chromium(tmp_path) as b:
+    with chromium(tmp_path) as b:  # says so if selenium is missing (requirements-test.lock)
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
         b.open(page)
         d = b.driver
         cells = {c.get_attribute("data-host"): c for c in d.find_elements(By.CSS_SELECTOR, ".cell")}
