@@ -239,7 +239,7 @@ def test_the_benchmark_writes_and_opens_a_page_at_its_smallest_size():
 
 def test_burn_curves_are_read_back_from_beside_the_record_else_drawn_for_the_worst_nodes(tmp_path):
     """bench validate draws burn-<node>.png beside its record; the page takes those (a node opens its own), and draws
-    them where the record came alone (bench report --html on a copied record)."""
+    the worst node's where the record came alone (bench report --html on a copied record)."""
     import base64
 
     from bench.cluster.hostfile import HostSelection
@@ -267,8 +267,9 @@ def test_burn_curves_are_read_back_from_beside_the_record_else_drawn_for_the_wor
         got = {h: base64.b64decode(b) for h, b in re.findall(
             r'<template id="v0-burn-\d+"><img class="plot" alt="burn of ([^"]+)" src="data:image/png;base64,([^"]+)">',
             text)}
-        assert list(got) == burn_order(rec) == cluster.hosts, source
+        # Read back: every node's (up to BURN_READ); drawn: the worst node's alone (BURN_DRAWN).
+        assert list(got) == (burn_order(rec) if source == "read" else burn_order(rec)[:1]), source
         data = unpack(Parsed(text).by_id["v0-data"])
-        assert all(data["nodes"][h]["burn"] for h in cluster.hosts)  # each node's panel shows its own
+        assert [h for h in cluster.hosts if data["nodes"][h]["burn"]] == list(got)  # each node's panel its own
         for h, png in got.items():
             assert png.startswith(b"\x89PNG") and (png == marked[h]) == (source == "read"), (source, h)
