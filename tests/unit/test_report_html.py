@@ -273,3 +273,40 @@ def test_burn_curves_are_read_back_from_beside_the_record_else_drawn_for_the_wor
         assert [h for h in cluster.hosts if data["nodes"][h]["burn"]] == list(got)  # each node's panel its own
         for h, png in got.items():
             assert png.startswith(b"\x89PNG") and (png == marked[h]) == (source == "read"), (source, h)
+
+
+@pytest.mark.process
+def test_the_grid_filters_by_verdict_by_check_and_by_name_in_a_browser(small, tmp_path):
+    """The page's script in Debian's Chromium (tests/browser.py): the filters hide the cells they should, a deep link
+    (#v0-node-HOST) opens that node, and nothing is fetched."""
+    from tests.browser import chromium
+
+    path = tmp_path / "report.html"
+    write(str(path), [(small, None)], [])
+    with chromium(tmp_path) as b:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import Select, WebDriverWait
+
+        b.open(path, "#v0-node-node0003")
+        d = b.driver
+        panel = d.find_element(By.ID, "v0-panel")
+        WebDriverWait(d, 10).until(lambda _: panel.get_attribute("data-host") == "node0003")
+
+        def shown() -> list[str]:
+            return [c.get_attribute("data-host") for c in d.find_elements(By.CSS_SELECTOR, ".cell") if c.is_displayed()]
+
+        assert shown() == small["hosts"]
+        form = d.find_element(By.ID, "v0-filters")
+        form.find_element(By.CSS_SELECTOR, "input[value=healthy]").click()  # healthy off: the drained node alone
+        assert shown() == ["node0007"]
+        form.find_element(By.CSS_SELECTOR, "input[value=healthy]").click()
+        check = Select(form.find_element(By.CSS_SELECTOR, "select[name=check]"))
+        check.select_by_value("throughput")
+        assert shown() == ["node0007"]
+        check.select_by_value("numerics")  # node0007's slow GPU left the numerics job: no row of it there FAILed
+        assert shown() == []
+        check.select_by_value("")
+        form.find_element(By.CSS_SELECTOR, "input[name=q]").send_keys("node001")
+        assert shown() == ["node0010", "node0011"]
+        assert "2 of 12 node(s) shown" in form.text
+        assert b.requests() == [path.resolve().as_uri()] and b.errors() == []  # the request carries no fragment

@@ -127,7 +127,9 @@
     const prefix = section.dataset.prefix;
     const form = section.querySelector(".filters");
     form.hidden = false;
+    // "change" too: a select fires only that in some browsers (and under WebDriver).
     form.addEventListener("input", () => filter(section));
+    form.addEventListener("change", () => filter(section));
     form.addEventListener("submit", (e) => e.preventDefault());
     filter(section);
     section.addEventListener("click", (e) => {
