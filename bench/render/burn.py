@@ -60,7 +60,12 @@ def plot(path: str, host: str, node: dict[str, Any]) -> str:
     return _save(plt, fig, path)
 
 
+def picture_name(host: str) -> str:
+    """The file a node's burn plot is written to (report.html reads it back from beside the record)."""
+    return f"burn-{_slug(host)}.png"
+
+
 def plots(rec: dict[str, Any], out_dir: str) -> list[str]:
     """burn-<host>.png per node the record's burn covers."""
-    return [plot(os.path.join(out_dir, f"burn-{_slug(h)}.png"), h, node)
+    return [plot(os.path.join(out_dir, picture_name(h)), h, node)
             for h, node in ((rec.get("measured") or {}).get("burn") or {}).items()]
