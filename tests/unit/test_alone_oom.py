@@ -1,11 +1,13 @@
 """An independent run the kernel's OOM killer cut into: the rank the launch named, and every other silent rank that had
-started, say the OOM killer; one that never started says so (bench.jobs.alone.record)."""
+started, say the OOM killer; one that never started says so (bench.jobs.alone.record). Who started is what bench's
+hub heard (a hello), not what the shared directory holds."""
 
 from __future__ import annotations
 
 import pytest
 
 from bench.core.config import RunConfig
+from bench.core.conversation.hub import RankState
 from bench.jobs.alone import record
 from bench.launch.execute import Outcome
 
@@ -14,10 +16,10 @@ from bench.launch.execute import Outcome
 def test_silent_ranks_of_a_run_the_oom_killer_cut_say_so(tmp_path):
     (tmp_path / "ranks").mkdir()
     (tmp_path / "alone").mkdir()
-    for r in (0, 1, 2):
-        (tmp_path / "ranks" / f"pid-{r}").write_text(f"h {100 + r}\n")
+    # Ranks 0-2 said hello to bench's hub; rank 3 never did.
+    hello = {r: RankState(host="h", pid=100 + r, hello_at=1.0) for r in (0, 1, 2)}
     named = "rank 1 on h was killed by the kernel's OOM killer (memory cgroup /x counted 3 OOM kill(s)); no report"
-    out = Outcome("oom", 1, 5.0, error={"where": "h", "reason": named, "rank": 1})
+    out = Outcome("oom", 1, 5.0, error={"where": "h", "reason": named, "rank": 1}, ranks=hello)
     plan = {"resources": {"h": [0, 1, 2, 3]}, "world_size": 4, "device": "cpu"}
     rec = record(RunConfig(), plan, "run", str(tmp_path), out, {}, {}, lambda *a: {})
     why = {r["rank"]: r["reason"] for r in rec["alone"]}
