@@ -91,7 +91,7 @@ def run(run_dir: str, rank: int, plan: dict, engine, batches, device, local: int
     part = sampler.stop() if sampler is not None else {}
     import torch
 
-    from bench.worker.copies import bus_id_of
+    from bench.worker.binding import bus_id_of
 
     rec = {"rank": rank, "local_rank": local, "host": socket.gethostname(), "status": "ok", "seconds": seconds,
            "interval_s": every, "start": round(start, 3), "steps": len(ends), "bus_id": bus_id_of(torch, device),

@@ -20,6 +20,7 @@ from bench.validate import copies as vcopies
 from bench.validate.config import ValidateConfig
 from bench.core.errors import BadInput
 from bench.worker import burn as wburn
+from bench.worker import binding as wbinding
 from bench.worker import copies as wcopies
 
 
@@ -30,9 +31,9 @@ def _write(path, text: str) -> None:
 
 
 def test_cpu_lists_go_both_ways():
-    assert wcopies.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
-    assert wcopies.parse_cpu_list("0-2,5,7-8\n") == {0, 1, 2, 5, 7, 8}
-    assert wcopies.cpu_list(set()) == ""
+    assert wbinding.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert wbinding.parse_cpu_list("0-2,5,7-8\n") == {0, 1, 2, 5, 7, 8}
+    assert wbinding.cpu_list(set()) == ""
 
 
 def test_numa_nodes_and_a_gpus_link_come_from_sysfs(tmp_path):
@@ -43,13 +44,16 @@ def test_numa_nodes_and_a_gpus_link_come_from_sysfs(tmp_path):
     _write(f"{dev}/numa_node", "1\n")
     _write(f"{dev}/max_link_speed", "32.0 GT/s PCIe\n")
     _write(f"{dev}/max_link_width", "16\n")
-    assert wcopies.cpu_nodes({2, 3}, root) == [0]
-    assert wcopies.cpu_nodes(range(64), root) == [0, 1]
-    assert wcopies.pci_device("0000:19:00.0", root) == {"numa_node": 1, "pcie_gen": 5, "pcie_width": 16}
+    assert wbinding.cpu_nodes({2, 3}, root) == [0]
+    assert wbinding.cpu_nodes(range(64), root) == [0, 1]
+    assert wbinding.pci_device("0000:19:00.0", root) == {"numa_node": 1, "pcie_gen": 5, "pcie_width": 16,
+                                                         "pcie_gen_now": None, "pcie_width_now": None,
+                                                         "pcie_path": ["0000:19:00.0"]}
     _write(f"{dev}/numa_node", "-1\n")   # the kernel's "not known" (a VM, a one-node machine)
-    assert wcopies.pci_device("0000:19:00.0", root)["numa_node"] is None
-    assert wcopies.pci_device(None, root) == {"numa_node": None, "pcie_gen": None, "pcie_width": None}
-    assert wcopies.cpu_nodes({0}, str(tmp_path / "none")) is None
+    assert wbinding.pci_device("0000:19:00.0", root)["numa_node"] is None
+    assert wbinding.pci_device(None, root) == {"numa_node": None, "pcie_gen": None, "pcie_width": None,
+                                               "pcie_gen_now": None, "pcie_width_now": None, "pcie_path": []}
+    assert wbinding.cpu_nodes({0}, str(tmp_path / "none")) is None
 
 
 def test_the_nodes_ranks_take_turns_on_a_node_local_lock(tmp_path):
