@@ -137,7 +137,8 @@ def _said(gpu: str, b: GpuBurn) -> str:
     parts = [f"{gpu}: first {b.span} {b.first:.4g}{unit}, last {b.last:.4g} ({0.0 - (b.fall or 0):+.1%}, noise line "
              f"{b.noise:.1%})" if b.first is not None and b.last is not None else f"{gpu}: no figure sampled"]
     if b.throttled is None:
-        parts.append("clocks event reasons unknown (not read)")
+        if b.peak_temp_c is not None or b.clock_drop is not None:  # NVML read this GPU, but not its reasons
+            parts.append("clocks event reasons unknown (not read)")
     else:
         parts.append(f"throttled {b.throttled:.0%} of {b.reasons_read} samples ({reasons})")
     if b.at_power_limit:
