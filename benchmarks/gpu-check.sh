@@ -1,67 +1,126 @@
 #!/usr/bin/env bash
-# One-GPU check of bench against a bare timm training loop, and of what only a GPU can show; under 8 min on one H200
-# (with a second GPU, tensor parallelism T = 2 too: ~1.5 min more).
+# What only a GPU can show, in sections that fit one device call: the never-run code first, each section under a
+# time budget printed before it starts, the default run under 9 minutes on one H100.
 #
-#   benchmarks/gpu-check.sh [OUT_DIR]              # on a node with a GPU (default OUT_DIR: results/gpu-check)
-#   benchmarks/gpu-check.sh --dry-run [OUT_DIR]    # the same plumbing on CPU with tiny models, ~2 min on 2 cores
-#   GPU=3 benchmarks/gpu-check.sh                  # another GPU of the node (nvidia-smi's index)
+#   benchmarks/gpu-check.sh --plan                     # the sections, their order and budgets; runs nothing
+#   benchmarks/gpu-check.sh [OUT_DIR]                  # the default run (default OUT_DIR: results/gpu-check)
+#   benchmarks/gpu-check.sh --only copies,burn [OUT]   # these sections (in the order below), after the check
+#   benchmarks/gpu-check.sh --dry-run [--only ...]     # the same plumbing on CPU with tiny models
+#   GPU=3 benchmarks/gpu-check.sh                      # another GPU of the node (nvidia-smi's index)
 #
-# For each of ViT-B/16 at 224 in bf16 (the study's model) and a CIFAR-native
-# ViT (vit-tiny-p4-32 in bf16), on GPU $GPU:
-#   1. `bench run` on one rank: images/s, TFLOP/s, MFU (peak from the GPU
-#      table for the GPU the rank saw and the precision), data share, peak
-#      memory allocated and reserved, the device's used memory, all from the
-#      run's record (results.jsonl);
-#   2. benchmarks/timm_train_bench.py, a minimal equivalent of timm's benchmark.py
-#      train mode (timm model, torch AMP, fused AdamW, random input; NOT timm's
-#      own script, which is not in timm's pip package), same model and batch;
-# then one table with bench/timm-equivalent. A case that fails prints its row
-# and the table goes on. Both programs run with CUDA_VISIBLE_DEVICES=$GPU and
-# CUDA_DEVICE_ORDER=PCI_BUS_ID, so they use the same physical GPU, and the
-# table prints the PCI bus each one saw. The checks that only a GPU can
-# prove (issue 16: GPU selection, the memory figure, NCCL timing null with a
-# reason) are printed under the table.
+# The sections (benchmarks/gpu-check-sections.sh: what each runs and checks), in this order:
+#   check     the driver, torch's CUDA and whether they can work together (CUDA 13.x needs a driver >= 580:
+#             torch 2.14.1+cu130 on 535-570 sees no GPU); stops the run in one line if not
+#   copies    issues 41/48: H2D, D2H, both, D2D alone and all at once, the PCIe link, beside nvbandwidth
+#   burn      issues 41/48: the GPU hot for $BURN (60 s), NVML each second, each GPU on its own
+#   dcgm      DCGM level 1 and its pcie test, where dcgmi is installed
+#   numerics  issue 25: the numerics job saved and reproduced bit for bit, the bf16 matmul
+#   comm      issue 31: validate's per-GPU workload timed by CUDA events, bench comm's 1 KiB latency
+#   hang      issue 22: a hung run's ranks, where each one is, the flight recorder on NCCL
+#   tp        issue 24: tensor parallelism T = 2 (two GPUs; skipped on one)
+#   cases     bench against a bare timm-style loop, ViT-B/16 @224 and a CIFAR-native ViT, bf16
+#   issue21   Slurm task binding per engine (reruns the cases' second run), memory window, fp16 skipped steps,
+#             ZeRO-3 from the CPU model
+# The default run is the sections in this order while their budgets add up to under LIMIT_S (9 minutes on one
+# H100: one device call is 10); --plan names the rest, grouped into calls of under 9 minutes each. A budget is
+# a limit, not a forecast: a section still running at its budget is stopped (timeout, its process group) and
+# says so; what it wrote stays under OUT_DIR. Budgets are estimates for one H100 from the sections' own
+# commands (startup, steps, timeouts), not yet measured on one.
 #
-# Then a hung run (issue 22): `bench run` on 2 GPUs (1 when the node has one) whose last rank blocks in
-# data loading from its 3rd batch (tests/faults.py's sitecustomize, so it needs a checkout), --timeout 20
-# and bench's default collective timeout (issue 31: on GPUs bench's watchdog fires first by default, no
-# --collective-timeout 600 needed): bench's watchdog fires with the other rank's all-reduce still on NCCL's
-# stream. Checked: the plan says the watchdog fires first; the failure line and ranks_at name the blocked
-# rank "in data loading"; the other rank is "waiting" in all_reduce by the flight recorder (its host thread
-# left the call long ago); a dump per rank, every one written by _dump_nccl_trace; torch's own analyzer read
-# the NCCL dumps (ok). With 2 GPUs the same stall again with --collective-timeout 30 --timeout 120, so that
-# NCCL's watchdog aborts the ranks first: the blocked rank must still be the one named (from the ranks' own
-# watchdog lines and dumps, bench.launch.nccl_watchdog), not rank 0 "killed by SIGABRT". With --dry-run the
-# runs go on CPU ranks (gloo), and the NCCL-only checks show "-".
-#
-# Issue 31's other checks (before the hang): validate's per-GPU workload on this GPU (bench validate
-# --level quick --checks throughput: ViT-B/16 @224, batch 32, fp32 on GPUs): its step time beside its
-# bound, F_train x batch / the GPU's fp32 peak, and how it was timed (CUDA events, one synchronize a
-# step); bench comm's 1 KiB latency (k back-to-back collectives a sample) over the node's GPUs, beside
-# the published nccl-tests figure for the GPU when NCCL_TESTS_1K_US gives one (none was found for an
-# H200 at 1 KiB: nccl-tests#272's H200 x8 run starts at 64 KiB).
-#
-# Where it runs: in the image (docker run ... vitbench:latest benchmarks/gpu-check.sh, or apptainer exec),
-# with the image's interpreter (/opt/venv/bin/python), or in a checkout with .venv. $PY overrides both.
-# A GPU machine with torch and timm but no DeepSpeed and no network: carry the wheels
-# (benchmarks/make-gpu-wheels.sh writes them on a machine that has a network) in $WHEELS; they are
-# installed into $OUT/site, which goes first on PYTHONPATH, and nothing else is touched.
+# Where it runs: in the image (docker run ... vitbench:latest benchmarks/gpu-check.sh, or apptainer exec), with
+# the image's interpreter (/opt/venv/bin/python), or in a checkout with .venv. $PY overrides both. A GPU machine
+# with torch and timm but no DeepSpeed and no network: carry the wheels of benchmarks/make-gpu-wheels.sh in
+# $WHEELS (one folder per Python: the cp311/ or cp312/ that matches $PY is installed into $OUT/site, which goes
+# first on PYTHONPATH; nothing else is touched).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
+SECTIONS=(check copies burn dcgm numerics comm hang tp cases issue21)
+declare -A BUDGET=([check]=20 [copies]=150 [burn]=160 [dcgm]=160 [numerics]=150 [comm]=100 [hang]=150 [tp]=110
+                   [cases]=180 [issue21]=270)
+declare -A WHAT=([check]="the driver, torch's CUDA, whether they work together"
+                 [copies]="H2D, D2H, both, D2D alone and all at once; the PCIe link; nvbandwidth beside"
+                 [burn]="the GPU hot for \$BURN (60 s), NVML each second"
+                 [dcgm]="dcgmi diag -r 1 (60 s at most) and -r pcie (90 s at most), where installed"
+                 [numerics]="the numerics job reproduced bit for bit; the bf16 matmul"
+                 [comm]="validate's per-GPU workload by CUDA events; bench comm at 1 KiB"
+                 [hang]="a hung run: its ranks, where each one is, the flight recorder"
+                 [tp]="tensor parallelism T = 2 (two GPUs; one: skipped)"
+                 [cases]="bench against a timm-style loop, two models, bf16"
+                 [issue21]="Slurm task binding per engine, memory window, fp16 skips, ZeRO-3 (after cases)")
+LIMIT_S=540
+
+DRY=0 PLAN=0 ONLY="" OUT=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --dry-run) DRY=1 ;;
+    --plan) PLAN=1 ;;
+    --only) [[ $# -ge 2 ]] || { echo "gpu-check: --only needs section names (${SECTIONS[*]})" >&2; exit 2; }
+            ONLY=$2; shift ;;
+    --only=*) ONLY=${1#--only=} ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
+    -*) echo "gpu-check: unknown option $1 (--plan, --only NAME[,NAME], --dry-run)" >&2; exit 2 ;;
+    *) OUT=$1 ;;
+  esac
+  shift
+done
+OUT=${OUT:-results/gpu-check}
+
+in_list() { local x=$1; shift; for y in "$@"; do [[ $x == "$y" ]] && return 0; done; return 1; }
+
+# What runs: the check, then the sections asked for (in SECTIONS' order), or the default prefix.
+RUN=(check)
+if [[ -n "$ONLY" ]]; then
+  IFS=, read -r -a ASKED <<<"$ONLY"
+  for name in "${ASKED[@]}"; do
+    in_list "$name" "${SECTIONS[@]}" || { echo "gpu-check: --only: no section '$name' (${SECTIONS[*]})" >&2; exit 2; }
+  done
+  for name in "${SECTIONS[@]:1}"; do in_list "$name" "${ASKED[@]}" && RUN+=("$name"); done
+else
+  total=${BUDGET[check]}
+  for name in "${SECTIONS[@]:1}"; do
+    (( total + BUDGET[$name] < LIMIT_S )) || break
+    RUN+=("$name"); total=$(( total + BUDGET[$name] ))
+  done
+fi
+
+plan() {
+  local n=0 total=0 name
+  echo "gpu-check plan: sections in order, each with its budget on one H100 (a limit: stopped there)"
+  for name in "${SECTIONS[@]}"; do
+    n=$((n + 1))
+    printf '  %2d  %-9s %4d s  %s%s\n' "$n" "$name" "${BUDGET[$name]}" "${WHAT[$name]}" \
+      "$(in_list "$name" "${RUN[@]}" && echo "  [this run]")"
+    in_list "$name" "${RUN[@]}" && total=$(( total + BUDGET[$name] ))
+  done
+  printf 'this run: %s: %d s (%d min %02d s)%s\n' "${RUN[*]}" "$total" $((total / 60)) $((total % 60)) \
+    "$( (( total < LIMIT_S )) && echo ", under $((LIMIT_S / 60)) min" || echo ", past $((LIMIT_S / 60)) min: more than one device call")"
+  local rest=() group=() sum=0
+  for name in "${SECTIONS[@]:1}"; do in_list "$name" "${RUN[@]}" || rest+=("$name"); done
+  [[ ${#rest[@]} -gt 0 ]] || return 0
+  echo "not in this run, in calls of under $((LIMIT_S / 60)) min each (the check runs first in every call):"
+  for name in "${rest[@]}"; do
+    if (( ${#group[@]} > 0 && BUDGET[check] + sum + BUDGET[$name] >= LIMIT_S )); then
+      printf '  benchmarks/gpu-check.sh --only %s   # %d s\n' "$(IFS=,; echo "${group[*]}")" $((sum + BUDGET[check]))
+      group=(); sum=0
+    fi
+    group+=("$name"); sum=$(( sum + BUDGET[$name] ))
+  done
+  printf '  benchmarks/gpu-check.sh --only %s   # %d s\n' "$(IFS=,; echo "${group[*]}")" $((sum + BUDGET[check]))
+}
+
+if [[ $PLAN == 1 ]]; then plan; exit 0; fi
+
 if [[ -z "${PY:-}" ]]; then
   if [[ -n "${VITBENCH_IMAGE:-}" && -x /opt/venv/bin/python ]]; then PY=/opt/venv/bin/python
   elif [[ -x .venv/bin/python ]]; then PY=.venv/bin/python
   else PY=python3; fi
 fi
-DRY=0
-if [[ "${1:-}" == "--dry-run" ]]; then DRY=1; shift; fi
-OUT=${1:-results/gpu-check}
 GPU=${GPU:-0}
-WHEELS=${WHEELS:-benchmarks/wheels}
 mkdir -p "$OUT"
-
 if ! $PY -c "import deepspeed" 2>/dev/null; then
+  tag=$($PY -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  WHEELS=${WHEELS:-benchmarks/wheels}/$tag
   if compgen -G "$WHEELS/*.whl" >/dev/null; then
     echo "# gpu-check: no deepspeed in $PY; installing the carried wheels of $WHEELS into $OUT/site" >&2
     $PY -m pip install -q --no-index --no-deps --target "$OUT/site" "$WHEELS"/*.whl \
@@ -72,511 +131,29 @@ if ! $PY -c "import deepspeed" 2>/dev/null; then
     exit 2
   fi
 fi
+export OUT PY DRY GPU
 
-if [[ $DRY == 1 ]]; then
-  # CPU, tiny: checks the commands, the records and the table, not the GPU.
-  DEV=(--device cpu --gpus 1)
-  TDEV=(--device cpu)
-  PREC=fp32
-  STEPS=(--steps 6 --timing-warmup 2)
-  TSTEPS=(--steps 3 --warmup 1)
-  CASES=("vit-micro-p4-32 vit_tiny_patch16_224 32 4 8 96 4 3"
-         "vit-micro-p4-32 vit_tiny_patch16_224 32 4 8 96 4 3")
-  export OMP_NUM_THREADS=1
-else
-  command -v nvidia-smi >/dev/null && nvidia-smi -L || { echo "gpu-check: no GPU (use --dry-run on CPU)" >&2; exit 2; }
-  DEV=(--device cuda --gpus 1)
-  TDEV=(--device cuda)
-  PREC=bf16
-  STEPS=(--steps 40 --timing-warmup 10)
-  TSTEPS=(--steps 30 --warmup 10)
-  # preset timm_name img patch batch [embed depth heads]
-  CASES=("vit-b16-224 vit_base_patch16_224 224 16 256"
-         "vit-tiny-p4-32 vit_tiny_patch16_224 32 4 256")
-  export CUDA_VISIBLE_DEVICES=$GPU CUDA_DEVICE_ORDER=PCI_BUS_ID
-fi
-
-echo "# gpu-check $(date -Is) $(hostname): $PY, GPU $GPU: $($PY -c 'import torch;print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")')"
-i=0
-for case in "${CASES[@]}"; do
-  read -r preset timm_name img patch batch embed depth heads <<<"$case"
-  i=$((i + 1))
-  echo "## case $i: $preset ($timm_name @ $img, patch $patch), batch $batch, $PREC"
+# The dry run's tiny models on two shared cores take longer than the real ones on a GPU (tp's three 2-rank runs:
+# past 110 s at load 8-10 here): its budgets are the H100's x DRY_SCALE, still enforced.
+DRY_SCALE=3
+echo "# gpu-check $(date -Is) $(hostname): $PY, GPU $GPU$([[ $DRY == 1 ]] && echo ", dry run on CPU"): ${RUN[*]}"
+for name in "${RUN[@]}"; do
+  budget=${BUDGET[$name]}
+  if [[ $DRY == 1 ]]; then
+    budget=$(( budget * DRY_SCALE ))
+    echo "## $name (budget $budget s: the H100's ${BUDGET[$name]} s x $DRY_SCALE on CPU): ${WHAT[$name]}"
+  else
+    echo "## $name (budget $budget s): ${WHAT[$name]}"
+  fi
   start=$(date +%s)
-  $PY -m bench run --model "$preset" --dataset synthetic --precision "$PREC" --micro-batch "$batch" \
-      "${STEPS[@]}" "${DEV[@]}" --no-eval --out "$OUT/bench-$i" --json > "$OUT/bench-$i.json" \
-      2> "$OUT/bench-$i.err" || echo "   bench run exited $? (its row says why)"
-  extra=()
-  [[ -n "${embed:-}" ]] && extra=(--embed-dim "$embed" --depth "$depth" --num-heads "$heads")
-  $PY benchmarks/timm_train_bench.py --model "$timm_name" --img-size "$img" --patch-size "$patch" \
-      --batch "$batch" --precision "$PREC" "${TSTEPS[@]}" "${TDEV[@]}" "${extra[@]}" > "$OUT/timm-$i.json" \
-      2> "$OUT/timm-$i.err" || echo "   timm loop exited $? (its row says why)"
-  echo "   took $(( $(date +%s) - start )) s"
+  # Its own process group, killed whole at the budget: bench, its ranks and any tool the section started.
+  timeout --kill-after=10 "$budget" bash -c 'source benchmarks/gpu-check-sections.sh && setup && "sec_$1"' _ "$name"
+  rc=$?
+  took=$(( $(date +%s) - start ))
+  if [[ $rc == 124 || $rc == 137 ]]; then
+    echo "   $name stopped at its budget of $budget s; what it wrote is under $OUT"
+  elif [[ $name == check && $rc != 0 ]]; then
+    exit 2   # the check said why, in one line
+  fi
+  echo "   $name: $took s of its $budget s"
 done
-
-$PY - "$OUT" "$i" "$GPU" <<'EOF'
-import json, sys
-out, n, gpu = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-def pct(x): return "-" if x is None else f"{x * 100:.1f}%"
-def gib(xs): return None if not xs or None in xs else max(xs) / 2**30
-def num(x, w): return f"{'-':>{w}}" if x is None else f"{x:>{w}.2f}"
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        tail = open(path.replace(".json", ".err"), errors="replace").read().strip().splitlines()[-1:] or [str(e)]
-        return {"status": "failed", "error": {"reason": tail[0][:200]}}
-print(f"{'model':<18}{'bench img/s':>12}{'TFLOP/s':>9}{'MFU':>7}{'data':>7}{'alloc GiB':>10}{'resv GiB':>9}"
-      f"{'dev GiB':>8}{'timm-eq img/s':>15}{'MFU':>7}{'mem GiB':>9}{'bench/timm-eq':>15}")
-checks = []
-for i in range(1, n + 1):
-    rec, t = load(f"{out}/bench-{i}.json"), load(f"{out}/timm-{i}.json")
-    if rec.get("status") != "ok":
-        print(f"case {i}: bench run {rec.get('status')}: {(rec.get('error') or {}).get('reason')}")
-        continue
-    f = rec["figures"]
-    mem, resv, dev = gib(f["peak_memory_bytes"]), gib(f.get("peak_reserved_bytes")), gib(f.get("device_used_bytes"))
-    if "images_per_s" not in t:
-        print(f"{rec['config']['model']:<18}{f['images_per_s']:>12.1f}  timm loop failed: {t['error']['reason']}")
-    else:
-        tmem = (t["peak_memory_bytes"] or 0) / 2**30
-        print(f"{rec['config']['model']:<18}{f['images_per_s']:>12.1f}{f.get('tflops') or 0:>9.2f}{pct(f['mfu']):>7}"
-              f"{pct(f['data_share']):>7}{num(mem, 10)}{num(resv, 9)}{num(dev, 8)}{t['images_per_s']:>15.1f}"
-              f"{pct(t['mfu']):>7}{tmem:>9.2f}{f['images_per_s'] / t['images_per_s']:>15.3f}")
-    if f["mfu"] is None:
-        print(f"  no MFU: {f.get('mfu_reason')}")
-    if rec["plan"]["device"] != "cuda":
-        checks.append((f"case {i}: GPU selection, memory and NCCL checks: not applicable on CPU", None))
-        continue
-    gpu_seen = (rec["provenance"]["devices"][0].get("gpu") or {})
-    checks.append((f"case {i}: the rank ran on the chosen GPU (CUDA_VISIBLE_DEVICES {gpu_seen.get('cuda_visible_devices')}, "
-                   f"bus {gpu_seen.get('pci_bus_device')}, order {gpu_seen.get('cuda_device_order')}; "
-                   f"timm loop bus {t.get('pci_bus_device')})",
-                   gpu_seen.get("cuda_visible_devices") == gpu and gpu_seen.get("cuda_device_order") == "PCI_BUS_ID"
-                   and gpu_seen.get("pci_bus_device") is not None and gpu_seen.get("pci_bus_device") == t.get("pci_bus_device")))
-    checks.append((f"case {i}: memory: allocated <= reserved <= device used ({num(mem, 0)} / {num(resv, 0)} / {num(dev, 0)} GiB)",
-                   None not in (mem, resv, dev) and mem <= resv <= dev))
-    checks.append((f"case {i}: communication time null with a reason on a GPU: {f.get('comm_share_reason')!r}",
-                   f.get("comm_share") is None and bool(f.get("comm_share_reason"))))
-for what, ok in checks:
-    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
-EOF
-
-# --- Issue 21: what only a GPU proves (items 1, 5, 6, 7); ~2 min on one H200 (not yet run on one) -------------------------
-# 1. srun --gpus-per-task=1: the node's second task sees one GPU (cuda:0) with SLURM_LOCALID=1. The case-2
-#    run's directory is run again by `python -m bench.worker` with exactly that Slurm environment, once per
-#    engine (DeepSpeed, DDP, FSDP2): before issue 21, DeepSpeed's set_device(LOCAL_RANK=1) failed there.
-#    (init_process_group's device_id path needs 2+ ranks, which one GPU cannot hold: NCCL refuses two ranks
-#    on one GPU; tests/multihost/test_slurm_gpus.py checks the environment of 6 real Slurm tasks.)
-# 5. the peak memory is the steady steps' and is read before evaluation: the same run with and without
-#    evaluation must report the same peak (within 2%), and the reset happened at --timing-warmup.
-# 6. fp16 with a loss scale that overflows at first (initial_scale_power 24): the skipped steps are counted
-#    and left out of images/s (steady_steps + skipped_steps = the steady window).
-# 7. FSDP2 is built from the CPU model and shards as it moves (the engine-1 rerun trains on the GPU); its
-#    memory saving needs 2+ GPUs and is not measurable on one. ZeRO-3 partitions the CPU-built model with
-#    deepspeed.zero.Init(module=...) (bench.worker.engines.shard_zero3): a ZeRO-3 run on the GPU must record
-#    the partitions made on cuda:0 with NCCL (its saving, too, needs 2+ GPUs).
-echo "## issue 21 checks"
-base=$(ls -d "$OUT"/bench-2/*/ 2>/dev/null | head -1)
-SMALL=(--model vit-micro-p4-32 --dataset synthetic --synthetic-size 2048 --steps 12 --timing-warmup 2 "${DEV[@]}")
-[[ $DRY == 1 ]] || SMALL=(--model vit-tiny-p4-32 --dataset synthetic --synthetic-size 20480 --micro-batch 256 \
-                          --steps 20 --timing-warmup 3 "${DEV[@]}")
-$PY -m bench run "${SMALL[@]}" --no-eval --out "$OUT/mem-noeval" --json > "$OUT/mem-noeval.json" 2> "$OUT/mem-noeval.err"
-$PY -m bench run "${SMALL[@]}" --out "$OUT/mem-eval" --json > "$OUT/mem-eval.json" 2> "$OUT/mem-eval.err"
-if [[ $DRY == 1 ]]; then FP16=(--precision fp32); else FP16=(--precision fp16); fi
-echo '{"fp16": {"initial_scale_power": 24}}' > "$OUT/fp16-overflow.json"
-$PY -m bench run "${SMALL[@]}" --no-eval "${FP16[@]}" --deepspeed-config "$(cd "$OUT" && pwd)/fp16-overflow.json" \
-    --out "$OUT/fp16" --json > "$OUT/fp16.json" 2> "$OUT/fp16.err"
-$PY -m bench run "${SMALL[@]}" --no-eval --zero-stage 3 --out "$OUT/zero3" --json > "$OUT/zero3.json" 2> "$OUT/zero3.err"
-for engine in deepspeed ddp fsdp2; do
-  [[ -n "$base" ]] || break
-  d="$OUT/slurm-task1-$engine"
-  rm -rf "$d" && mkdir -p "$d" && cp "$base"/{config.json,plan.json,ds_config.json} "$d"/
-  # A short rerun of this engine, with no heartbeat to watch (bench is not running it).
-  $PY - "$d" "$engine" <<'PY'
-import json, sys
-d, engine = sys.argv[1], sys.argv[2]
-cfg = json.load(open(f"{d}/config.json")); cfg.update(engine=engine, steps=6, timing_warmup=2, eval=False)
-json.dump(cfg, open(f"{d}/config.json", "w"))
-plan = json.load(open(f"{d}/plan.json")); plan.update(orphan_after_s=0, master_addr="127.0.0.1", master_port=29631)
-json.dump(plan, open(f"{d}/plan.json", "w"))
-PY
-  env -u RANK -u LOCAL_RANK -u WORLD_SIZE SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=1 SLURM_NTASKS_PER_NODE=2 \
-      timeout 180 $PY -u -m bench.worker --run-dir "$d" > "$d.out" 2>&1 || echo "   $engine rerun exited $?"
-done
-$PY - "$OUT" "$DRY" <<'EOF2'
-import glob, json, os, sys
-out, dry = sys.argv[1], sys.argv[2] == "1"
-def rec(name):
-    try:
-        return json.load(open(f"{out}/{name}.json"))
-    except (OSError, ValueError):
-        return {"status": "missing"}
-def ranks(r):
-    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(r.get("run_dir", "/nonexistent"), "ranks", "rank*.json")))]
-checks = []
-for engine in ("deepspeed", "ddp", "fsdp2"):
-    d = f"{out}/slurm-task1-{engine}"
-    try:
-        r0 = json.load(open(f"{d}/ranks/rank0.json"))
-    except (OSError, ValueError):
-        log = open(f"{d}.out", errors="replace").read().strip().splitlines()[-1:] if os.path.exists(f"{d}.out") else ["no rerun"]
-        checks.append((f"item 1, {engine}: SLURM_LOCALID=1 with one GPU visible: no rank record ({log[0][:160]})", False))
-        continue
-    gpu = r0.get("gpu") or {}
-    checks.append((f"item 1, {engine}: SLURM_LOCALID=1 with one GPU visible ran on cuda:{gpu.get('index')} "
-                   f"({r0.get('status')}, launcher local rank {r0.get('local_rank')})",
-                   None if dry else r0.get("status") == "ok" and gpu.get("index") == 0 and r0.get("local_rank") == 1))
-noeval, witheval = rec("mem-noeval"), rec("mem-eval")
-if noeval.get("status") == witheval.get("status") == "ok":
-    a, b = max(noeval["figures"]["peak_memory_bytes"]), max(witheval["figures"]["peak_memory_bytes"])
-    rs = ranks(witheval)
-    steady = {r.get("steady_from") for r in rs}
-    checks.append((f"item 5: peak without evaluation {a / 2**20:.0f} MiB, with {b / 2**20:.0f} MiB; reset at step "
-                   f"{sorted(steady)} (--timing-warmup {witheval['config']['timing_warmup']})",
-                   None if dry else abs(a - b) <= 0.02 * a and steady == {witheval["config"]["timing_warmup"]}))
-else:
-    checks.append((f"item 5: runs {noeval.get('status')}/{witheval.get('status')}", False))
-fp = rec("fp16")
-if fp.get("status") == "ok":
-    rs = ranks(fp)
-    window = fp["config"]["steps"] - fp["config"]["timing_warmup"]
-    sk = [r.get("skipped_steps") for r in rs]
-    checks.append((f"item 6: fp16 from loss scale 2^24: skipped {sk} of the {window} steady steps, "
-                   f"steady_steps {[r.get('steady_steps') for r in rs]}, {fp['figures']['images_per_s']:.1f} img/s",
-                   None if dry else all(s and s > 0 and r["steady_steps"] + s == window for s, r in zip(sk, rs))))
-else:
-    checks.append((f"item 6: fp16 run {fp.get('status')}: {(fp.get('error') or {}).get('reason')}", False))
-checks.append(("item 7: FSDP2's saving needs 2+ GPUs (one GPU holds one NCCL rank); built from the CPU model it "
-               "ran above (item 1, fsdp2)", None))
-z3 = rec("zero3")
-sh = ((z3.get("figures") or {}).get("model_states") or {}).get("sharded_from") or {}
-checks.append((f"item 7: ZeRO-3 {z3.get('status')}: partitioned from the CPU-built model, gathered on "
-               f"{sh.get('gathered_on')}, partitions on {sh.get('partitions_on')}, {sh.get('backend')}",
-               None if dry else z3.get("status") == "ok" and sh.get("gathered_on") == "cuda:0"
-               and sh.get("backend") == "nccl" and sh.get("how", "").startswith("deepspeed.zero.Init(module=")))
-for what, ok in checks:
-    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
-EOF2
-
-# --- Issue 25: the numerics job and matmul on CUDA; ~1 min on one H200 --------------------------------------
-# bench validate --level prolog twice on this GPU: the first saves the numerics job's curve, the second must
-# reproduce it bit for bit (judged "reference"): torch's deterministic settings and the fixed cuBLAS workspace
-# hold on this GPU, across processes. The timed bf16 matmul is judged against the best measured figure for
-# the GPU (bench/data/reference_throughput.json, matmul) where there is one.
-echo "## issue 25 checks"
-$PY -m bench validate --level prolog --out "$OUT/prolog" --json --save-numerics-reference "$OUT/numerics-ref.json" \
-    > "$OUT/prolog-1.json" 2> "$OUT/prolog-1.err"
-$PY -m bench validate --level prolog --out "$OUT/prolog" --json --numerics-reference "$OUT/numerics-ref.json" \
-    > "$OUT/prolog-2.json" 2> "$OUT/prolog-2.err"
-$PY - "$OUT" "$DRY" <<'EOF3'
-import json, sys
-out, dry = sys.argv[1], sys.argv[2] == "1"
-checks = []
-try:
-    second = json.load(open(f"{out}/prolog-2.json"))
-    saved = json.load(open(f"{out}/numerics-ref.json"))
-except (OSError, ValueError) as e:
-    second, saved = {}, {"curves": []}
-    checks.append((f"prolog runs: {e}", False))
-nm = (second.get("measured") or {}).get("numerics") or {}
-rows = [c for c in second.get("checks", []) if c["check"] in ("numerics", "matmul") and c.get("gpu") is not None]
-checks.append((f"numerics: the second run judged by the saved curve ({len(saved['curves'])} saved): "
-               f"{sorted({x['judged_by'] for x in nm.values()})}, {[r['status'] for r in rows if r['check'] == 'numerics']}",
-               bool(nm) and all(x["judged_by"] == "reference" and x["status"] == "PASS" for x in nm.values())))
-for r in rows:
-    if r["check"] == "matmul":
-        checks.append((f"matmul {r['node']}: {r['value']} against {r['reference']}: {r['status']}",
-                       None if dry or r["status"] == "SKIP" else r["status"] == "PASS"))
-checks.append((f"prolog verdict {second.get('result')} in {second.get('duration_s', 0):.0f} s",
-               None if dry else second.get("result") == "PASS"))
-for what, ok in checks:
-    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
-EOF3
-
-# --- Issue 24: tensor parallelism T = 2 on two GPUs of this node; ~1.5 min on two H200s ----------------------
-# The same ViT-B/16 at 384 (577 tokens) in bf16, micro batch 32, on GPUs $GPU and $GPU2 (default: the next one):
-# FSDP2 over the 2 GPUs (D = 2), TP 2 with DTensor under FSDP2 (D = 1), and TP 2 with DeepSpeed's AutoTP under
-# ZeRO-1 (D = 1). NCCL refuses two ranks on one GPU, so with one GPU visible the points are skipped, saying so.
-# What only GPUs show: AutoTP on NCCL (tried on gloo only), TP's activation all-reduces over NVLink or PCIe
-# against FSDP2's gathers at equal ranks, and TP's memory per rank (activations split T ways) on the device.
-echo "## issue 24 checks (tensor parallelism)"
-if [[ $DRY == 1 ]]; then
-  TP_DEV=(--device cpu --gpus 2); TP_MODEL=(--model vit-micro-h4-p4-32 --precision fp32 --micro-batch 8)
-  TP_STEPS=(--steps 6 --timing-warmup 2); NGPU=2
-else
-  NGPU=$(nvidia-smi -L | wc -l)
-  GPU2=${GPU2:-$(( (GPU + 1) % (NGPU > 0 ? NGPU : 1) ))}
-  TP_DEV=(--device cuda --gpus 2); TP_MODEL=(--model vit-b16-384 --precision bf16 --micro-batch 32)
-  TP_STEPS=(--steps 30 --timing-warmup 8)
-fi
-if [[ $NGPU -ge 2 ]]; then
-  for arm in "fsdp2:--engine fsdp2" "tp2:--engine fsdp2 --tensor-parallel 2" "autotp2:--tensor-parallel 2 --zero-stage 1"; do
-    name=${arm%%:*}; read -r -a extra <<<"${arm#*:}"
-    if [[ $DRY == 1 ]]; then sel=(); else sel=(env CUDA_VISIBLE_DEVICES="$GPU,$GPU2" CUDA_DEVICE_ORDER=PCI_BUS_ID); fi
-    "${sel[@]}" $PY -m bench run "${TP_MODEL[@]}" "${TP_STEPS[@]}" "${TP_DEV[@]}" --dataset synthetic --synthetic-size 4096 \
-        --no-eval "${extra[@]}" --out "$OUT/tp-$name" --json > "$OUT/tp-$name.json" 2> "$OUT/tp-$name.err" \
-        || echo "   $name exited $? (its row says why)"
-  done
-fi
-$PY - "$OUT" "$DRY" "$NGPU" <<'EOF4'
-import json, sys
-out, dry, ngpu = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
-checks = []
-if ngpu < 2:
-    checks.append((f"TP = 2 needs 2 GPUs on this node ({ngpu} visible; NCCL refuses two ranks on one GPU): skipped", None))
-else:
-    recs = {}
-    for name in ("fsdp2", "tp2", "autotp2"):
-        try:
-            recs[name] = json.load(open(f"{out}/tp-{name}.json"))
-        except (OSError, ValueError):
-            recs[name] = {"status": "missing"}
-    print(f"{'arm':<9}{'status':>8}{'img/s':>10}{'per replica':>12}{'TP MB/step':>11}{'x Megatron':>11}"
-          f"{'states MiB':>11}{'peak GiB':>9}")
-    for name, r in recs.items():
-        f = r.get("figures") or {}
-        tp = (f.get("comm") or {}).get("tensor_parallel") or {}
-        states = (f.get("model_states") or {}).get("measured") or {}
-        peak = max(f.get("peak_memory_bytes") or [0]) / 2**30
-        img = f.get("images_per_s")
-        print(f"{name:<9}{r.get('status'):>8}{img or 0:>10.1f}{f.get('images_per_s_per_replica') or 0:>12.1f}"
-              f"{(tp.get('bytes_per_step') or 0) / 1e6:>11.2f}{tp.get('measured_over_analytic') or 0:>11.3f}"
-              f"{(states.get('total') or 0) / 2**20:>11.1f}{peak:>9.2f}")
-        if r.get("status") != "ok":
-            checks.append((f"{name}: {r.get('status')}: {(r.get('error') or {}).get('reason')}", False))
-    for name in ("tp2", "autotp2"):
-        f = recs[name].get("figures")
-        if not f:
-            continue
-        tp = f["comm"]["tensor_parallel"]
-        checks.append((f"{name}: counted TP bytes {tp['measured_over_analytic']:.3f}x Megatron's "
-                       f"{tp['analytic']['formula']}", abs(tp["measured_over_analytic"] - 1) <= 0.05))
-        t = f["tensor_parallel"]
-        checks.append((f"{name}: each GPU holds half the split layers ({t['local_split_params_per_rank']} of "
-                       f"{t['split_params']:,})", all(x == t["split_params"] // 2 for x in t["local_split_params_per_rank"])))
-        checks.append((f"{name}: loss {f['loss']['first']:.3f} -> {f['loss']['last']:.3f}, finite and falling",
-                       None if dry else f["sanity"]["loss_fell"] and f["sanity"]["loss_finite"]))
-        if not dry:
-            checks.append((f"{name}: communication time null with a reason on GPUs", f.get("comm_share") is None
-                           and bool(f.get("comm_share_reason"))))
-for what, ok in checks:
-    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
-EOF4
-
-# --- Issue 31: validate's per-GPU workload on this GPU, and bench comm's small messages ---------------------
-echo "## issue 31 checks"
-# This node alone, its first slot: GPU 0 (validate picks GPUs by slot, not by CUDA_VISIBLE_DEVICES), one CPU rank
-# in the dry run.
-echo "localhost slots=1" > "$OUT/validate-hostfile"
-$PY -m bench validate --hostfile "$OUT/validate-hostfile" --level quick --checks throughput \
-    --out "$OUT/validate-quick" --json > "$OUT/validate-quick.json" 2> "$OUT/validate-quick.err"
-if [[ $DRY == 1 ]]; then COMM_N=2; COMM_DEV=(--device cpu); else COMM_N=$(nvidia-smi -L | wc -l); COMM_DEV=(--device cuda); fi
-( [[ $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
-  $PY -m bench comm --gpus "$COMM_N" "${COMM_DEV[@]}" --sizes 1K,1M --iters 20 --warmup 5 --out "$OUT/comm" --json \
-      > "$OUT/comm.json" 2> "$OUT/comm.err" )
-$PY - "$OUT" "$DRY" "$COMM_N" "${NCCL_TESTS_1K_US:-}" <<'EOF5'
-import glob, json, statistics, sys
-out, dry, n, published = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
-sys.path.insert(0, ".")
-from bench.analysis import figures
-checks = []
-if not glob.glob(f"{out}/validate-quick/*/runs/*/alone/rank*.json"):
-    checks.append((f"validate --level quick --checks throughput: no per-GPU run "
-                   f"({open(f'{out}/validate-quick.err', errors='replace').read()[-300:]})", False))
-for p in sorted(glob.glob(f"{out}/validate-quick/*/runs/*/alone/rank*.json")):
-    s = json.load(open(p))
-    r = s["ranks"][0]
-    step = statistics.median(r["step_s"])
-    name = (r.get("gpu") or {}).get("name") or "cpu"
-    peak, why = figures.peak_flops_of(name, "fp32")
-    batch = json.load(open(p.rsplit("/alone/", 1)[0] + "/config.json"))["micro_batch"]
-    bound = s["flops_per_image"] * batch / peak if peak and s.get("flops_per_image") else None
-    checks.append((f"validate's per-GPU workload {s['model']['timm_name']} @{s['model']['img_size']} on {name}: median "
-                   f"step {step * 1e3:.1f} ms (bound at the fp32 peak {bound * 1e3 if bound else float('nan'):.1f} ms); "
-                   f"timed by {r.get('step_timing')}",
-                   None if dry else bound is not None and step >= bound and "CUDA events" in str(r.get("step_timing"))))
-try:
-    c = json.load(open(f"{out}/comm.json"))
-    rows = {r["size"]: r for r in c.get("rows") or []}
-    one = rows.get(1024)
-    pub = f"published nccl-tests figure {published} us" if published else \
-        "no published nccl-tests 1 KiB figure for this GPU given (NCCL_TESTS_1K_US)"
-    checks.append((f"bench comm over {n} rank(s): 1 KiB all_reduce {one['time_s']['median'] * 1e6:.1f} us a collective, "
-                   f"k = {one['back_to_back']} back-to-back a sample; {pub}",
-                   None if dry or not published or n < 2 else one["time_s"]["median"] * 1e6 <= 2 * float(published)))
-    checks.append((f"bench comm says how it timed: {c.get('timing', '')[:80]}...", bool(c.get("timing"))))
-except (OSError, ValueError, KeyError, TypeError) as e:
-    checks.append((f"bench comm: no row for 1 KiB ({e})", False))
-for what, ok in checks:
-    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
-EOF5
-
-# --- Issue 41: copies, memory and a node hot at once on this GPU, beside nvbandwidth and DCGM; ~2 min ---------
-# bench validate --checks copies,memory,burn --burn $BURN (default 60s; the dry run: 10 s on one CPU rank) on
-# this node's first slot: H2D, D2H and both at once from pinned memory, a D2D copy within the GPU (read and
-# write counted), alone and all at once (one GPU: the same), the rank's CPUs and the GPU's NUMA node, then the
-# burn: its throughput per second and NVML's SM clock, temperature, power and throttle reasons each second.
-# Beside them, where installed, for the same GPU (CUDA_VISIBLE_DEVICES): nvbandwidth's CE copies
-# (host_to_device_memcpy_ce, device_to_host_memcpy_ce, the two bidirectional ones (summed: bench's "both"),
-# device_local_copy: counted once, doubled here) read by bench's own nvbandwidth reader, and DCGM's pcie and
-# memory_bandwidth tests (dcgmi diag -r ... -j); their words are printed as DCGM gives them.
-echo "## issue 41 checks (copies, memory, a node hot at once)"
-if [[ $DRY == 1 ]]; then BURN=10s; else BURN=${BURN:-60s}; fi
-$PY -m bench validate --hostfile "$OUT/validate-hostfile" --level quick --checks copies,memory,burn --burn "$BURN" \
-    --out "$OUT/validate-41" --json > "$OUT/validate-41.json" 2> "$OUT/validate-41.err" \
-    || echo "   bench validate exited $? (its rows say why)"
-if [[ $DRY == 0 ]] && command -v nvbandwidth >/dev/null; then
-  timeout 300 nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce host_to_device_bidirectional_memcpy_ce \
-      device_to_host_bidirectional_memcpy_ce device_local_copy > "$OUT/nvbandwidth.txt" 2>&1 \
-      || echo "   nvbandwidth exited $?"
-fi
-if [[ $DRY == 0 ]] && command -v dcgmi >/dev/null; then
-  for t in pcie memory_bandwidth; do
-    timeout 600 dcgmi diag -r "$t" -i "$GPU" -j > "$OUT/dcgmi-$t.json" 2> "$OUT/dcgmi-$t.err" || echo "   dcgmi $t exited $?"
-  done
-fi
-$PY - "$OUT" "$DRY" <<'EOF41'
-import json, os, re, sys
-out, dry = sys.argv[1], sys.argv[2] == "1"
-try:
-    rec = json.loads(open(f"{out}/validate-41.json").read().strip().splitlines()[-1])
-except (OSError, ValueError, IndexError) as e:
-    rec = {}
-    print(f"  bench validate gave no record ({e}): {out}/validate-41.err")
-rows = [c for c in rec.get("checks") or [] if c["check"] in ("copies", "memory", "binding", "burn")]
-for c in rows:
-    print(f"  bench {c['check']:<8}{c['node']:<14}{c['status']:<6}{c['value']}")
-    print(f"      {c['reason'][:300]}")
-copies = next(iter((rec.get("measured") or {}).get("copies", {}).values()), {})
-ours = (copies.get("phases") or {}).get("alone") or {}
-theirs = {}
-if os.path.exists(f"{out}/nvbandwidth.txt"):
-    from bench.cluster.health import nvbandwidth
-    nv = nvbandwidth.parse(open(f"{out}/nvbandwidth.txt", errors="replace").read())
-    for f in nvbandwidth.figures(nv):
-        if f.get("gpu") == 0 and f.get("peer") is None:
-            theirs[f["kind"]] = f["gbps"] * (2 if f["kind"] == "local" else 1)
-    if "h2d_bidir" in theirs and "d2h_bidir" in theirs:
-        theirs["both"] = theirs["h2d_bidir"] + theirs["d2h_bidir"]
-print(f"  {'copy':<8}{'bench GB/s':>12}{'nvbandwidth GB/s':>18}")
-for ours_kind, their_kind in (("h2d", "h2d"), ("d2h", "d2h"), ("both", "both"), ("host", "-"), ("d2d", "local")):
-    a, b = ours.get(ours_kind), theirs.get(their_kind)
-    print(f"  {ours_kind:<8}{'-' if a is None else f'{a:.2f}':>12}{'-' if b is None else f'{b:.2f}':>18}")
-if not theirs:
-    print("  nvbandwidth: " + ("not run in the dry run" if dry else "not installed here"))
-for t in ("pcie", "memory_bandwidth"):
-    path = f"{out}/dcgmi-{t}.json"
-    if not os.path.exists(path):
-        print(f"  dcgmi {t}: " + ("not run in the dry run" if dry else "dcgmi not installed here"))
-        continue
-    text = open(path, errors="replace").read()
-    said = sorted(set(re.findall(r"[^\"]*?\d+(?:\.\d+)? ?(?:GB/s|MB/s|GiB/s)[^\"]*", text)))[:8]
-    status = sorted(set(re.findall(r'"(?:status|result)"\s*:\s*"(\w+)"', text)))
-    print(f"  dcgmi {t}: {', '.join(status) or 'no status'}")
-    for line in said:
-        print(f"      {line.strip()[:200]}")
-burn = next(iter((rec.get("measured") or {}).get("burn", {}).values()), {})
-nvml = burn.get("nvml") or {}
-for bus, cols in nvml.items():
-    sm = [x for x in cols.get("sm_mhz") or [] if x is not None]
-    temp = [x for x in cols.get("temp_c") or [] if x is not None]
-    reasons = sum(1 for r in cols.get("reasons") or [] if r)
-    if sm:
-        print(f"  NVML {bus}: SM {min(sm):.0f}-{max(sm):.0f} MHz, peak {max(temp or [0]):.0f} C, "
-              f"{reasons} of {len(sm)} samples with a clocks event reason")
-checks = [("copies, memory and burn rows for the GPU", bool(rows) and {"copies", "memory", "burn"} <= {c["check"] for c in rows}),
-          ("the burn said why there is no NVML (CPU)" if dry else "NVML sampled during the burn",
-           (burn.get("nvml") is None and "no NVML here" in str(burn.get("nvml_error"))) if dry else bool(nvml))]
-for what, ok in checks:
-    print(f"  [{'ok' if ok else 'WRONG'}] {what}")
-EOF41
-
-# The hang check last: without a checkout's tests/faults.py it ends the script (nothing after it).
-echo "## hang: where each rank is when the watchdog fires (flight recorder on ${DEV[1]:-cuda})"
-if [[ ! -f tests/faults.py ]]; then
-  echo "   skipped: tests/faults.py is not here (run from a checkout: its sitecustomize makes the stall)"
-  exit 0
-fi
-HR=1
-if [[ $DRY == 1 ]]; then HR=2; elif [[ $(nvidia-smi -L | wc -l) -ge 2 ]]; then HR=2; fi
-mkdir -p "$OUT/hang-site"
-$PY -c "import sys; sys.path.insert(0, '.'); from tests.faults import block_data_loading; print(block_data_loading(3, rank=$((HR - 1))))" \
-  > "$OUT/hang-site/sitecustomize.py"
-HSITE=$(cd "$OUT/hang-site" && pwd)  # absolute: the ranks start in their run directory
-HDEV=("${DEV[@]}")
-HDEV[${#HDEV[@]}-1]=$HR  # --gpus
-# On GPUs bench's watchdog fires first by default (issue 31); on CPU (gloo) the ranks' own timeouts report first
-# unless the collective timeout is longer than --timeout: the dry run asks for that, to walk the same path.
-HCT=()
-[[ $DRY == 1 ]] && HCT=(--collective-timeout 600)
-start=$(date +%s)
-( [[ $HR == 2 && $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
-  # 200 steps: should the stall not come, the run ends by itself and the checks say WRONG.
-  PYTHONPATH="$HSITE${PYTHONPATH:+:$PYTHONPATH}" $PY -m bench run --model vit-micro-p4-32 \
-    --dataset synthetic --synthetic-size 2048 --micro-batch 16 --steps 200 --no-eval --timeout 20 \
-    "${HCT[@]}" "${HDEV[@]}" --out "$OUT/hang" --json > "$OUT/hang.json" 2> "$OUT/hang.err" )
-echo "   bench exited $? after $(( $(date +%s) - start )) s"
-if [[ $HR == 2 ]]; then
-  # The same stall with the collective timeout shorter than bench's watchdog: NCCL's watchdog aborts the ranks.
-  start=$(date +%s)
-  ( [[ $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
-    PYTHONPATH="$HSITE${PYTHONPATH:+:$PYTHONPATH}" $PY -m bench run --model vit-micro-p4-32 \
-      --dataset synthetic --synthetic-size 2048 --micro-batch 16 --steps 200 --no-eval --timeout 120 \
-      --collective-timeout 30 "${HDEV[@]}" --out "$OUT/hang-abort" --json > "$OUT/hang-abort.json" 2> "$OUT/hang-abort.err" )
-  echo "   bench (NCCL's watchdog first) exited $? after $(( $(date +%s) - start )) s"
-fi
-$PY - "$OUT" "$HR" <<'EOF2'
-import glob, json, os, sys
-out, ranks = sys.argv[1], int(sys.argv[2])
-try:
-    rec = json.load(open(f"{out}/hang.json"))
-except (OSError, ValueError) as e:
-    print(f"  [WRONG] no record: {e}; {open(f'{out}/hang.err', errors='replace').read()[-600:]}")
-    sys.exit(0)
-err, cuda = rec.get("error") or {}, rec["plan"]["device"] == "cuda"
-at = {e["rank"]: e for e in err.get("ranks_at") or []}
-hang = err.get("hang") or {}
-fr = (hang.get("flight_recorder") or {}).get("analyzer") or {}
-run_dir = rec["run_dir"]
-stacks = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(run_dir, "stacks", "rank*.json")))]
-writers = {(s.get("flight_recorder") or {}).get("writer") for s in stacks}
-blocked = at.get(ranks - 1, {})
-print(f"  bench: {err.get('reason')}")
-dumped = sorted(os.path.basename(p) for p in glob.glob(os.path.join(run_dir, "flight", "rank*")))
-checks = [
-    (f"plan: {rec['plan'].get('first_to_fire')} fires first (collective timeout {rec['plan'].get('collective_timeout_s')} s, "
-     f"watchdog {rec['plan'].get('watchdog_s')} s)" + (", no --collective-timeout given" if cuda else ""),
-     rec["plan"].get("first_to_fire") == "watchdog" if cuda else None),
-    (f"a dump per rank: {dumped}", dumped == [f"rank{r}" for r in range(ranks)]),
-    (f"the blocked rank {ranks - 1} is named first, in data loading ({blocked.get('frame')})",
-     err.get("rank") == ranks - 1 and blocked.get("doing") == "data loading"
-     and str(err.get("reason", "")).startswith("hung at step 3: ")),
-    (f"every rank answered the stack request ({(hang.get('stack_request') or {}).get('answered')})",
-     (hang.get("stack_request") or {}).get("answered") == list(range(ranks))),
-    (f"the dumps were written by {sorted(w or '-' for w in writers)}",
-     (writers == {"torch._C._distributed_c10d._dump_nccl_trace"}) if cuda else None),
-    (f"torch's analyzer read the dumps: {fr.get('ok')} {fr.get('error') or ''}".rstrip(),
-     fr.get("ok") is True if cuda else None),
-]
-if ranks > 1:
-    other = at.get(0, {})
-    checks.append((f"rank 0 waits in {other.get('collective')} by the {other.get('source')} "
-                   f"(device state {other.get('device_state')})",
-                   (other.get("at") == "waiting" and (other.get("collective") or {}).get("op") == "all_reduce"
-                    and other.get("source") == ("flight recorder" if cuda else "stack"))))
-try:
-    ab = json.load(open(f"{out}/hang-abort.json"))
-except (OSError, ValueError):
-    ab = None
-if ab is not None:
-    e = ab.get("error") or {}
-    nw = e.get("nccl_watchdog") or {}
-    print(f"  bench (NCCL's watchdog first): {e.get('reason')}")
-    checks.append((f"NCCL's watchdog aborted the ranks; bench named rank {e.get('rank')} ({e.get('where')}), odd by "
-                   f"the watchdogs' counts: {nw.get('odd_ranks')}",
-                   (e.get("rank") == ranks - 1 and bool(nw) and "SIGABRT" not in str(e.get("reason"))) if cuda else None))
-for what, ok in checks:
-    print(f"  [{'-' if ok is None else 'ok' if ok else 'WRONG'}] {what}")
-EOF2

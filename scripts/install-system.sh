@@ -1,5 +1,5 @@
 #!/bin/sh
-# Debian packages that the multi-host tests and multi-node launches need.
+# Debian packages that the multi-host tests, multi-node launches and the browser tests need.
 #
 #   sudo scripts/install-system.sh        # CI runs it through `make test`
 #
@@ -9,8 +9,10 @@
 # namespace.
 set -eu
 
+# chromium and chromium-driver (the same version, Debian's): the tests open report.html in a real browser
+# (tests/browser.py); about 40 s of this script on a machine without them (2026-12-06).
 PACKAGES="openssh-server openssh-client pdsh openmpi-bin libopenmpi-dev
-iproute2 procps psmisc slurm-wlm munge libaio-dev sshfs socat"
+iproute2 procps psmisc slurm-wlm munge libaio-dev sshfs socat chromium chromium-driver"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-system.sh: must run as root (apt-get install)" >&2

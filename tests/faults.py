@@ -263,10 +263,16 @@ def sigstop_on(cluster, host: str, local_rank: int = 0, module: str = "bench.wor
                 os.kill(pid, signal.SIGCONT)
 
 
-def exit_at_import(module: str = "bench.worker", status: int = 3) -> str:
+def exit_at_import(module: str = "bench.worker", status: int = 3, hostname: str | None = None) -> str:
     """A process that imports `module` exits at once with `status`: ranks that cannot start (a broken install on
-    one node), while the node's preflight and inventory, which never import it, still answer."""
-    return _HOOK.format(what=f"{module} exits at import (status {status})", target=module, patch=_indent(f"""
+    one node), while the node's preflight and inventory, which never import it, still answer. hostname: only on
+    the host of that name, for a path every host sees (the Slurm nodes' steps come from slurmd, not from the sshd
+    that on_one_host restarts with its own mount)."""
+    where = f" on {hostname}" if hostname else ""
+    only = f"socket.gethostname() == {hostname!r}" if hostname else "True"
+    return _HOOK.format(what=f"{module} exits at import (status {status}){where}", target=module, patch=_indent(f"""
 import os
-os._exit({status})
+import socket
+if {only}:
+    os._exit({status})
 """))

@@ -21,7 +21,7 @@ NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "CROSS_RANK", "CROSS_
 def main(argv: list[str]) -> int:
     argv = [a for a in argv if not a.startswith("--local_rank=")]  # DeepSpeed's launch.py appends it
     out, orders = argv[0], dict(a.split("=", 1) for a in argv[1:])
-    rank = os.environ.get("RANK", "?")
+    rank = os.environ.get("RANK") or os.environ.get("OMPI_COMM_WORLD_RANK", "?")  # mpirun's, under node --alone
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump({k: os.environ.get(k) for k in NAMES}, f)
     what, _, value = orders.get(rank, "exit:0").partition(":")

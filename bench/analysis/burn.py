@@ -10,13 +10,19 @@
 Why: each GPU alone is fine for a per-GPU run's 20 s; after minutes of all
 of a node's GPUs busy together one may throttle (HW thermal, power brake)
 and train slower. Per GPU: the mean throughput of the first and last
-`window` seconds, the share of samples with a clock-limiting reason active
-and which (HW slowdown, HW thermal, SW thermal, power brake, SW power cap:
-NVML's nvmlClocksEventReason bits), the drop of the median SM clock from
-the first window to the last, the peak temperature and the peak power
-against the limit. Where samples carry no throughput the SM clock stands
-in for it (a compute-bound burn's rate follows its clock), and the line
-says so.
+`window` seconds, the share of samples with a throttle reason active and
+which (HW slowdown, HW thermal, SW thermal, power brake), the share at its
+power limit (SW power cap) counted apart, the drop of the median SM clock
+from the first window to the last, the peak temperature and the peak power
+against the limit. SW power cap is no throttle: every H100 or A100 busy at
+full load runs at its power limit and shows it (the driver holds the clocks
+at what the limit allows), so it is said as "at its power limit", normal
+under load. Reasons NVML could not read (NotSupported: None) are unknown:
+the shares count only the samples whose reasons were read, and a GPU with
+none read says so instead of "throttled 0%". The bits are nvml.h's
+(nvmlClocksEventReason*, nvmlClocksThrottleReasonHw*: NVIDIA/go-nvml @2f9e261f
+gen/nvml/nvml.h). Where samples carry no throughput the SM clock stands in
+for it (a compute-bound burn's rate follows its clock), and the line says so.
 Judged: a GPU falls behind when its last window's throughput is below its
 first by more than its noise line: max(peer_lines.FLOOR, 3 x sqrt(2) x the
 relative standard error of its first window's mean); that WARNs
@@ -34,9 +40,12 @@ from dataclasses import dataclass
 
 from bench.analysis.peer_lines import FLOOR
 
-# NVML's clocks event reasons that cost clock (nvml.h nvmlClocksEventReason*); Idle, application clocks,
-# sync boost and display clock are settings or idleness, not throttling.
-REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake"}
+# NVML's clocks event reasons that mean the GPU was held back (nvml.h: HwSlowdown 0x8, SwThermalSlowdown 0x20,
+# HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80); Idle 0x1, application clocks 0x2, sync boost 0x10 and
+# display clock 0x100 are settings or idleness; SwPowerCap 0x4 is the power limit at work (POWER_CAP).
+REASONS = {0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake"}
+THROTTLE = sum(REASONS)
+POWER_CAP = 0x4
 WINDOW_S = 60.0
 
 
@@ -48,7 +57,7 @@ class Sample:
     temp_c: float | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
-    reasons: int = 0                # the clocks event reasons bitmask as NVML gives it
+    reasons: int | None = None      # the clocks event reasons bitmask as NVML gives it; None: not read (unknown)
     throughput: float | None = None  # the interval's throughput (images/s), None where not measured
 
 
@@ -58,13 +67,15 @@ class GpuBurn:
     last: float | None              # of the last window
     by: str                         # "throughput" or "SM clock"
     noise: float                    # the relative fall within which first and last are the same
-    throttled: float                # share of samples with any REASONS bit set
-    by_reason: dict[str, float]     # share of samples per reason
+    throttled: float | None         # share of the samples whose reasons were read with any REASONS bit set
+    by_reason: dict[str, float]     # share of those samples per reason
     clock_drop: float | None        # 1 - last window's median SM clock / first window's
     peak_temp_c: float | None
     peak_power_share: float | None  # the highest power / limit seen
     n: int
     window: float = WINDOW_S        # the seconds of the first and last windows
+    at_power_limit: float | None = None  # share of the samples whose reasons were read with SW power cap set
+    reasons_read: int = 0           # the samples whose reasons NVML gave
 
     @property
     def span(self) -> str:
@@ -98,7 +109,7 @@ def summarize(samples: list[Sample], window: float = WINDOW_S) -> GpuBurn:
     """The figures of one GPU's samples (any order; the windows are the first and last `window` seconds)."""
     ss = sorted(samples, key=lambda s: s.t)
     if not ss:
-        return GpuBurn(None, None, "throughput", FLOOR, 0.0, {}, None, None, None, 0, window)
+        return GpuBurn(None, None, "throughput", FLOOR, None, {}, None, None, None, 0, window)
     t0, t1 = ss[0].t, ss[-1].t
     head = [s for s in ss if s.t < t0 + window] or ss[:1]
     tail = [s for s in ss if s.t > t1 - window] or ss[-1:]
@@ -107,22 +118,31 @@ def summarize(samples: list[Sample], window: float = WINDOW_S) -> GpuBurn:
     first, se = _mean_se([v for s in head if (v := pick(s)) is not None])
     last, _ = _mean_se([v for s in tail if (v := pick(s)) is not None])
     noise = max(FLOOR, 3 * math.sqrt(2) * se)
-    share = {name: sum(1 for s in ss if s.reasons & bit) / len(ss) for bit, name in REASONS.items()}
-    throttled = sum(1 for s in ss if s.reasons & sum(REASONS)) / len(ss)
+    read = [s.reasons for s in ss if s.reasons is not None]
+    share = {name: sum(1 for r in read if r & bit) / len(read) for bit, name in REASONS.items()} if read else {}
+    throttled = sum(1 for r in read if r & THROTTLE) / len(read) if read else None
+    capped = sum(1 for r in read if r & POWER_CAP) / len(read) if read else None
     clocks = [[s.sm_mhz for s in w if s.sm_mhz is not None] for w in (head, tail)]
     drop = 1 - statistics.median(clocks[1]) / statistics.median(clocks[0]) if all(clocks) else None
     temps = [s.temp_c for s in ss if s.temp_c is not None]
     powers = [s.power_w / s.power_limit_w for s in ss if s.power_w is not None and s.power_limit_w]
     return GpuBurn(first, last, by, noise, throttled, {k: v for k, v in share.items() if v}, drop,
-                   max(temps) if temps else None, max(powers) if powers else None, len(ss), window)  # fmt: skip
+                   max(temps) if temps else None, max(powers) if powers else None, len(ss), window, capped,
+                   len(read))  # fmt: skip
 
 
 def _said(gpu: str, b: GpuBurn) -> str:
     unit = "" if b.by == "throughput" else " MHz (SM clock: no throughput sampled)"
     reasons = ", ".join(f"{k} {v:.0%}" for k, v in sorted(b.by_reason.items(), key=lambda kv: -kv[1])) or "none"
     parts = [f"{gpu}: first {b.span} {b.first:.4g}{unit}, last {b.last:.4g} ({0.0 - (b.fall or 0):+.1%}, noise line "
-             f"{b.noise:.1%})" if b.first is not None and b.last is not None else f"{gpu}: no figure sampled",
-             f"throttled {b.throttled:.0%} of {b.n} samples ({reasons})"]
+             f"{b.noise:.1%})" if b.first is not None and b.last is not None else f"{gpu}: no figure sampled"]
+    if b.throttled is None:
+        if b.peak_temp_c is not None or b.clock_drop is not None:  # NVML read this GPU, but not its reasons
+            parts.append("clocks event reasons unknown (not read)")
+    else:
+        parts.append(f"throttled {b.throttled:.0%} of {b.reasons_read} samples ({reasons})")
+    if b.at_power_limit:
+        parts.append(f"at its power limit {b.at_power_limit:.0%} (SW power cap: normal under load)")
     if b.clock_drop is not None:
         parts.append(f"SM clock {0.0 - b.clock_drop:+.0%}")
     if b.peak_temp_c is not None:

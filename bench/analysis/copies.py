@@ -154,9 +154,21 @@ def _peer_lines(values: list[float], fail_share: float, rounds: list[list[float]
     return peer_lines.Lines(base.median, base.noise, max(base.noise, fail_share), base.n, how)
 
 
+def _link_said(f: dict) -> str:
+    """A GPU's host link beside its host copy: the most it can run at, and what it ran at where that differs."""
+    gen, width = f.get("pcie_gen"), f.get("pcie_width")
+    if f["kind"] not in HOST or not gen:
+        return ""
+    now = tuple(f.get("pcie_now") or ())
+    ran = f" (running at Gen{now[0]} x{now[1]})" if len(now) == 2 and None not in now and now != (gen, width) \
+        else ""
+    return f" over PCIe Gen{gen} x{width or '?'}{ran}"
+
+
 def judge(figures: list[dict], table: Table | None = None) -> list[Verdict]:
     """One verdict per figure: {"gpu", "model", "kind", "gbps"} and, for host copies, "pcie_gen" and "pcie_width"
-    (the link's maximum: what it should run at) or "link" ("nvlink-c2c"); "method" ("ce", "sm": a copy engine's
+    (the link's maximum: what it should run at), "pcie_now" ((gen, width) it trained to, shown beside it) or
+    "link" ("nvlink-c2c"); "method" ("ce", "sm": a copy engine's
     and a kernel's copies are not peers) where it differs; "rounds" (its repeated measurements, the figure their
     best: a CPU rank's turns alone), whose spread widens the noise line; "clock": "host" where the host clock timed
     it (a CPU rank's copies: HOST_CLOCK_FLOOR). A figure of None is left out."""
@@ -185,5 +197,6 @@ def judge(figures: list[dict], table: Table | None = None) -> list[Verdict]:
                                                                                                      f["kind"])
         model = f" {f['model']}" if f.get("model") else ""
         out.append(Verdict(f["gpu"], f["kind"], f["gbps"], status, code,
-                           f"{f['gpu']}{model}: {what} {f['gbps']:.2f} GB/s, {said_peers}; {said_ref}", ref, peers))
+                           f"{f['gpu']}{model}: {what} {f['gbps']:.2f} GB/s{_link_said(f)}, {said_peers}; {said_ref}",
+                           ref, peers))
     return out

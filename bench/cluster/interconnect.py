@@ -7,8 +7,9 @@
 What collect reads, each cheap and none needing root: `nvidia-smi topo -m` and
 `nvidia-smi nvlink -s` (only when the node has GPUs), `ibstat` (only where it
 is installed), and sysfs: /sys/class/infiniband/*/ports/*/{rate,state,
-phys_state,link_layer}, /sys/class/net/*/{speed,operstate,type} (an interface
-whose device lies under /sys/devices/virtual is virtual: lo, veth, bridge),
+phys_state,link_layer} and /sys/class/infiniband/*/device/net/ (each HCA's
+interfaces), /sys/class/net/*/{speed,operstate,type} (an interface whose
+device lies under /sys/devices/virtual is virtual: lo, veth, bridge),
 and each GPU's PCIe link (/sys/bus/pci/devices/BUS/max_link_{speed,width}
 and its upstream port's). A tool that is missing or fails is a reason in
 "errors", never an exception. The parsers are pure, tested on recorded real
@@ -25,9 +26,10 @@ import subprocess
 
 from bench.cluster.linkkind import classify
 from bench.cluster.smi import run_smi
+from bench.core import pcie
 
 __all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_topo_matrix", "read_ib_dir",
-           "read_sysfs_ib", "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
+           "read_ib_netdevs", "read_sysfs_ib", "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
 
 # A probe must stay fast: a healthy driver answers topo/nvlink in 1-3 s, ibstat in well under one.
 TOOL_TIMEOUT_S = 10.0
@@ -35,7 +37,6 @@ TOOL_TIMEOUT_S = 10.0
 _CELL = re.compile(r"\t| {2,}")
 _MATRIX_TAIL = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _IB_STATE = {"1": "Down", "2": "Initializing", "3": "Armed", "4": "Active", "5": "ActDefer"}
-_GTS_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def parse_topo_matrix(text: str) -> dict:
@@ -160,6 +161,13 @@ def read_ib_dir(base: str) -> list[dict]:
     return ports
 
 
+def read_ib_netdevs(root: str = "/sys") -> dict[str, list[str]]:
+    """Each RDMA device's network interfaces, {"mlx5_0": ["ibp12s0"]}: ROOT/class/infiniband/<hca>/device/net/ (the
+    PCI function's netdevs: IPoIB on InfiniBand, the Ethernet port on RoCE); [] where it has none."""
+    base = os.path.join(root, "class", "infiniband")
+    return {ca: sorted(_ls(os.path.join(base, ca, "device", "net"))) for ca in _ls(base)}
+
+
 def read_sysfs_net(root: str = "/sys") -> list[dict]:
     """Every interface under ROOT/class/net: speed (Mb/s; -1 or unreadable -> None), operstate, virtual."""
     base = os.path.join(root, "class", "net")
@@ -180,26 +188,16 @@ def read_sysfs_net(root: str = "/sys") -> list[dict]:
     return out
 
 
-def _link(d: str) -> tuple[float, int] | None:
-    speed, width = _number(_read(os.path.join(d, "max_link_speed"))), _read(os.path.join(d, "max_link_width"))
-    return (speed, int(width)) if speed and width and width.isdigit() else None
-
-
 def read_sysfs_pci(bus_ids: list[str], root: str = "/sys") -> dict[str, dict]:
-    """Each GPU's PCIe link, {bus id: {"speed_gts", "width", "gen"}}: the lesser of the device's and its
-    upstream port's max_link_* (as NCCL reads them: a Gen4 card in a Gen3 slot runs at Gen3)."""
+    """Each GPU's PCIe link, {bus id: {"speed_gts", "width", "gen", "gen_now", "width_now"}}: the least over the
+    device and every PCI device above it (bench.core.pcie: a Gen4 card in a Gen3 slot runs at Gen3, as NCCL reads
+    it; a switch's narrower uplink too)."""
     out = {}
     for bus in bus_ids:
-        m = re.match(r"^([0-9a-fA-F]+):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$", bus or "")
-        if not m:
+        got = pcie.link(bus, root)
+        if got["speed_gts"] is None or got["width"] is None:
             continue
-        name = f"{int(m.group(1), 16):04x}:{m.group(2).lower()}"   # NVML's 00000000:18:00.0 is sysfs's 0000:18:00.0
-        d = os.path.realpath(os.path.join(root, "bus", "pci", "devices", name))
-        own, up = _link(d), _link(os.path.dirname(d))
-        if own is None:
-            continue
-        speed, width = (min(own[0], up[0]), min(own[1], up[1])) if up else own
-        out[bus] = {"speed_gts": speed, "width": width, "gen": _GTS_GEN.get(speed)}
+        out[bus] = {k: got[k] for k in ("speed_gts", "width", "gen", "gen_now", "width_now")}
     return out
 
 
@@ -250,7 +248,7 @@ def collect(gpus: list[dict], environ, root: str = "/sys") -> dict:
         errors["ibstat"] = why
     pcie = read_sysfs_pci([g.get("pci_bus_id") for g in gpus], root)
     net = read_sysfs_net(root)
-    raw.update(ibstat=ibstat, sysfs_ib=sysfs_ib, net=net, pcie=pcie)
+    raw.update(ibstat=ibstat, sysfs_ib=sysfs_ib, net=net, pcie=pcie, ib_netdevs=read_ib_netdevs(root))
     # NCCL bootstraps on NCCL_SOCKET_IFNAME and moves data over RDMA where it finds it; gloo (CPU ranks) uses
     # GLOO_SOCKET_IFNAME for everything.
     names = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if gpus else ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")

@@ -109,7 +109,7 @@ class ProbeConfig:
 
     local: bool = opt("probe this node only (what each remote host runs)", default=False)
     launcher: str = opt("bench run's launcher names: pdsh: one ssh per host, as bench run's pdsh launch reaches "
-                        "them; openmpi: one mpirun rank per host (mpi4py); slurm: one srun task per slot inside a "
+                        "them; openmpi: one mpirun rank per host; slurm: one srun task per slot inside a "
                         "Slurm allocation (merged per node); local: this node", default="pdsh", choices=LAUNCHERS,
                         value_aliases={"ssh": "pdsh"})
     with_torch: bool = opt("import torch for its CUDA, NCCL and arch list even where no GPU was found",

@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -286,6 +287,8 @@ def local_inventory(with_torch: bool | None = None, health=None) -> dict:
     inv["interconnect"] = collect_interconnect(inv["gpus"], os.environ)
     # The GPUs this process was bound to (srun's per-task binding): bench.cluster.task_gpus merges tasks by it.
     inv["task"] = task_of(os.environ)
+    # Whether DCGM's diagnostic can run here: bench validate's dcgm stage reaches only the nodes that have it.
+    inv["dcgmi"] = shutil.which("dcgmi")
     if health is not None and _torch_task():
         from bench.cluster.health import collect_live
 

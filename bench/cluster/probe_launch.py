@@ -4,8 +4,17 @@ Some clusters allow no ssh to compute nodes but do run mpirun or srun; the
 inventory should come the way the job itself will start. Both return the
 same (nodes, unreachable) pair as bench.cluster.inventory.probe_hosts.
 
-    bench probe --hostfile F --launcher openmpi     # one MPI rank per host, gathered by rank 0
+    bench probe --hostfile F --launcher openmpi     # one mpirun rank per host, each printing its own
     bench probe --hostfile F --launcher slurm       # inside an allocation: one srun task per slot
+
+Every task answers for its own node and needs no other: one that exits
+(a broken install on one node) ends none of the others, so that node alone
+is unreachable. srun is told --kill-on-bad-exit=0 (said, so a site's
+KillOnBadExit=1 does not apply); mpirun `orte_abort_on_non_zero_status 0`,
+and its ranks make no MPI call: Open MPI 4.1.4 holds every rank in MPI_Init
+for as long as one that exited before it is missing (tried: mpi4py's ranks
+still waiting after 40 s). A rank that a signal ends keeps such an mpirun
+waiting too; the probe's timeout ends it, and the answers that came are kept.
 """
 
 from __future__ import annotations
@@ -41,25 +50,23 @@ def _why(rc: int | None, err: str) -> str:
 
 def probe_via_mpi(resources: dict[str, list[int]], timeout: float, environ: dict[str, str] | None = None,
                   container_exec: str | None = None, health=None) -> tuple[list[dict], dict[str, str]]:
-    """One rank per host (hostfile order); bench.cluster.probe_mpi gathers the inventories at rank 0."""
-    env = dict(os.environ if environ is None else environ)
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    """One rank per host (hostfile order), each printing its node's inventory (bench.cluster.probe_mpi)."""
     hosts = list(resources)
-    with tempfile.NamedTemporaryFile("w", prefix="bench-probe-", suffix=".hosts") as hf:
-        hf.write("".join(f"{h} slots=1\n" for h in hosts))
-        hf.flush()
-        argv = ["mpirun", "-n", str(len(hosts)), "--hostfile", hf.name, *mpirun_args(env),
-                *remote_python(container_exec, env), "-m", "bench.cluster.probe_mpi",
-                *(health.argv() if health is not None else [])]
-        rc, out, err = _run(argv, timeout, env)
-    if rc != 0:
-        return [], {h: f"mpirun: {_why(rc, err)}" for h in hosts}
-    try:
-        inventories = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return [], {h: f"mpirun gave no probe JSON: {out[:200]!r}" for h in hosts}
-    return _attach(inventories, resources), {}
+    argv = [*remote_python(container_exec, dict(os.environ if environ is None else environ)), "-m",
+            "bench.cluster.probe_mpi", *(health.argv() if health is not None else [])]
+    answers = mpirun_per_node(hosts, argv, timeout, environ)
+    nodes, unreachable = [], {}
+    for host in hosts:
+        got = answers[host]
+        try:
+            inv = json.loads(got.stdout) if got.rc == 0 and got.stdout else None
+        except ValueError:
+            inv = None
+        if isinstance(inv, dict):
+            nodes.append({**inv, "host": host, "slots": resources[host]})
+        else:
+            unreachable[host] = got.error or f"mpirun rank on {host} printed no inventory"
+    return nodes, unreachable
 
 
 def probe_srun_argv(resources: dict[str, list[int]]) -> tuple[list[str], str | None]:
@@ -75,9 +82,9 @@ def probe_srun_argv(resources: dict[str, list[int]]) -> tuple[list[str], str | N
     total = str(sum(counts))
     if len(set(counts)) == 1:
         return ["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", total, "--ntasks-per-node",
-                str(counts[0]), "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1"], None
+                str(counts[0]), "--nodelist", ",".join(hosts), "--kill-on-bad-exit=0"], None
     # Uneven slots: srun places the tasks in the order of SLURM_HOSTFILE (one line per task).
-    return ["srun", "--label", "--ntasks", total, "--distribution=arbitrary", "--kill-on-bad-exit=1"], "".join(
+    return ["srun", "--label", "--ntasks", total, "--distribution=arbitrary", "--kill-on-bad-exit=0"], "".join(
         f"{h}\n" * n for h, n in zip(hosts, counts))
 
 
@@ -104,8 +111,8 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dic
             hf.flush()
             env["SLURM_HOSTFILE"] = hf.name
         rc, out, err = _run(argv, timeout, env)
-    if rc != 0:
-        return [], {h: f"srun: {_why(rc, err)}" for h in hosts}
+    # Each task's answer stands on its own: a node whose task failed does not hide the others'.
+    failed = f"srun: {_why(rc, err)}; " if rc != 0 else ""
     by_name: dict[str, list[dict]] = {}
     for text in _per_task(out).values():
         try:
@@ -117,10 +124,11 @@ def probe_via_srun(resources: dict[str, list[int]], timeout: float, environ: dic
     for host in hosts:
         tasks = by_name.get(host) or by_name.get(host.split(".")[0])
         if not tasks:
-            unreachable[host] = f"srun task on {host} printed no inventory"
+            unreachable[host] = f"{failed}srun task on {host} printed no inventory"
             continue
         if len(tasks) < len(resources[host]):
-            unreachable[host] = f"{len(tasks)} of the {len(resources[host])} srun tasks on {host} printed an inventory"
+            unreachable[host] = (f"{failed}{len(tasks)} of the {len(resources[host])} srun tasks on {host} printed "
+                                 "an inventory")
             continue
         nodes.append({**merge_tasks(tasks), "host": host, "slots": resources[host]})
     return nodes, unreachable
@@ -136,7 +144,7 @@ def srun_per_node(hosts: list[str], argv: list[str], timeout: float,
     env = dict(os.environ if environ is None else environ)
     t0 = time.monotonic()
     rc, out, err = _run(["srun", "--label", "--nodes", str(len(hosts)), "--ntasks", str(len(hosts)),
-                         "--ntasks-per-node", "1", "--nodelist", ",".join(hosts), "--kill-on-bad-exit=1", *argv],
+                         "--ntasks-per-node", "1", "--nodelist", ",".join(hosts), "--kill-on-bad-exit=0", *argv],
                         timeout, env)
     elapsed = time.monotonic() - t0
     by_name: dict[str, str] = {}
@@ -171,7 +179,7 @@ def mpirun_per_node(hosts: list[str], argv: list[str], timeout: float,
         hf.write("".join(f"{h} slots=1\n" for h in hosts))
         hf.flush()
         rc, out, err = _run(["mpirun", "-n", str(len(hosts)), "--hostfile", hf.name, "--tag-output",
-                             *mpirun_args(env), *argv], timeout, env)
+                             *mpirun_args(env), "--mca", "orte_abort_on_non_zero_status", "0", *argv], timeout, env)
     elapsed = time.monotonic() - t0
     answers = {}
     by_rank = _by_tag(out)
@@ -215,8 +223,3 @@ def _per_task(out: str) -> dict[str, str]:
         if sep and label.strip().isdigit():
             tasks.setdefault(label.strip(), []).append(text)
     return {k: "".join(v) for k, v in tasks.items()}
-
-
-def _attach(inventories: list[dict], resources: dict[str, list[int]]) -> list[dict]:
-    """MPI rank r ran on the r-th host of the hostfile (slots=1 each, filled in order)."""
-    return [{**inv, "host": host, "slots": resources[host]} for inv, host in zip(inventories, resources)]

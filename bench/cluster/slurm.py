@@ -13,6 +13,9 @@ import re
 import shutil
 
 from bench.core.errors import BadInput
+# The drain line and the reason prefix live in core: the page that shows the line to copy (bench.render.html) reads
+# them too, and render may not import cluster.
+from bench.core.scontrol import REASON_MAX, REASON_PREFIX, drain_argv  # noqa: F401 (REASON_MAX: callers and tests)
 
 
 def tasks_per_node(spec: str) -> list[int]:
@@ -185,18 +188,6 @@ def job_start(environ: dict[str, str] | None = None) -> float:
     return datetime.fromisoformat(m[1]).timestamp()
 
 
-# Slurm keeps a node's reason in a fixed-size field; a reason longer than this is cut (with "...").
-REASON_MAX = 200
-
-
-def drain_argv(node: str, reason: str) -> list[str]:
-    """The scontrol command that drains `node` with `reason` (an argument list: no shell sees the reason)."""
-    text = " ".join(reason.split())
-    if len(text) > REASON_MAX:
-        text = text[: REASON_MAX - 3] + "..."
-    return ["scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={text}"]
-
-
 def drain(node: str, reason: str, environ: dict[str, str] | None = None, timeout: float = 30.0) -> tuple[bool, str]:
     """Drain one node; (done, what scontrol said or why it could not run)."""
     import subprocess
@@ -210,9 +201,6 @@ def drain(node: str, reason: str, environ: dict[str, str] | None = None, timeout
     return out.returncode == 0, said or ("drained" if out.returncode == 0 else f"scontrol exited {out.returncode}")
 
 
-# The prefix of every reason bench writes: --resume returns to service only the nodes it drained itself (NHC's
-# rule: a node someone drained by hand, or another tool, stays drained).
-REASON_PREFIX = "bench validate:"
 
 
 def in_prolog(environ: dict[str, str] | None = None) -> bool:

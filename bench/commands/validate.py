@@ -15,7 +15,9 @@ cluster check FAILed); 3: nothing to drain, but a node could not be checked
 document (the "validate" record, with "nodes": each node's verdict and
 action); the table shows a summary per check, every row that is not PASS
 (--all: every row) and each node's verdict; --level prolog and health print
-one line.
+one line. report.html beside the record is the page a person opens: every
+node a cell of a grid, what to drain, the pairs, the GPUs (bench.render.html;
+`bench report --html` writes the same from copied results).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def main(args) -> int:
     if cfg.junit:
         from bench.render.junit import write
         write(cfg.junit, rec["checks"], duration_s=rec["duration_s"])
+    _page(rec)
     if args.json:
         print(json.dumps(rec))
     elif rec["level"] in THIS_NODE and not cfg.all and not rec["hosts"][1:]:
@@ -71,6 +74,20 @@ def main(args) -> int:
     return rec["exit_status"]
 
 
+def _page(rec) -> None:
+    """report.html beside the record (bench.render.html): what a person opens. A page that cannot be written is
+    said on stderr; the verdict and its exit status stand, the record and the files for scripts are written."""
+    from bench.core.errors import StorageFailed
+    from bench.render.html.report import beside
+
+    try:
+        path, sizes = beside(rec)
+    except StorageFailed as e:
+        print(f"bench validate: report.html not written: {e}", file=sys.stderr)
+        return
+    print(f"report: {path} ({sizes['total'] / 1e6:.1f} MB)", file=sys.stderr)
+
+
 def _soak(cfg: ValidateConfig, args) -> int:
     """--soak: rounds until the duration is spent; the metrics file rewritten after every round."""
     from bench.validate.soak import soak
@@ -80,6 +97,7 @@ def _soak(cfg: ValidateConfig, args) -> int:
         if (rec.get("measured") or {}).get("burn"):  # the round's node hot at once: a plot per node
             from bench.render.burn import plots
             plots(rec, rec["run_dir"])
+        _page(rec)
         if not args.json:
             print(f"bench validate --soak: round {rec['soak']['round']}: {rec['result']} "
                   f"({rec['duration_s']:.0f} s; {rec['soak']['elapsed_s']:.0f} of {rec['soak']['duration_s']:.0f} s)",
@@ -98,12 +116,10 @@ def _soak(cfg: ValidateConfig, args) -> int:
 
 def _dry_run(cfg: ValidateConfig, hosts: HostSelection, as_json: bool) -> int:
     """The plan of bench.validate.budget for the hosts bench validate would check; no host is reached."""
-    from bench.analysis import references
-    from bench.validate import tree
     from bench.validate.budget import plan, stage_rows
-    from bench.validate.where import where
+    from bench.validate.stages import refuse
 
-    w = where(cfg, hosts)
-    p = plan(cfg, w.resources, w.launcher, references.load(cfg.reference), tree.find(cfg, len(w.resources)))
+    w, table, found = refuse(cfg, hosts)  # what the run would refuse, refused here too
+    p = plan(cfg, w.resources, w.launcher, table, found)
     print(json.dumps(p) if as_json else "\n".join(stage_rows(p)))
     return EXIT_OK

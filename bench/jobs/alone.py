@@ -23,6 +23,7 @@ from typing import Any, Callable
 from bench.core import provenance, results
 from bench.core.placement import rank_slots
 from bench.core.config import RunConfig
+from bench.launch import exits
 from bench.launch.execute import Outcome
 from bench.launch.records import read_rank
 
@@ -45,14 +46,19 @@ def measured(report: dict[str, Any]) -> bool:
     return report.get("status") == "oom" or bool(((report.get("at") or {}).get("step") or 0) > 0)
 
 
-def silent_rank(run_dir: str, rank: int, run_failed: bool) -> str:
-    """Why a rank left no report: it never started (no pid file: it died before bench's rank code ran, e.g. at an
-    import), or it was stopped when its run ended."""
-    if not os.path.exists(os.path.join(run_dir, "ranks", f"pid-{rank}")):
+def silent_rank(run_dir: str, outcome: Outcome, rank: int) -> str:
+    """Why a rank left no report: it never started (bench's hub never heard from it: its process exited before
+    bench's rank code ran, e.g. at an import, or never ran), a signal ended it (its launcher's words: an
+    independent launch through mpirun exits 0 whatever its ranks did, so this is where a SIGKILL shows), or it was
+    stopped when its run ended. Who started is the hub's word, not a file a shared disk may not show yet."""
+    said = outcome.ranks.get(rank)
+    if said is None:
         return ("never started: its process exited before bench's rank code ran (an import on its node? the "
                 "launcher's log in the run folder says how it ended)")
-    return ("no report: stopped when its run ended (a rank beside it on this node failed, or the run was stopped)"
-            if run_failed else "no report")
+    if (sig := exits.signals(run_dir, [(rank, said.host, said.pid)]).get(rank)) is not None:
+        return f"no report: killed by {sig}" + (" (kill -9, or the kernel's OOM killer)" if sig == "SIGKILL" else "")
+    return ("no report: stopped when its run ended (the run was stopped, or its launcher ended it)"
+            if outcome.status != "ok" else "no report")
 
 
 def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outcome, extra: dict[str, Any],
@@ -77,13 +83,13 @@ def record(cfg: RunConfig, plan: dict, run_id: str, run_dir: str, outcome: Outco
                 reason = (outcome.error or {}).get("reason") or "failed"
             elif own.get("status") in ("failed", "oom"):
                 reason = own.get("error") or own["status"]
-            elif outcome.status == "oom" and os.path.exists(os.path.join(run_dir, "ranks", f"pid-{rank}")):
+            elif outcome.status == "oom" and rank in outcome.ranks:
                 # The kernel killed processes, the launch named one: a silent rank that had started is likely
                 # another (61 namespace hosts on 24 GiB: 10 kills, one named, ten "stopped when its run ended").
                 reason = ("no report: the kernel's OOM killer killed processes during this run, and this rank was "
                           f"likely one ({(outcome.error or {}).get('reason') or 'oom'})")
             else:
-                reason = silent_rank(run_dir, rank, outcome.status != "ok")
+                reason = silent_rank(run_dir, outcome, rank)
             # Whether it was measured before it failed: it trained a step (or ran out of memory: the GPU had
             # less than its model needs). Else nothing is known of its GPU: it never started (validate: ERROR).
             entry.update(status="oom" if own.get("status") == "oom" else "failed", reason=reason,

@@ -170,6 +170,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     if status == "ok" and outcome.summary is not None:
         body["rows"] = rows_from_summary(outcome.summary, op, names)
         body["timing"] = TIMING
+        body["groups_made"] = outcome.summary.get("groups_made")  # how the ranks made their groups, and why
         body["wrong"] = sum(r["wrong"] for r in body["rows"])
         if body["wrong"]:
             status = "failed"

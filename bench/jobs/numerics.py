@@ -64,7 +64,7 @@ def collect(run_dir: str, resources: dict[str, list[int]], outcome: Outcome, fol
         else:
             own = next((r for r in outcome.rank_files if r.get("rank") == rank), None) or {}
             reason = missing or ((outcome.error or {}).get("reason") if rank == named else None) or own.get("error") or \
-                silent_rank(run_dir, rank, outcome.status != "ok")
+                silent_rank(run_dir, outcome, rank)
             entry.update(status="failed", reason=reason, measured=measured(own))
         out.append(entry)
     return out
@@ -78,7 +78,7 @@ def run(resources: dict[str, list[int]], launcher: str, device: str, spec: Numer
     run_id = results.new_run_id(out_root, prefix="numerics-")
     run_dir = os.path.abspath(os.path.join(out_root, run_id))
     lp = build(resources, launcher, run_dir, device, master_addr, environ=environ, module="bench.worker.numerics",
-               container_exec=container_exec)
+               container_exec=container_exec, independent=True)
     # The timed matmuls start together (a barrier, bench.worker.barrier): each GPU is timed under the same load,
     # not while its neighbours still import or train.
     world = sum(len(s) for s in resources.values())

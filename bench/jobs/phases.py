@@ -33,7 +33,7 @@ def collect(run_dir: str, resources: dict[str, list[int]], outcome: Outcome, fol
             continue
         own = next((r for r in outcome.rank_files if r.get("rank") == rank), None) or {}
         reason = missing or ((outcome.error or {}).get("reason") if rank == named else None) or own.get("error") or \
-            silent_rank(run_dir, rank, outcome.status != "ok")
+            silent_rank(run_dir, outcome, rank)
         out.append({"rank": rank, "host": host, "slot": slot, "status": "failed", "reason": reason,
                     "measured": measured(own)})
     return out

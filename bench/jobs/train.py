@@ -136,7 +136,7 @@ def _launch_plan(p: _Planned, verdict: dict, run_dir: str,
     # For the nodes' device: ZeRO-Offload pins its host buffers on GPU runs only.
     ds = dsconfig.build(cfg, p.data_parallel, cfg.steps or NOMINAL_STEPS, device=device)
     lp = launch_plan.build(placement.resources, placement.launcher, run_dir, device, cfg.master_addr,
-                           cfg.master_port, container_exec=cfg.container_exec)
+                           cfg.master_port, container_exec=cfg.container_exec, independent=mode.independent)
     plan = launch_plan.plan_json(lp, placement.resources, device, cfg.timeout, cfg.collective_timeout)
     plan["parallel"] = p.split
     if mode.start_barrier:

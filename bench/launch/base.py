@@ -75,6 +75,9 @@ class Job:
     rank_env: dict[str, str]          # what every rank gets (bench.launch.environment)
     container: ContainerExec | None = None
     python: str = sys.executable
+    independent: bool = False
+    """Every rank is a run of its own (bench validate's per-GPU run, the numerics job): one rank's exit must
+    not end the others', under any launcher; training's ranks need each other, and one rank's exit ends them."""
 
     @property
     def hostfile(self) -> str:
@@ -100,7 +103,8 @@ class Job:
         world_info = base64.urlsafe_b64encode(json.dumps(world).encode("utf-8")).decode("utf-8")
         rank = [f"--node-rank={node_rank}"] if node_rank is not None else []
         return [*python, *NODE_LAUNCHER, f"--world-info={world_info}", *rank, f"--master-addr={self.master_addr}",
-                f"--master-port={self.master_port}", self.module, "--run-dir", self.run_dir]
+                f"--master-port={self.master_port}", *(["--independent"] if self.independent else []), self.module,
+                "--run-dir", self.run_dir]
 
 
 class Launcher:
@@ -110,7 +114,7 @@ class Launcher:
     remote: ClassVar[bool] = True
     """Ranks may run on other hosts: they get .deepspeed_env, and are stopped there over ssh."""
     probe_via: ClassVar[str] = "ssh"
-    """How bench takes the nodes' inventory: local, ssh, openmpi (mpirun + mpi4py) or slurm (srun)."""
+    """How bench takes the nodes' inventory: local, ssh, openmpi (mpirun, a rank per host) or slurm (srun)."""
     preflight_via: ClassVar[str | None] = "ssh"
     """How bench checks every host before launch (bench.cluster.preflight): ssh, srun (Slurm nodes often
     allow no ssh), or None (this node only: nothing to check)."""

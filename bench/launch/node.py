@@ -19,6 +19,20 @@ accelerator sets that same variable). What differs, and why:
   that rank's status (128 + N for signal N); SIGTERM or SIGINT to this process
   stops the ranks the same way, status 1. The ranks stay in this process's
   group: bench stops a local launch by its process group (bench.launch.execute).
+
+Ranks that are runs of their own (bench validate's per-GPU run, the numerics
+job: plan.json "independent") start with --independent: a rank that fails
+stops nothing, the others run to their end, and the node's status is the
+first failed rank's once all have ended.
+
+    python -u -m bench.launch.node --alone bench.worker --run-dir RUN_DIR
+
+--alone watches the one rank this process stands for, in the environment its
+own launcher gave it (mpirun's OMPI_COMM_WORLD_*): its end said in the same
+words, its status as a shell says it, so this process never ends by a signal.
+Open MPI 4.1.4 told not to abort on a non-zero exit (bench.launch.openmpi)
+waits forever for a rank a signal ended (tried: `orte_abort_on_non_zero_status
+0`, one of three ranks SIGKILLed, mpirun still running after 30 s).
 """
 
 from __future__ import annotations
@@ -47,13 +61,18 @@ def say(text: str) -> None:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.launch.node")
-    p.add_argument("--world-info", required=True, help="base64 JSON {host: [slot, ...]}, hosts in rank order")
+    p.add_argument("--world-info", help="base64 JSON {host: [slot, ...]}, hosts in rank order")
     p.add_argument("--node-rank", type=int, default=0, help="this node's index among the world's hosts")
-    p.add_argument("--master-addr", required=True)
-    p.add_argument("--master-port", type=int, required=True)
+    p.add_argument("--master-addr")
+    p.add_argument("--master-port", type=int)
+    p.add_argument("--independent", action="store_true", help="a failed rank stops none of the others")
+    p.add_argument("--alone", action="store_true", help="one rank, in the environment this process has")
     p.add_argument("module", help="the ranks' entry point, run as python -u -m MODULE")
     p.add_argument("args", nargs=argparse.REMAINDER)
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if not a.alone and (a.world_info is None or a.master_addr is None or a.master_port is None):
+        p.error("--world-info, --master-addr and --master-port are required (or --alone)")
+    return a
 
 
 def rank_envs(world: dict[str, list[int]], node_rank: int, master_addr: str, master_port: int,
@@ -129,10 +148,24 @@ def status(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
+def launched(environ: dict[str, str]) -> tuple[str, str]:
+    """(rank, local rank) that this process's launcher gave it (--alone), read as the ranks read them
+    (bench.worker.bootstrap); the rank's environment is left as it is."""
+    for rank, local in (("RANK", "LOCAL_RANK"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                        ("SLURM_PROCID", "SLURM_LOCALID")):
+        if rank in environ:
+            return environ[rank], environ.get(local, "0")
+    return "?", "?"
+
+
 def run(argv: list[str]) -> int:
     a = parse_args(argv)
-    world = json.loads(base64.urlsafe_b64decode(a.world_info))
-    envs = rank_envs(world, a.node_rank, a.master_addr, a.master_port, dict(os.environ))
+    if a.alone:
+        envs, names = [dict(os.environ)], [launched(dict(os.environ))]
+    else:
+        world = json.loads(base64.urlsafe_b64decode(a.world_info))
+        envs = rank_envs(world, a.node_rank, a.master_addr, a.master_port, dict(os.environ))
+        names = [(env["RANK"], env["LOCAL_RANK"]) for env in envs]
     stopped: list[int] = []
 
     def on_signal(signum, frame):
@@ -141,11 +174,11 @@ def run(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     procs: list[subprocess.Popen] = []
-    for env in envs:
+    for env, (rank, local) in zip(envs, names):
         cmd = [sys.executable, "-u", "-m", a.module, *a.args]
         procs.append(subprocess.Popen(cmd, env=env))
-        say(f"rank {env['RANK']} (local rank {env['LOCAL_RANK']}) pid {procs[-1].pid} started")
-    rank_of = {p.pid: env["RANK"] for p, env in zip(procs, envs)}
+        say(f"rank {rank} (local rank {local}) pid {procs[-1].pid} started")
+    rank_of = {p.pid: rank for p, (rank, _) in zip(procs, names)}
     said: set[int] = set()
     failed: int | None = None
     failed_rank = ""
@@ -156,19 +189,21 @@ def run(argv: list[str]) -> int:
                 say(f"rank {rank_of[p.pid]} pid {p.pid} {ended(p.returncode)}")
                 if p.returncode != 0 and failed is None and not stopped:
                     failed, failed_rank = p.returncode, rank_of[p.pid]
-        if failed is not None or stopped:
-            why = f"after rank {failed_rank} failed" if failed is not None else signal.Signals(stopped[0]).name
+        # Independent ranks: a failed one stops nothing; a signal to this process still stops them all.
+        by_signal = bool(stopped) and (failed is None or a.independent)
+        if by_signal or (failed is not None and not a.independent):
+            why = signal.Signals(stopped[0]).name if by_signal else f"after rank {failed_rank} failed"
             stop(procs)
             for p in procs:
                 if p.pid not in said:  # not "ended by": the cause is elsewhere (bench.launch.exits)
                     said.add(p.pid)
                     say(f"rank {rank_of[p.pid]} pid {p.pid} stopped by this launcher ({why}): {ended(p.returncode)}")
-            if failed is None:
+            if by_signal:
                 say(f"stopped by {why}")
                 return 1
             return status(failed)
         if len(said) == len(procs):
-            return 0
+            return status(failed) if failed is not None else 0
         time.sleep(POLL_S)
 
 

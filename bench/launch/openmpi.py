@@ -16,6 +16,22 @@ characters outside its safe set in double quotes that reach the ranks as
 part of it (NCCL_SOCKET_IFNAME="^lo,docker"); and in a container the ranks
 start as `mpirun ... apptainer exec ... python -u -m MODULE` (the MPI hybrid
 model) without the runner's --no_python.
+
+An independent job (Job.independent: bench validate's per-GPU run, the
+numerics job) must outlive one rank's exit, where mpirun by default ends the
+whole job on the first non-zero status:
+
+    [..., "--mca", "orte_abort_on_non_zero_status", "0", "-x", ...,
+     python, "-u", "-m", "bench.launch.node", "--alone", "bench.worker", "--run-dir", RUN_DIR]
+
+Told so, Open MPI 4.1.4 lets the others run, but exits 0 whatever the ranks'
+statuses, says nothing of them, and waits forever for a rank that a signal
+ended (one of three SIGKILLed: mpirun still there after 30 s; its errmgr
+counts such a rank as ended only when it aborts the job). Each rank therefore
+runs under bench's node launcher (--alone, standard library only): the rank's
+end in the launcher's log in the node launcher's words (bench.launch.exits
+reads them), and a status of 128 + N where a signal N ended it, so mpirun
+sees only exits. Who never started is the hub's to say (bench.jobs.alone).
 """
 
 from __future__ import annotations
@@ -25,7 +41,7 @@ from bench.cluster.mpirun import mpirun_args
 from bench.cluster.remote import is_local
 from bench.core.errors import BadInput
 from bench.core.placement import BY_SLOT
-from bench.launch.base import Job, MultiNode
+from bench.launch.base import NODE_LAUNCHER, Job, MultiNode
 
 # Open MPI's TCP transport unless the user's UCX settings say otherwise (DeepSpeed's OpenMPIRunner sets it first;
 # a UCX_TLS of the shell is exported after it and wins).
@@ -66,7 +82,9 @@ class OpenMPI(MultiNode):
         options = mpirun_args(job.environ)
         named = "btl_tcp_if_include" in options  # mpirun_args names the interface when one is known
         exports = {**UCX_DEFAULT, **self.exports(job)}
+        keep_going = ["--mca", "orte_abort_on_non_zero_status", "0"] if job.independent else []
+        entry = [*NODE_LAUNCHER, "--alone", job.module] if job.independent else ["-u", "-m", job.module]
         return ["mpirun", "-n", str(total), "-hostfile", job.hostfile, "--mca", "btl", "^openib",
-                *([] if named else ["--mca", "btl_tcp_if_include", "eth0"]), *options,
+                *([] if named else ["--mca", "btl_tcp_if_include", "eth0"]), *options, *keep_going,
                 *[w for k, v in exports.items() for w in ("-x", f"{k}={v}")],
-                *job.rank_python(), "-u", "-m", job.module, "--run-dir", job.run_dir]
+                *job.rank_python(), *entry, "--run-dir", job.run_dir]

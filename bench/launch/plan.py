@@ -62,8 +62,10 @@ def check(resources: dict[str, list[int]], launcher: str, device: str, container
 def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: str,
           master_addr: str | None = None, master_port: int | None = None,
           environ: dict[str, str] | None = None, module: str = "bench.worker",
-          container_exec: str | None = None) -> LaunchPlan:
+          container_exec: str | None = None, independent: bool = False) -> LaunchPlan:
     """The launch argv and environments for this run (nothing is started here).
+
+    independent: every rank is a run of its own (Job.independent): no launcher ends the others when one exits.
 
     container_exec: RunConfig.container_exec; with a multi-node launcher,
     remote ranks start inside that image, or the one bench runs in
@@ -80,7 +82,7 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     job = Job(resources=resources, run_dir=run_dir, device=device,
               master_addr=master_addr or "127.0.0.1",
               master_port=master_port or free_port(), module=module, environ=environ, rank_env=rank_env,
-              container=ce)
+              container=ce, independent=independent)
     # The launcher's own environment, which local ranks inherit: without the
     # secret-named variables DeepSpeed would log (see rank_environment).
     env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and is_secret(k))}

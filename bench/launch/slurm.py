@@ -4,6 +4,7 @@
                              "--kill-on-bad-exit=1", "--export=ALL",
                              python, "-u", "-m", "bench.worker", "--run-dir", RUN_DIR]
     Slurm().files(job) == {RUN_DIR + "/slurm-tasks": "n1\nn1\nn2\n"}   # SLURM_HOSTFILE: task r's node
+    # an independent job (Job.independent: bench validate's per-GPU run): "--kill-on-bad-exit=0"
 
 The nodes are reached through srun, never ssh (preflight_via, probe_via).
 Each task's node is given by a task list (SLURM_HOSTFILE with
@@ -55,6 +56,9 @@ class Slurm(MultiNode):
 
     def command(self, job: Job) -> list[str]:
         total = sum(len(s) for s in job.resources.values())
+        # Training's ranks need each other: one that fails ends the step at once (its peers would wait for NCCL's
+        # watchdog). Independent ranks go on: 0 said, not left out, so a site's KillOnBadExit=1 does not end them.
+        kill = "0" if job.independent else "1"
         return ["srun", "-n", str(total), "--nodes", str(len(job.resources)), "--distribution=arbitrary",
-                "--kill-on-bad-exit=1", "--export=ALL", *job.rank_python(), "-u", "-m", job.module, "--run-dir",
+                f"--kill-on-bad-exit={kill}", "--export=ALL", *job.rank_python(), "-u", "-m", job.module, "--run-dir",
                 job.run_dir]

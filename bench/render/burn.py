@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from bench.analysis.burn import REASONS
+from bench.analysis.burn import THROTTLE
 
 
 def _slug(text: str) -> str:
@@ -46,7 +46,7 @@ def plot(path: str, host: str, node: dict[str, Any]) -> str:
             (line,) = ax.plot([t for t, _ in kept], [y for _, y in kept], label=label)
             if key == "sm_mhz":
                 hot = [(t, y) for t, y, r in zip(ts, ys, cols.get("reasons") or []) if y is not None and
-                       r & sum(REASONS)]
+                       r is not None and r & THROTTLE]
                 if hot:
                     ax.plot([t for t, _ in hot], [y for _, y in hot], "x", color=line.get_color(), markersize=5)
     for ax, (_, unit) in zip(axes[:, 0], panels):
@@ -60,7 +60,12 @@ def plot(path: str, host: str, node: dict[str, Any]) -> str:
     return _save(plt, fig, path)
 
 
+def picture_name(host: str) -> str:
+    """The file a node's burn plot is written to (report.html reads it back from beside the record)."""
+    return f"burn-{_slug(host)}.png"
+
+
 def plots(rec: dict[str, Any], out_dir: str) -> list[str]:
     """burn-<host>.png per node the record's burn covers."""
-    return [plot(os.path.join(out_dir, f"burn-{_slug(h)}.png"), h, node)
+    return [plot(os.path.join(out_dir, picture_name(h)), h, node)
             for h, node in ((rec.get("measured") or {}).get("burn") or {}).items()]

@@ -9,13 +9,18 @@ Timeouts grow with the cluster as torch's own do: its store barrier waits
 1 s longer per 1,000 ranks (pytorch#109218), and the head starts one ssh
 (pdsh, preflight, inventory) per node, about 60 ms of its CPU each
 (bench/data/validate_costs.json, measured). The prediction adds what each
-launch costs (the head's ssh, a node's ranks starting side by side, the
-store's rendezvous per rank) to its work: per-GPU steps at the slowest
-published images/s for the level's model and precision, and every round's
-all-reduce at the slowest published NIC's busbw. A prediction from the
-slowest published figures errs long on faster hardware; second looks (a
-straggler's second round, a link measured again) are in the budget, not in
-the prediction, since a healthy cluster needs none.
+launch costs (the launcher's fan-out: pdsh's ssh per node from the head,
+srun's and mpirun's trees; a node's ranks starting side by side; the
+store's rendezvous per rank) to its work: per-GPU steps (and the burn) at
+the slowest published images/s for the level's model and precision,
+every round's all-reduce at the slowest published NIC's busbw, one launch
+per rail of --rails (without it the rails are found at run time: the plan
+counts none and says what each would cost), and DCGM's diagnostic at the
+length NVIDIA documents for its level. A
+prediction from the slowest published figures errs long on faster
+hardware; second looks (a straggler's second round, a link measured
+again) are counted apart and in the budget, not in the prediction, since
+a healthy cluster needs none.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import os
 from typing import Any
 
 from bench.cluster import topology
+from bench.cluster.health.dcgm import DOCUMENTED_S, timeout_for
 from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
@@ -49,6 +55,22 @@ def costs() -> dict[str, float]:
 def head_s(nodes: int) -> float:
     """The head's share of reaching every node: one ssh (or step) each, counted serially on one core."""
     return nodes * costs()["head_per_node_s"]
+
+
+def fanout_s(launcher: str, nodes: int) -> float:
+    """The head's share of reaching every node through `launcher`: pdsh (and preflight, inventory over ssh) starts
+    one ssh per node itself; srun's step and mpirun's daemons fan out through a tree (slurmd's TreeWidth, orted's
+    radix), the head reaching its width and each of those the next, in parallel. Every hop is costed as an ssh
+    (head_per_node_s), which errs long for slurmd's messages."""
+    width = {"slurm": costs()["slurm_tree_width"], "openmpi": costs()["mpirun_tree_radix"]}.get(launcher)
+    if width is None:
+        return head_s(nodes)
+    total, parents, reached = 0.0, 1, 0
+    while reached < nodes:
+        new = min(nodes - reached, parents * int(width))
+        total += math.ceil(new / parents) * costs()["head_per_node_s"]
+        reached, parents = reached + new, new
+    return total
 
 
 def launch_timeout(base: float, nodes: int, ranks: int) -> float:
@@ -96,7 +118,8 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     c = costs()
     via = get(launcher).preflight_via or "ssh"
     timeout = launch_timeout(lv.timeout, nodes, ranks)
-    start = head_s(nodes) + c["rank_start_s"]
+    reach = fanout_s(launcher, nodes)
+    start = reach + c["rank_start_s"]
     model, batch = lv.cuda_model, lv.cuda_micro_batch
     spec = resolve_model(model, lv.cuda_img_size, 10)
     shape = shape_of(spec)
@@ -117,24 +140,26 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
                                                      "training", "stragglers", "scaling")}
     stages: list[dict[str, Any]] = [
         {"stage": "preflight", "launches": 0, "timeout_s": reach_timeout(wait_s(via), nodes),
-         "predicted_s": round(head_s(nodes) + 0.5, 1), "how": f"every node at once ({via})"},
+         "predicted_s": round(reach + 0.5, 1), "how": f"every node at once ({via})"},
         {"stage": "inventory", "launches": 0, "timeout_s": reach_timeout(inventory_wait_s(via), nodes),
-         "predicted_s": round(head_s(nodes) + c["node_probe_s"], 1),
+         "predicted_s": round(reach + c["node_probe_s"], 1),
          "how": "bench probe on every node at once" + (", reading its health" if wanted["health"] else "")},
     ]
 
     def launch(name: str, work: float, how: str, looks: int = 1, rendezvous: bool = True, **extra) -> None:
         pred = start + (ranks * c["rendezvous_per_rank_s"] if rendezvous else 0.0) + work
-        stages.append({"stage": name, "launches": 1, "looks": looks, "timeout_s": timeout,
+        stages.append({"stage": name, "launches": 1, "looks": looks, "second_looks": looks - 1, "timeout_s": timeout,
                        "predicted_s": round(pred, 1), "how": how, **extra})
 
     def none(name: str, how: str, looks: int = 0) -> None:
         """A stage that launches nothing of its own (looks: launches it may still need, a second look)."""
-        stages.append({"stage": name, "launches": 0, "looks": looks, "timeout_s": timeout if looks else 0.0,
-                       "predicted_s": 0.0, "how": how})
+        stages.append({"stage": name, "launches": 0, "looks": looks, "second_looks": looks,
+                       "timeout_s": timeout if looks else 0.0, "predicted_s": 0.0, "how": how})
 
     if wanted["health"]:
         none("health", "read by the inventory's probe")
+    if cfg.wanted("dcgm"):
+        stages.append(dcgm_stage(cfg, via, nodes, reach + c["node_probe_s"]))
     numerics_first = wanted["numerics"]
     # The copies (each GPU of a node in turn, then all at once: about a second each on a GPU) and the burn ride
     # the per-GPU launch (bench.validate.copies, bench.validate.burn).
@@ -175,10 +200,14 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
                           + f"; the ring's order: {pairing.describe_order(lv.pairs, nodes, leaves, cfg.pairs_seed)}",
                           seed=cfg.pairs_seed, partners=min((len(p) for p in pairing.partners(rounds).values()),
                                                             default=0))
-    if cfg.wanted("rails") and cfg.rails and len(cfg.rails) >= 2 and nodes >= 2:
-        for rail in cfg.rails:  # one launch per rail (bench.validate.rails); inventory-found rails are not known yet
-            launch("rails", pair_s * len(rounds) * cfg.repeats,
-                   f"rail {rail} alone: {len(rounds)} round(s) of node pairs", rounds=len(rounds) * cfg.repeats)
+    rails = rails_of(cfg, resources)
+    rail_s = start + ranks * c["rendezvous_per_rank_s"] + pair_s * len(rounds) * cfg.repeats
+    if rails:  # one launch per rail (bench.validate.rails), the level's first rounds of pairs each
+        stages.append({"stage": "rails", "launches": len(rails[0]), "looks": len(rails[0]), "second_looks": 0,
+                       "timeout_s": timeout,
+                       "predicted_s": round(rail_s * len(rails[0]), 1), "rounds": len(rounds) * cfg.repeats,
+                       "how": f"{len(rails[0])} rail(s), each alone in a launch of {len(rounds)} round(s) of node "
+                              f"pairs: {rails[1]}"})
     if wanted["training"]:
         launch("training", lv.dp_steps * (step + _allreduce_s(size, ranks, nic)),
                f"data-parallel {model} over every good GPU, {lv.dp_steps} steps")
@@ -187,20 +216,64 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
             none(name, "judged from what was measured")
     predicted = sum(s["predicted_s"] for s in stages)
     # A launch hangs after its last progress, so its wait comes on top of its work; a second look repeats both.
-    budget = predicted + sum(s["timeout_s"] * s.get("looks", 1) + s["predicted_s"] * (s.get("looks", 1) - 1)
-                             for s in stages if s["timeout_s"])
+    second = sum(_second_look_s(s) for s in stages)
+    budget = predicted + second + sum(s["timeout_s"] * s.get("looks", 1) for s in stages if s["timeout_s"])
     return {"level": cfg.level, "launcher": launcher, "nodes": nodes, "ranks": ranks, "stages": stages,
             "predicted_s": round(predicted, 1), "budget_s": round(budget, 1),
+            "second_looks": {"launches": sum(s.get("second_looks", 0) for s in stages),
+                             "predicted_s": round(second, 1)},
             "message_bytes": size, "topology": tree.record(found, list(resources), {}, cfg.pairs_seed, lv.pairs),
             "topology_lines": tree.lines(found, list(resources), {}, cfg.pairs_seed, lv.pairs)
             if wanted["inter-node"] else [],
             "assumes": {
                 "gpu": ips[1] if ips else f"no published figure for {model}: a step is the timeout over the steps",
-                "nic": nic_label, "costs": os.path.relpath(os.path.normpath(COSTS_PATH), os.getcwd())
+                "nic": nic_label, "rails": rail_note(cfg, resources, round(rail_s, 1)),
+                "fanout": f"{launcher}: the head's share of reaching {nodes} nodes, {reach:.3g} s",
+                "costs": os.path.relpath(os.path.normpath(COSTS_PATH), os.getcwd())
                 if os.path.isabs(COSTS_PATH) else COSTS_PATH},
             "timeouts": f"each launch {timeout:g} s: the level's {lv.timeout:g} s + {ranks * c['barrier_per_rank_s']:g}"
                         f" s for {ranks} ranks (torch's barrier, 1 s per 1,000) + {head_s(nodes):g} s for the "
                         f"head's ssh to {nodes} nodes"}
+
+
+def rails_of(cfg: ValidateConfig, resources: dict[str, list[int]]) -> tuple[list[str], str] | None:
+    """(the rails the plan counts, what it says of them), or None where it counts none: --rails, two or more. Without
+    --rails the run takes the Active HCAs every node has, which only its inventory knows: the plan counts none and
+    says so, with the cost of each (rail_note)."""
+    if not cfg.wanted("rails") or len(resources) < 2 or not cfg.rails or len(cfg.rails) < 2:
+        return None
+    return list(cfg.rails), f"{', '.join(cfg.rails)} (--rails)"
+
+
+def rail_note(cfg: ValidateConfig, resources: dict[str, list[int]], per_rail_s: float) -> str:
+    """What the plan assumed of the rails check."""
+    if not cfg.wanted("rails") or len(resources) < 2:
+        return "none: the rails check is not run"
+    if cfg.rails and len(cfg.rails) < 2:
+        return f"none: one rail given ({cfg.rails[0]}), which the inter-node check measures"
+    if cfg.rails:
+        return f"{', '.join(cfg.rails)} (--rails), {per_rail_s:g} s each"
+    gpus = max(len(s) for s in resources.values())
+    return (f"none counted: without --rails the run measures the Active InfiniBand/RoCE HCAs every node has, found "
+            f"by its inventory, {per_rail_s:g} s each (one per GPU here: {gpus}, {gpus * per_rail_s:g} s more); "
+            "--rails names them and the plan counts them")
+
+
+def dcgm_stage(cfg: ValidateConfig, via: str, nodes: int, reach: float) -> dict[str, Any]:
+    """The dcgm stage: the level's documented length after every node is reached; a node's dcgmi is killed past
+    its timeout, and the head waits that plus a node's start."""
+    level = cfg.dcgm_level()
+    node_timeout = cfg.dcgm_timeout if cfg.dcgm_timeout is not None else timeout_for(level)
+    return {"stage": "dcgm", "launches": 0, "looks": 1, "second_looks": 0, "level": level,
+            "timeout_s": reach_timeout(node_timeout + inventory_wait_s(via), nodes),
+            "predicted_s": round(reach + min(DOCUMENTED_S[level], node_timeout), 1),
+            "how": f"dcgmi diag -r {level} on every node that has dcgmi, all at once: about {DOCUMENTED_S[level]:g} s "
+                   f"by NVIDIA's dcgmi reference; a node still running at {node_timeout:g} s is killed and unknown"}
+
+
+def _second_look_s(s: dict[str, Any]) -> float:
+    """The work a stage's second looks would repeat (a launch again where something fell short)."""
+    return s["predicted_s"] / max(s["launches"], 1) * s.get("second_looks", 0)
 
 
 def stage_rows(p: dict[str, Any]) -> list[str]:
@@ -209,13 +282,17 @@ def stage_rows(p: dict[str, Any]) -> list[str]:
             f"{p['launcher']}; nothing is launched"]
     for s in p["stages"]:
         extra = "".join(f", {k} {s[k]}" for k in ("rounds", "pairs", "partners", "seed") if k in s)
+        again = s.get("second_looks", 0)
+        extra = (f" + {again} second look(s)" if again else "") + extra
         rows.append(f"  {s['stage']:<11} {s['launches']} launch(es){extra}; timeout {s['timeout_s']:g} s; predicted "
                     f"{s['predicted_s']:g} s: {s['how']}" + (f" ({s['pairing']})" if "pairing" in s else ""))
     rows.append(f"predicted time to verdict: {p['predicted_s']:g} s ({p['predicted_s'] / 60:.1f} min); budget (every "
                 f"launch hung to its timeout, every second look): {p['budget_s']:g} s "
                 f"({math.ceil(p['budget_s'] / 60)} min)")
+    rows.append(f"second looks: up to {p['second_looks']['launches']} launch(es) again where a figure fell short, "
+                f"{p['second_looks']['predicted_s']:g} s more (in the budget, not the prediction)")
     rows += p["topology_lines"]
     rows.append(f"timeouts: {p['timeouts']}")
-    rows.append(f"assumes: GPUs as slow as {p['assumes']['gpu']}; NICs as slow as {p['assumes']['nic']}; "
-                f"costs from {p['assumes']['costs']}")
+    rows.append(f"assumes: GPUs as slow as {p['assumes']['gpu']}; NICs as slow as {p['assumes']['nic']}; rails: "
+                f"{p['assumes']['rails']}; {p['assumes']['fanout']}; costs from {p['assumes']['costs']}")
     return rows

@@ -12,7 +12,13 @@ count rose during the burn FAILs; Xids NVML delivered are named in its
 node's row (the health check's kernel log judges them). On a CPU node there
 is no NVML: the rows say so, and the throughput over time is judged alone, WARN
 at most (without clocks, a rank that fell behind its node may be the scheduler's).
-Everything sampled lands in the record (measured.burn), for a plot per node.
+NVML is read per GPU (bench.worker.nvml_sampler): a GPU NVML could not open
+FAILs (gpu-unreachable, its finding in its row), one a call failed on WARNs
+with the function and NVML's words, and the others are judged as sampled; a
+sampler thread that died, or a pynvml that lacks a function, makes the node's
+row WARN with what happened (the tool's failure, kept apart from the node's
+health). Everything sampled lands in the record (measured.burn), for a plot
+per node.
 """
 
 from __future__ import annotations
@@ -45,8 +51,9 @@ def samples(intervals: list[list[float]], nvml: dict[str, list] | None, t0: floa
         if k is not None and abs(ts[k] - t) <= every:
             def col(name):
                 return (cols.get(name) or [None] * len(ts))[k]
+            reasons = col("reasons")   # None: NVML did not give it (NotSupported): unknown, not 0
             out.append(judge_burn.Sample(t - t0, col("sm_mhz"), col("mem_mhz"), col("temp_c"), col("power_w"),
-                                         col("power_limit_w"), int(col("reasons") or 0), ips))
+                                         col("power_limit_w"), None if reasons is None else int(reasons), ips))
         else:
             out.append(judge_burn.Sample(t - t0, throughput=ips))
     return out
@@ -63,8 +70,13 @@ def _node(v: Validation, host: str, slots: list[int], mine: dict[int, dict], sec
                          e.get("interval_s") or 1.0) for s, e in ok.items()}
     ecc = {bus_key(b): (x.get("end") or 0) - (x.get("start") or 0) for b, x in (sampler.get("ecc") or {}).items()
            if x.get("end") is not None and x.get("start") is not None}
+    found = {bus_key(g) or g: list(fs) for g, fs in (sampler.get("nvml_findings") or {}).items()}
+    lost = {bus_key(g) or g for g in sampler.get("nvml_lost") or []}
+    unsupported = {bus_key(g) or g: rs for g, rs in (sampler.get("nvml_unsupported") or {}).items()}
     v.figures.setdefault("burn", {})[host] = {
         "seconds": seconds, "start": start, "nvml_error": why_not, "xids": sampler.get("xids") or [], "nvml": nvml,
+        **{k: sampler.get(k) for k in ("nvml_findings", "nvml_lost", "nvml_unsupported", "nvml_api", "nvml_died")
+           if sampler.get(k)},
         "gpus": {str(s): {"bus_id": e.get("bus_id"), "intervals": e.get("intervals"), "steps": e.get("steps")}
                  for s, e in ok.items()}}
     verdicts = {int(x.gpu.rsplit(":", 1)[1]): x for x in judge_burn.judge(
@@ -74,15 +86,26 @@ def _node(v: Validation, host: str, slots: list[int], mine: dict[int, dict], sec
     for s in slots:
         e = mine.get(s) or {}
         x = verdicts.get(s)
+        gpu = bus_key(e.get("bus_id"))
+        nvml_said = "; ".join(found.pop(gpu, [])) if gpu else ""
         if e.get("status") != "ok" or x is None:
             measured = bool(e.get("measured"))
-            status = "FAIL" if measured else "ERROR"
+            status = "FAIL" if measured or gpu in lost else "ERROR"
             why = e.get("reason") or ("no throughput interval recorded" if e else "no report")
-            v.add_gpu("burn", host, s, status, reason=f"{'its burn failed' if measured else 'not measured'}: {why}",
-                      t0=t0)
+            v.add_gpu("burn", host, s, status, reason=f"{'its burn failed' if measured else 'not measured'}: {why}"
+                      + (f"; {nvml_said}" if nvml_said else ""), t0=t0,
+                      action=_action("gpu-unreachable") if gpu in lost else "")
             statuses.append(status)
             continue
         status, line, code = x.status, x.line + no_nvml, x.code
+        if unsupported.get(gpu):
+            line += f"; NVML gives no {', '.join(unsupported[gpu])} for it (NotSupported: unknown)"
+        if nvml_said:
+            line += f"; {nvml_said}"
+            if gpu in lost:
+                status, code = "FAIL", "gpu-unreachable"
+            elif status == "PASS":
+                status = "WARN"  # a reading NVML failed on: what was not read cannot be said fine
         if status == "FAIL" and nvml is None:
             # Throughput alone cannot tell a throttle from a scheduler's slice (CPU ranks on shared cores): without
             # NVML's clocks and reasons a burn FAIL is not earned.
@@ -104,7 +127,24 @@ def _node(v: Validation, host: str, slots: list[int], mine: dict[int, dict], sec
                f"({', '.join(sorted({xid_code(x['xid']) for x in xids}))}: the health check's kernel log judges "
                "them)" if xids else "; no Xid raised" if nvml is not None else ""))
     worst = max(statuses, key=RANK.__getitem__) if statuses else "ERROR"
+    tool = _tool_said(sampler)
+    others = [f for fs in found.values() for f in fs]   # GPUs of no slot here (or named by index only)
+    if others:
+        said += "; " + "; ".join(others)
+        worst = max(worst, "FAIL" if lost & set(found) else "WARN", key=RANK.__getitem__)
+    if tool:
+        said += f"; {tool}"
+        worst = max(worst, "WARN", key=RANK.__getitem__)
     v.add("burn", host, worst, said, "its GPUs' rows", "(summary row)", t0=t0)
+
+
+def _tool_said(sampler: dict) -> str:
+    """The sampler's own failures, for the node's row: its thread's death and pynvml functions it could not use."""
+    parts = []
+    if sampler.get("nvml_died"):
+        parts.append(f"NVML's sampler thread died: {sampler['nvml_died']}; the clocks after it are missing")
+    parts += [f"NVML API: {a}" for a in sampler.get("nvml_api") or []]
+    return "; ".join(parts)
 
 
 def _action(code: str | None) -> str:

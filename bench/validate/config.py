@@ -20,13 +20,18 @@ from bench.core.options import csv_parser, moment, opt
 from bench.core.precision import PRECISIONS
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
-CHECKS = ("health", "throughput", "numerics", "copies", "memory", "burn", "intra-node", "inter-node", "rails",
+CHECKS = ("health", "dcgm", "throughput", "numerics", "copies", "memory", "burn", "intra-node", "inter-node", "rails",
           "training", "stragglers", "scaling")
 # How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
 LAUNCHERS = ("slurm", "openmpi", "pdsh")
-# --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level.
+# --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level: at quick the level that fits its
+# minutes (1: seconds), at full the long one (3: about 15 minutes; bench.cluster.health.dcgm.DOCUMENTED_S).
 DCGM = ("auto", "off", "1", "2", "3")
-DCGM_AUTO = {"prolog": 1, "health": None, "quick": 2, "full": 3}
+DCGM_AUTO = {"prolog": 1, "health": None, "quick": 1, "full": 3}
+# A rail is an interface (IFNAMSIZ: 15 characters) or an HCA (IB_DEVICE_NAME_MAX: 63); neither holds a character
+# NCCL's lists give a meaning (",", "^", "=", ":") or a shell would. Letters, digits, "_", "-", "." are what
+# drivers and udev name them with (mlx5_0, ibp12s0, enp1s0f0np0, bond0.100).
+RAIL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,7 +88,7 @@ LEVELS = {
     "health": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=0, comm_warmup=0, timeout=60.0, pairs="ring",
                     numerics_model="vit-micro-p4-32", numerics_steps=0, matmul_n_gpu=0, cuda_model="vit-b16-224",
-                    cuda_img_size=224, cuda_micro_batch=32, checks=("health",)),
+                    cuda_img_size=224, cuda_micro_batch=32, checks=("health", "dcgm")),
 }
 # Levels that check this node alone when no --hostfile (or --launcher inside an allocation) names others.
 THIS_NODE = ("prolog", "health")
@@ -108,8 +113,12 @@ class ValidateConfig:
                           "epilog; default: since boot)", default=False)
     since: float | None = opt("health: report only the kernel-log events since TIME (ISO 8601 or Unix seconds; "
                               "e.g. after a GPU reset)", default=None, parse=moment, metavar="TIME")
-    dcgm: str = opt("run DCGM's diagnostic where dcgmi answers: auto (level 1 at prolog, 2 at quick, 3 at full, "
-                    "none at health), off, or a level 1-3", default="auto", choices=DCGM)
+    dcgm: str = opt("run DCGM's diagnostic (dcgmi diag -r N) on every node where dcgmi is installed, all at once, "
+                    "as a stage of its own: auto (level 1 at prolog and quick, 3 at full, none at health), off, or a "
+                    "level 1-3", default="auto", choices=DCGM)
+    dcgm_timeout: float | None = opt("seconds a node's dcgmi diag may run before that node is unknown (default: "
+                                     "twice NVIDIA's documented length of the level: 120 s at 1, 240 s at 2, "
+                                     "1800 s at 3)", default=None, metavar="S")
     checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); preflight and inventory "
                                          "always run, the others are SKIPped with this reason (default: every "
                                          "check of the level)",
@@ -140,11 +149,12 @@ class ValidateConfig:
     pairs_seed: int = opt("the seed of the ring's order where no topology says the leaves, and of the full level's "
                           "random node pairs past 16 nodes (the plan and the record keep it: the same seed measures "
                           "the same pairs)", default=1, metavar="N")
-    rails: tuple[str, ...] | None = opt("the rails check: these NICs, each on its own, same names on every node "
-                                        "(HCAs for NCCL_IB_HCA, else interfaces: NCCL_SOCKET_IFNAME, "
-                                        "GLOO_SOCKET_IFNAME on CPU); default: the Active InfiniBand/RoCE HCAs "
-                                        "every node has, when two or more", default=None,
-                                        parse=csv_parser(str, dedupe=True), metavar="LIST")
+    rails: tuple[str, ...] | None = opt("the rails check: these NICs, each on its own, same names on every node: "
+                                        "an HCA (NCCL's IB transport on it alone; on CPU its network interface) or "
+                                        "an interface (NCCL's socket transport on it); default: the Active "
+                                        "InfiniBand/RoCE HCAs every node has, when two or more", default=None,
+                                        parse=lambda text: tuple(dict.fromkeys(t.strip() for t in text.split(","))),
+                                        metavar="LIST")
     repeats: int = opt("measure each GPU's throughput and each link this many times; FAIL only when it fails "
                        "every time, WARN when it fails some", default=1, metavar="N")
     baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each GPU's "
@@ -192,6 +202,9 @@ class ValidateConfig:
         max_drain_of(self.max_drain, 1)  # refused now, not after the checks ran
         if self.burn is not None:
             duration(self.burn, "--burn", zero=True)
+        self._check_rails()
+        if self.dcgm_timeout is not None and not self.dcgm_timeout > 0:
+            raise BadInput(f"--dcgm-timeout: must be > 0 seconds, got {self.dcgm_timeout:g}")
         unknown = [c for c in self.checks or () if c not in CHECKS]
         if unknown:
             raise BadInput(f"--checks: {unknown[0]!r} is not a check; choose from {', '.join(CHECKS)}")
@@ -200,10 +213,35 @@ class ValidateConfig:
         if outside:
             raise BadInput(f"--checks: {outside[0]!r} is not part of --level {self.level}, whose checks are "
                            f"{', '.join(LEVELS[self.level].checks)}")
+        self._check_ignored()
+
+    def _check_rails(self) -> None:
+        for name in self.rails or ():
+            if not name:
+                raise BadInput(f"--rails: an empty name in {','.join(self.rails or ())!r}")
+            if not RAIL_NAME.match(name):
+                raise BadInput(f"--rails: {name!r} is no interface or HCA name (letters, digits, '_', '-', '.'; "
+                               "63 characters at most)")
+
+    def _check_ignored(self) -> None:
+        """A flag this run would ignore is refused: the run would pass with what it asked for never done."""
+        asked = (("--burn", self.burn is not None and self.burn_s() > 0, "burn"),
+                 ("--rails", self.rails is not None, "rails"),
+                 ("--dcgm", self.dcgm not in ("auto", "off"), "dcgm"))
+        for flag, given, check in asked:
+            if given and not self.wanted(check):
+                why = (f"--level {self.level} has no {check} check (its checks: "
+                       f"{', '.join(LEVELS[self.level].checks)})" if check not in LEVELS[self.level].checks
+                       else f"--checks {','.join(self.checks or ())} leaves the {check} check out")
+                raise BadInput(f"{flag}: nothing would use it: {why}")
+        if self.dcgm_timeout is not None and not self.wanted("dcgm"):
+            raise BadInput(f"--dcgm-timeout: no DCGM diagnostic runs (--dcgm {self.dcgm} at --level {self.level}"
+                           + (f", --checks {','.join(self.checks)}" if self.checks else "") + ")")
 
     def wanted(self, check: str) -> bool:
-        """Whether this run runs `check` (its level's checks, narrowed by --checks)."""
-        return check in LEVELS[self.level].checks and (self.checks is None or check in self.checks)
+        """Whether this run runs `check` (its level's checks, narrowed by --checks; dcgm where a level is chosen)."""
+        return check in LEVELS[self.level].checks and (self.checks is None or check in self.checks) and \
+            (check != "dcgm" or self.dcgm_level() is not None)
 
     def burn_s(self) -> float:
         """The burn's seconds: --burn, else the level's (0: off)."""

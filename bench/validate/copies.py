@@ -76,6 +76,7 @@ def figures(v: Validation, entries: list[dict], kinds: tuple[str, ...]) -> list[
                     again = [t.get(kind) for t in turns] if phase == "alone" and len(turns) > 1 else []
                     out.append({"gpu": f"{e['host']}:{e['slot']}", "model": v.gpu_name(e["host"], e["slot"]),
                                 "kind": kind + suffix, "gbps": gbps, "pcie_gen": gen, "pcie_width": width,
+                                "pcie_now": (b.get("pcie_gen_now"), b.get("pcie_width_now")),
                                 "method": phase, "rounds": again,
                                 "clock": "host" if e.get("device") == "cpu" else "cuda events"})
     return out

@@ -40,10 +40,11 @@ def since_of(cfg) -> float | None:
 
 
 def health_request(v: Validation) -> HealthAsk | None:
-    """What the inventory's probe also reads, where the health check is asked for."""
+    """What the inventory's probe also reads, where the health check is asked for: in seconds, inside the
+    inventory's wait. DCGM's diagnostic, minutes long, is a stage of its own (bench.validate.dcgm)."""
     if not v.cfg.wanted("health"):
         return None
-    return HealthAsk(since=since_of(v.cfg), dcgm_level=v.cfg.dcgm_level(),
+    return HealthAsk(since=since_of(v.cfg), dcgm_level=None,
                      folders=tuple(dict.fromkeys((os.path.abspath(v.cfg.out), "/tmp"))))
 
 
@@ -66,8 +67,9 @@ def _said(found: list[dict[str, Any]]) -> tuple[str, str]:
     return value, reason
 
 
-def judge(v: Validation, host: str, report: dict[str, Any], t0: float) -> None:
-    """The rows of one node's health report: one per selected GPU it read, one for the node."""
+def judge(v: Validation, host: str, report: dict[str, Any], t0: float, check: str = "health") -> None:
+    """The rows of one node's health report: one per selected GPU it read, one for the node (check: the rows'
+    check, "dcgm" for a report of DCGM's diagnostic alone)."""
     ref = "bench/data/health_actions.json"
 
     def judged_by(f: dict[str, Any]) -> str:  # the finding's sources stay in the record (measured.health)
@@ -83,31 +85,31 @@ def judge(v: Validation, host: str, report: dict[str, Any], t0: float) -> None:
         found = by_slot.get(slot)
         if found:
             value, reason = _said(found)
-            v.add_gpu("health", host, slot, _STATUS[found[0]["severity"]], value, judged_by(found[0]), reason, t0=t0,
+            v.add_gpu(check, host, slot, _STATUS[found[0]["severity"]], value, judged_by(found[0]), reason, t0=t0,
                       action=found[0]["action"])
         elif slot in read_gpus:
-            v.add_gpu("health", host, slot, "PASS", "no finding", ref, "its counters read, no finding", t0=t0)
+            v.add_gpu(check, host, slot, "PASS", "no finding", ref, "its counters read, no finding", t0=t0)
     found = by_slot.get(None) or []
     unread = [m for m in report.get("not_read") or [] if m.get("expected")]
     absent = [m for m in report.get("not_read") or [] if not m.get("expected")]
     notes = ([f"could not read {m['source']}: {m['reason']}" for m in unread]
              + [f"nothing to read: {m['source']}: {m['reason']}" for m in absent])
-    since = f"since {report['since']}" if report.get("since") else "since boot"
+    since = "" if check != "health" else f" since {report['since']}" if report.get("since") else " since boot"
     if found:
         value, reason = _said(found)
         # A GPU the run did not select is still the node's: the next job on it would use it.
         named = [f"GPU {f['gpu_index']} ({f.get('bus_id') or '?'}) is not selected here" for f in found
                  if f.get("gpu_index") is not None]
         status = "FAIL" if found[0]["severity"] == "fail" else "ERROR" if unread else "WARN"
-        v.add_node("health", host, status, value, judged_by(found[0]),
+        v.add_node(check, host, status, value, judged_by(found[0]),
                    "; ".join([reason, *dict.fromkeys(named), *notes]), t0=t0, action=found[0]["action"])
         return
     read = report.get("read") or {}
     value = "; ".join(f"{k}: {x}" for k, x in read.items()) or "nothing read"
     if unread:
-        v.add_node("health", host, "ERROR", value, ref, "; ".join(notes), t0=t0)
+        v.add_node(check, host, "ERROR", value, ref, "; ".join(notes), t0=t0)
     else:
-        v.add_node("health", host, "PASS", value, ref, "; ".join([f"no finding {since}", *notes]), t0=t0)
+        v.add_node(check, host, "PASS", value, ref, "; ".join([f"no finding{since}", *notes]), t0=t0)
 
 
 def judge_copies(report: dict[str, Any]) -> dict[str, Any]:

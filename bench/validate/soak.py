@@ -3,8 +3,9 @@
     bench validate --hostfile H --soak 2h --metrics-file /var/lib/node_exporter/textfile/vitbench.prom
     bench validate --hostfile H --soak 2h        # the same command again: resumes where it stopped
 
-New GPU batches fail in their first days; a burn-in finds them. Preflight and
-inventory run once per invocation, then rounds of throughput, numerics,
+New GPU batches fail in their first days; a burn-in finds them. Preflight,
+inventory and DCGM's diagnostic (bench.validate.dcgm, where asked for) run
+once per invocation, then rounds of throughput, numerics,
 intra-node and inter-node (narrowed by --checks), each ending with every
 node's health read again (the Xids and counters the round's stress raised:
 the first round's since boot or --since, later ones since the soak began),
@@ -33,7 +34,7 @@ from bench.analysis import references, soak as trends
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import burn, copies, gpus, health, links, nodes, numerics, pairs, stages, tree
+from bench.validate import burn, copies, dcgm, gpus, health, links, nodes, numerics, pairs, stages, tree
 from bench.validate.config import ValidateConfig, duration
 from bench.validate.state import Stage, Validation
 from bench.validate.where import where
@@ -107,6 +108,8 @@ def _one_round(v: Validation, base: _Base | None, cfg: ValidateConfig, since: fl
     if base is None:
         for name, stage in (("preflight", nodes.preflight), ("inventory", nodes.inventory)):
             _timed(v, name, stage)
+        if cfg.wanted("dcgm"):  # once, before the first round's stress: minutes at its level (bench.validate.dcgm)
+            _timed(v, "dcgm", dcgm.dcgm)
         base = _Base(v, set(v.failed_hosts), set(v.failed_gpus))
     else:
         v.hostname_of, v.inventory, v.device = base.v.hostname_of, base.v.inventory, base.v.device

@@ -11,7 +11,8 @@ PASS, WARN, FAIL, ERROR or SKIP rows with a reason, per GPU, node, pair and clus
   preflight    the nodes reached (ssh, srun or mpirun), this machine's Python and package versions
   inventory    each node's GPUs and links (bench probe, whose process also reads the node's health)
   health       each node's own counters and kernel log: Xid, row remaps, ECC, throttling, PCIe, NVLink,
-               InfiniBand, DCGM (bench.validate.health)
+               InfiniBand (bench.validate.health)
+  dcgm         DCGM's diagnostic on every node at once, each under its own timeout (bench.validate.dcgm)
   throughput   every GPU alone, all at once (bench.validate.gpus)
   numerics     the same deterministic job on every GPU, bit for bit; the exact matmul (bench.validate.numerics)
   copies       each GPU's copies to and from its host, alone on its node and all at once (bench.validate.copies)
@@ -44,15 +45,15 @@ from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import no_slurm
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import (baseline, burn, copies, drain, gpus, health, links, nodes, numerics, pairs, rails,
-                            scaling, training, tree, verdicts)
+from bench.validate import (baseline, burn, copies, dcgm, drain, gpus, health, links, nodes, numerics, pairs,
+                            rails, scaling, training, tree, verdicts)
 from bench.validate.config import ValidateConfig
 from bench.validate.state import CLUSTER, NOT_RUN, STATUSES, Stage, Validation
 from bench.launch.registry import LOCAL
 from bench.validate.where import where
 
 STAGES: tuple[tuple[str, Callable[[Validation], None]], ...] = (
-    ("preflight", nodes.preflight), ("inventory", nodes.inventory), ("health", health.health),
+    ("preflight", nodes.preflight), ("inventory", nodes.inventory), ("health", health.health), ("dcgm", dcgm.dcgm),
     ("throughput", gpus.throughput),
     ("numerics", numerics.numerics), ("copies", copies.copies), ("memory", copies.memory), ("burn", burn.burn),
     ("intra-node", links.intra_node), ("inter-node", pairs.inter_node), ("rails", rails.rails),
@@ -75,8 +76,10 @@ def _writable(cfg: ValidateConfig) -> None:
                 raise BadInput(f"{option}: cannot write {path!r} ({e.strerror})") from None
 
 
-def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-") -> Validation:
-    """Everything that can refuse the input, before any node is reached; the Validation in its new folder."""
+def refuse(cfg: ValidateConfig, hosts: HostSelection):
+    """Every refusal of the input that writes nothing (--dry-run refuses what the run would): the hosts (where),
+    the reference table and the topology (bench.validate.tree.find: a --topology file that Slurm would refuse is
+    refused here)."""
     for option, asked in (("--drain", cfg.drain), ("--resume", cfg.resume)):
         missing = no_slurm() if asked else None
         if missing:
@@ -85,8 +88,13 @@ def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-"
     table = references.load(cfg.reference)
     numerics.load_references(cfg.numerics_reference)  # bad input before anything runs
     health.since_of(cfg)  # --since-job outside a Slurm job: refused before any node is reached
+    return w, table, tree.find(cfg, len(w.resources))
+
+
+def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-") -> Validation:
+    """Everything that can refuse the input, before any node is reached; the Validation in its new folder."""
+    w, table, found = refuse(cfg, hosts)
     _writable(cfg)
-    found = tree.find(cfg, len(w.resources))  # a --topology file that Slurm would refuse is refused here
     storage.check_room(cfg.out, sum(len(s) for s in w.resources.values()))
     run_id = results.new_run_id(cfg.out, prefix=prefix)
     vdir = os.path.abspath(os.path.join(cfg.out, run_id))

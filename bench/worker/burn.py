@@ -5,6 +5,7 @@
     rec["intervals"]          # [[t, images/s], ...]: t the interval's end, seconds since the epoch
     rec["nvml"]               # local rank 0 only: {bus id: {"t": [...], "sm_mhz": [...], ...}}, or None
     rec["nvml_error"]         # why there is none ("no NVML here: ...")
+    rec["nvml_findings"]      # per GPU, what NVML failed on it (bench.worker.nvml_sampler); nvml_died, nvml_api
 
 Run by validate's per-GPU launch after its timed steps (bench.worker.main),
 behind a barrier held by bench, so every GPU of every node is busy at once
@@ -13,9 +14,11 @@ throughput per interval (intervals). The node's local rank 0 runs a thread
 that reads every GPU of the node through NVML once per interval: SM and
 memory clocks, temperature, power and its enforced limit, the clocks event
 reasons bitmask, and at the end the Xid events NVML delivered meanwhile and
-the volatile ECC counts raised (end less start). A GPU NVML cannot read a
-field of (NotSupported: GeForce cards) has None there. On a CPU node there
-is no NVML: nvml is None and nvml_error says so; the throughput series runs.
+the volatile ECC counts raised (end less start). Each GPU is read on its
+own (bench.worker.nvml_sampler): one that NVML cannot open or read is that
+GPU's finding, the others are sampled; a field NVML cannot read
+(NotSupported: GeForce cards) is None, unknown. On a CPU node there is no
+NVML: nvml is None and nvml_error says so; the throughput series runs.
 """
 
 from __future__ import annotations
@@ -23,13 +26,11 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
 import time
 
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
-
-FIELDS = ("t", "sm_mhz", "mem_mhz", "temp_c", "power_w", "power_limit_w", "reasons")
+from bench.worker.nvml_sampler import FIELDS, Sampler  # noqa: F401 - the record's columns; the sampler's home
 
 
 class _Stop(Exception):
@@ -56,111 +57,6 @@ def intervals(ends: list[float], start: float, every: float, images: float) -> l
             out.append([round(t, 3), images / max(ends[k] - prev, 1e-9)])
         t += every
     return out
-
-
-class Sampler(threading.Thread):
-    """Every GPU of this node through NVML, once per `every` seconds, until stop(); columns per bus id."""
-
-    def __init__(self, every: float = 1.0, nvml=None):
-        super().__init__(name="bench-burn-nvml", daemon=True)
-        self.every, self.nvml = every, nvml
-        self.columns: dict[str, dict[str, list]] = {}
-        self.xids: list[dict] = []
-        self.ecc: dict[str, dict[str, int | None]] = {}
-        self.error: str | None = None
-        self._stop_at = threading.Event()
-        self._handles: dict[str, object] = {}
-        self._events = None
-
-    def open(self) -> bool:
-        """NVML up and every GPU's handle taken; False (error says why) where there is none."""
-        try:
-            if self.nvml is None:
-                import pynvml
-                self.nvml = pynvml
-            self.nvml.nvmlInit()
-            for i in range(self.nvml.nvmlDeviceGetCount()):
-                h = self.nvml.nvmlDeviceGetHandleByIndex(i)
-                bus = _text(self.nvml.nvmlDeviceGetPciInfo(h).busId)
-                self._handles[bus] = h
-                self.columns[bus] = {k: [] for k in FIELDS}
-        except Exception as e:  # noqa: BLE001 - ImportError, NVMLError_LibraryNotFound, DriverNotLoaded, ...
-            self.error = f"no NVML here: {type(e).__name__}: {e}".strip(": ")
-            return False
-        if not self._handles:
-            self.error = "no NVML here: NVML lists no GPU on this node"
-            return False
-        self.ecc = {b: {"start": self._ecc(h)} for b, h in self._handles.items()}
-        with contextlib.suppress(Exception):
-            self._events = self.nvml.nvmlEventSetCreate()
-            for h in self._handles.values():
-                with contextlib.suppress(Exception):
-                    self.nvml.nvmlDeviceRegisterEvents(h, self.nvml.nvmlEventTypeXidCriticalError, self._events)
-        return True
-
-    def _ecc(self, h) -> int | None:
-        n = self.nvml
-        with contextlib.suppress(Exception):
-            return int(n.nvmlDeviceGetTotalEccErrors(h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, n.NVML_VOLATILE_ECC))
-        return None
-
-    def _one(self, h, now: float) -> dict:
-        n = self.nvml
-
-        def get(fn, *args, scale: float = 1.0):
-            with contextlib.suppress(Exception):
-                return fn(h, *args) / scale
-            return None
-
-        reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            getattr(n, "nvmlDeviceGetCurrentClocksThrottleReasons")
-        return {"t": round(now, 3), "sm_mhz": get(n.nvmlDeviceGetClockInfo, n.NVML_CLOCK_SM),
-                "mem_mhz": get(n.nvmlDeviceGetClockInfo, n.NVML_CLOCK_MEM),
-                "temp_c": get(n.nvmlDeviceGetTemperature, n.NVML_TEMPERATURE_GPU),
-                "power_w": get(n.nvmlDeviceGetPowerUsage, scale=1000.0),
-                "power_limit_w": get(n.nvmlDeviceGetEnforcedPowerLimit, scale=1000.0),
-                "reasons": int(get(reasons) or 0)}
-
-    def sample(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
-        for bus, h in self._handles.items():
-            for k, v in self._one(h, now).items():
-                self.columns[bus][k].append(v)
-
-    def _drain_xids(self, wait_ms: int) -> None:
-        if self._events is None:
-            return
-        with contextlib.suppress(Exception):
-            while True:
-                e = self.nvml.nvmlEventSetWait_v2(self._events, wait_ms)
-                bus = _text(self.nvml.nvmlDeviceGetPciInfo(e.device).busId)
-                self.xids.append({"t": round(time.time(), 3), "bus_id": bus, "xid": int(e.eventData)})
-                wait_ms = 0
-
-    def run(self) -> None:
-        while not self._stop_at.is_set():
-            t0 = time.monotonic()
-            self.sample()
-            self._drain_xids(0)
-            self._stop_at.wait(max(0.0, self.every - (time.monotonic() - t0)))
-
-    def stop(self) -> dict:
-        """Ends the thread; the record's part: {"nvml", "nvml_error", "xids", "ecc"}."""
-        self._stop_at.set()
-        if self.is_alive():
-            self.join(timeout=5)
-        if self.error is None:
-            self._drain_xids(0)
-            for b, h in self._handles.items():
-                self.ecc[b]["end"] = self._ecc(h)
-            with contextlib.suppress(Exception):
-                self.nvml.nvmlShutdown()
-        return {"nvml": self.columns if self.error is None else None, "nvml_error": self.error, "xids": self.xids,
-                "ecc": self.ecc}
-
-
-def _text(x) -> str:
-    return x.decode() if isinstance(x, bytes) else str(x)
 
 
 def run(run_dir: str, rank: int, plan: dict, engine, batches, device, local: int, cfg) -> dict:
@@ -195,12 +91,22 @@ def run(run_dir: str, rank: int, plan: dict, engine, batches, device, local: int
     part = sampler.stop() if sampler is not None else {}
     import torch
 
-    from bench.worker.copies import bus_id_of
+    from bench.worker.binding import bus_id_of
 
     rec = {"rank": rank, "local_rank": local, "host": socket.gethostname(), "status": "ok", "seconds": seconds,
            "interval_s": every, "start": round(start, 3), "steps": len(ends), "bus_id": bus_id_of(torch, device),
            "intervals": intervals(ends, start, every, cfg.micro_batch * cfg.grad_accum), **part}
     write_json_atomic(os.path.join(subdir(run_dir, "burn"), f"rank{rank}.json"), rec)
-    print(f"burn: {len(ends)} steps in {time.time() - start:.1f} s"
-          + (f"; {part.get('nvml_error') or 'NVML sampled'}" if part else ""), flush=True)
+    print(f"burn: {len(ends)} steps in {time.time() - start:.1f} s" + (f"; {_said(part)}" if part else ""),
+          flush=True)
     return rec
+
+
+def _said(part: dict) -> str:
+    """The sampler's part in the rank's one log line: never "NVML sampled" where a GPU or the thread failed."""
+    if part.get("nvml_error"):
+        return part["nvml_error"]
+    bad = [f for fs in (part.get("nvml_findings") or {}).values() for f in fs] + list(part.get("nvml_api") or [])
+    head = f"NVML's sampler died: {part['nvml_died']}" if part.get("nvml_died") else \
+        f"NVML sampled {len(part.get('nvml') or {})} GPU(s)"
+    return head + (f"; {'; '.join(bad)}" if bad else "")

@@ -226,7 +226,7 @@ def run(run_dir: str) -> dict:
 
     from bench.worker import comm_counter, flight
     from bench.worker.dist import bound_device, init
-    from bench.worker.groups import RoundGroups, how
+    from bench.worker.groups import RoundGroups, choice
 
     with open(os.path.join(run_dir, "comm.json")) as f:
         spec = json.load(f)
@@ -247,7 +247,8 @@ def run(run_dir: str) -> dict:
         sync, name = (lambda: None), "cpu"
     groups = spec.get("groups") or [list(range(world))]
     rounds = spec.get("rounds") or [[gi] for gi in range(len(groups))]
-    made = RoundGroups(dist, groups, rounds, rank, world, how(dist, device.type, bool(bound_device(torch, device))))
+    way, why = choice(dist, device.type, bool(bound_device(torch, device)))
+    made = RoundGroups(dist, groups, rounds, rank, world, way)
     mark_started(run_dir, rank)
     mine = _measure_rounds(torch, dist, spec, groups, rounds, made, rank, device, sync,
                            _Progress(run_dir, len(rounds) * len(spec["sizes"])))
@@ -258,7 +259,7 @@ def run(run_dir: str) -> dict:
     if rank == 0:
         write_json_atomic(os.path.join(run_dir, "summary.json"), {
             "world_size": world, "backend": backend, "groups": groups, "rounds": rounds, "ranks": gathered,
-            "versions": _versions(torch)})
+            "groups_made": {"how": way, "why": why}, "versions": _versions(torch)})
     dist.barrier()
     dist.destroy_process_group()
     return rec

@@ -64,6 +64,13 @@ def cluster(cluster_factory: Callable[[int], netns.Cluster]) -> netns.Cluster:
 
 
 @pytest.fixture(scope="session")
+def own_hosts(cluster_factory: Callable[[int], netns.Cluster]) -> netns.Cluster:
+    """Three hosts of their own for the tests that change what one host sees (a second rail, fake sysfs entries, a
+    stand-in dcgmi: host_mounts.py, rails.py), built once for them all, apart from the tests sharing `cluster`."""
+    return cluster_factory(3)
+
+
+@pytest.fixture(scope="session")
 def shared_fs(cluster_factory: Callable[[int], netns.Cluster]) -> Iterator:
     """Three hosts of their own and the head, each an sshfs client of one SFTP server on their bridge
     (sharedfs.py); shares are mounted on first use and kept for the session."""
@@ -120,6 +127,30 @@ def healthy_validate(cluster: netns.Cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("healthy-validate")
     return run_validate(cluster, tmp, "--metrics-file", str(tmp / "validate.prom"), "--drain-file",
                         str(tmp / "drain.txt"), "--save-numerics-reference", str(tmp / "numerics.json"))
+
+
+@pytest.fixture(scope="session")
+def slow_gpu_validate(cluster: netns.Cluster, healthy_validate, tmp_path_factory):
+    """(Validated, the ranks the quota caught): `bench validate --checks throughput,stragglers` against the healthy
+    run as baseline, with local rank 1 of the second host at 8% of a core from its start barrier (a cgroup quota,
+    tests/faults.py). test_validate's slow-GPU test judges its record; test_report_html opens its report.html."""
+    from tests.faults import cpu_quota_on
+
+    from .validate_runs import run_validate
+
+    tmp = tmp_path_factory.mktemp("slow-gpu-validate")
+    with cpu_quota_on(cluster, cluster.hosts[1], local_rank=1, module="bench.worker", quota_us=8000,
+                      after="start barrier") as moved:
+        # 70%: with one run a side the threshold alone judges, and it must sit between what a healthy rank and
+        # the slowed one can lose. A rank is one thread: at most a whole core in the healthy run (one that
+        # warmed up slowly measures its steady steps partly after its peers finished, alone: a CI run on
+        # 2026-12-05 had node1's two ranks at 392-398 img/s, the other four at 181-187), and here at least
+        # (2 - 0.08) / 5 = 0.38 of one: a healthy GPU loses at most ~62% (that CI run: -60.0% against a 60%
+        # threshold, drained). The slowed rank has 0.08 of a core against at least a third in the healthy run:
+        # it loses at least ~76%.
+        v = run_validate(cluster, tmp, "--checks", "throughput,stragglers", "--baseline",
+                         str(healthy_validate.out), "--threshold", "70%")
+    return v, set(moved)
 
 
 @dataclass

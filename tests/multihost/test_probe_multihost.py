@@ -1,4 +1,4 @@
-"""`bench probe` across real namespace hosts: over ssh (--launcher pdsh) and over mpirun (mpi4py)."""
+"""`bench probe` across real namespace hosts: over ssh (--launcher pdsh) and over mpirun (a rank per host)."""
 
 from __future__ import annotations
 

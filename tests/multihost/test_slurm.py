@@ -17,6 +17,7 @@ import pytest
 
 from bench.core import results
 from tests.conftest import FAST, REPO, one_json
+from tests.faults import exit_at_import
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
@@ -51,6 +52,27 @@ def test_probe_through_srun(slurm):
     doc = one_json(proc.stdout)
     assert [n["host"] for n in doc["nodes"]] == slurm.nodes and doc["unreachable"] == {}
     assert [n["hostname"] for n in doc["nodes"]] == slurm.nodes
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "openmpi"])
+def test_a_node_whose_probe_cannot_start_is_unreachable_and_the_others_answer(slurm, tmp_path, launcher):
+    """node3's Python exits as it imports bench's probe (a broken install there): node3 unreachable, node1 and
+    node2 probed, exit 1. srun's --kill-on-bad-exit, and mpirun's abort on a non-zero exit (its ranks' gather
+    also waited in MPI_Init for the one that never came), made every node unreachable."""
+    broken = slurm.nodes[2]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(exit_at_import("bench.cluster.probe", hostname=broken))
+    hostfile = tmp_path / "hostfile"  # mpirun's hosts; srun's are the allocation's
+    hostfile.write_text("".join(f"{n} slots=1\n" for n in slurm.nodes))
+    env = dict(slurm.env, PYTHONPATH=os.pathsep.join([str(site), REPO]))  # every node sees it; node3 acts on it
+    proc = slurm.run_in_allocation([sys.executable, "-m", "bench", "probe", "--launcher", launcher, "--json",
+                                    *(["--hostfile", str(hostfile)] if launcher == "openmpi" else [])],
+                                   cwd=REPO, timeout=300, env=env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    doc = one_json(proc.stdout)
+    assert [n["host"] for n in doc["nodes"]] == slurm.nodes[:2] and list(doc["unreachable"]) == [broken], doc
+    assert [n["hostname"] for n in doc["nodes"]] == slurm.nodes[:2]
 
 
 def test_bench_in_allocation(slurm, out_dir):

@@ -9,6 +9,7 @@ rank's process (tests/faults.py), a drain by hand with scontrol.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ import pytest
 
 from bench.core import results
 from tests.conftest import REPO, one_json
-from tests.faults import cpu_quota_on
+from tests.faults import cpu_quota_on, exit_at_import
 
 from .validate_runs import not_pass, row, said, skip_if_load_hid
 
@@ -91,6 +92,36 @@ def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_exits_0(clus
         argv = plan["command"]
         assert argv[0] == first or ("--launcher" in argv and argv[argv.index("--launcher") + 1] == launcher), \
             (tag, argv)
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "openmpi"])
+def test_a_node_whose_ranks_cannot_start_is_unknown_and_the_others_are_judged(cluster, slurm, tmp_path, launcher):
+    """node3's Python exits as it imports bench's rank code (a broken install on one node; its preflight and
+    inventory, which never import it, answer). The per-GPU launch's ranks are independent: node3's exit must not
+    end the others' (srun --kill-on-bad-exit, mpirun's abort on a non-zero exit did). node3 unknown with its
+    reason, node1 and node2 healthy, exit 3."""
+    broken = slurm.nodes[2]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(exit_at_import("bench.worker", hostname=broken))
+    # Every node's Python finds the file (one filesystem); only node3's acts on it. This checkout next: the ranks
+    # run the code under test, not the installed one.
+    env = dict(slurm.env, PYTHONPATH=os.pathsep.join([str(site), REPO]))
+    with no_ssh(cluster):
+        proc, rec = validate_in_allocation(slurm, tmp_path / "out", "--checks", "throughput",
+                                           *(("--launcher", "openmpi") if launcher == "openmpi" else ()), env=env)
+    assert rec is not None, proc.stderr[-3000:]
+    assert proc.returncode == 3 and rec["exit_status"] == 3, proc.stderr[-3000:] + said(not_pass(rec))
+    for s in range(SLOTS):
+        r = row(rec, "throughput", f"{broken}:{s}")
+        assert r["status"] == "ERROR" and "never started" in r["reason"], r
+    node = rec["nodes"][broken]
+    assert node["verdict"] == "unknown" and node["not_checked"][0]["check"] == "throughput", node
+    assert "never started" in node["not_checked"][0]["reason"], node
+    for n in slurm.nodes[:2]:
+        assert rec["nodes"][n]["verdict"] == "healthy", said(not_pass(rec))
+        assert {row(rec, "throughput", f"{n}:{s}")["status"] for s in range(SLOTS)} == {"PASS"}, said(not_pass(rec))
+    assert rec["unknown"] == [broken] and rec["drain"] == []
 
 
 def _on_node(cluster, slurm, host: str, argv: list[str]) -> subprocess.CompletedProcess:

@@ -73,15 +73,17 @@ def test_a_node_whose_power_brake_slows_every_gpu_warns_each_as_the_node_s_power
 
 
 def test_reasons_active_at_full_clock_are_counted_and_do_not_fail_a_gpu_that_kept_its_speed():
-    """The capped recording's GPU 2 ran at 1980 MHz with SW power cap, power brake and SW thermal all active."""
+    """The capped recording's GPU 2 ran at 1980 MHz with SW power cap, power brake and SW thermal all active: the
+    last two are throttles, the power cap is counted apart (issue 48)."""
     gpus = readings(CAPPED)
     rows = burn.judge({f"h100:{i}": series(at_max(r), r["sample"]) if i == 2 else series(r["sample"], r["sample"])
                        for i, r in enumerate(gpus)})
     assert [r.status for r in rows] == ["PASS"] * 8
     b = rows[2].summary
-    assert (b.first, b.last, b.clock_drop, b.throttled) == (1980.0, 1980.0, 0.0, 0.5)
-    assert b.by_reason == {"sw_power_cap": 0.5, "sw_thermal": 0.5, "hw_power_brake": 0.5}
+    assert (b.first, b.last, b.clock_drop, b.throttled, b.at_power_limit) == (1980.0, 1980.0, 0.0, 0.5, 0.5)
+    assert b.by_reason == {"sw_thermal": 0.5, "hw_power_brake": 0.5}
     assert "throttled 50% of 180 samples" in rows[2].line and "peak 39 C" in rows[2].line
+    assert "at its power limit 50% (SW power cap: normal under load)" in rows[2].line
 
 
 def test_one_gpu_its_peers_do_not_follow_fails():

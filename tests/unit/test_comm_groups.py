@@ -2,8 +2,10 @@
 
 No torch here: each rank is a recording stand-in for torch.distributed that keeps torch's own rules where they
 decide the outcome: a members-only new_group returns at once on a non-member without counting, every other
-creation advances the rank's group counter, and a members-only group's name hashes its ranks with that counter
-(distributed_c10d._hash_ranks_to_str), so members that counted differently would never meet.
+creation advances the rank's group counter, and a members-only group's name hashes its ranks with a salt
+(distributed_c10d._hash_ranks_to_str), so members whose salts differ would never meet. The salt is torch
+2.14.1's (its group counter) or, with salt="pg_names", 2.13.0's and 2.7.1's (len(_world.pg_names): the groups
+this rank holds). tests/multiproc/test_groups_older_torch.py runs the same on real gloo ranks of torch 2.13.0.
 """
 
 from __future__ import annotations
@@ -13,28 +15,32 @@ from types import SimpleNamespace
 import pytest
 
 from bench.validate import pairing
-from bench.worker.groups import RoundGroups, how
+from bench.worker.groups import RoundGroups, choice, how
 
 NON_MEMBER = object()
 
 
 class FakeDist:
-    def __init__(self, rank: int, split: bool = True, counter: bool = True):
-        self.rank = rank
+    def __init__(self, rank: int, split: bool = True, counter: bool = True, salt: str = "counter"):
+        self.rank, self.salt = rank, salt
         self.count = SimpleNamespace(group_count=1)  # torch's, after init_process_group named the world group
+        self.held = 1  # len(_world.pg_names): the groups this rank holds, the world's first
         if counter:
-            self.distributed_c10d = SimpleNamespace(_world=self.count)
+            self.distributed_c10d = SimpleNamespace(_world=self.count, _hash_ranks_to_str=self._hash)
         if split:
             self.split_group = self._split
         self.calls: list[tuple] = []
+
+    def _hash(self, ranks):
+        return ("hash", tuple(ranks), self.count.group_count if self.salt == "counter" else self.held)
 
     def new_group(self, ranks, use_local_synchronization=False):
         ranks = sorted(ranks)
         if use_local_synchronization and self.rank not in ranks:
             return NON_MEMBER
-        name = ("hash", tuple(ranks), self.count.group_count) if use_local_synchronization \
-            else str(self.count.group_count)
+        name = self._hash(ranks) if use_local_synchronization else str(self.count.group_count)
         self.count.group_count += 1
+        self.held += self.rank in ranks
         self.calls.append(("new_group", ranks, use_local_synchronization))
         return SimpleNamespace(name=name) if self.rank in ranks else NON_MEMBER
 
@@ -100,6 +106,22 @@ def test_torch_s_own_counter_alone_would_name_a_group_differently_on_its_members
     assert len(names_by_group(seen)[2]) == 2
 
 
+def test_on_a_torch_that_salts_with_its_groups_held_members_alone_would_hang_and_every_rank_makes_every_group():
+    """torch 2.13.0 and 2.7.1 (the Pascal image's) hash a members-only group's ranks with len(_world.pg_names):
+    C's rank 1 holds A, its rank 4 nothing, and no counter bench sets changes that."""
+    _, seen = run_all("members", salt="pg_names")
+    assert len(names_by_group(seen)[2]) == 2
+    assert how(FakeDist(0, salt="pg_names"), "cpu", False) == "world"
+    assert how(FakeDist(0, salt="pg_names"), "cuda", False) == "world"  # NCCL unbound (torch 2.6.1-2.7.0) alike
+    assert "pg_names" in choice(FakeDist(0, salt="pg_names"), "cpu", False)[1]
+    dists, seen = run_all("world", salt="pg_names")
+    assert all(len(names) == 1 for names in names_by_group(seen).values())
+    for d in dists.values():  # every rank, every group, one order
+        assert [c[1] for c in d.calls] == [[0, 1], [2, 3], [1, 4]]
+    probe = FakeDist(0)
+    assert how(probe, "cpu", False) == "members" and probe.count.group_count == 1  # asked, and put back
+
+
 def test_nccl_splits_each_round_that_brings_new_groups_once_on_every_rank():
     dists, seen = run_all("split")
     for d in dists.values():  # rounds 2 (A again) and 3 (the world) split nothing
@@ -121,6 +143,7 @@ def test_the_way_follows_the_backend_the_bound_device_and_the_torch():
     assert how(FakeDist(0, split=False), "cuda", True) == "world"  # a members-only group would split the world's
     assert how(FakeDist(0), "cuda", False) == "members"  # torch 2.6.x-2.7.0: no bound device, nothing to split
     assert how(FakeDist(0), "cpu", False) == "members"
+    assert how(FakeDist(0, counter=False), "cpu", False) == "world"  # no hash to ask: the way that cannot hang
     with pytest.raises(ValueError, match="unknown way"):
         RoundGroups(FakeDist(0), GROUPS, ROUNDS, 0, 6, "all")
 

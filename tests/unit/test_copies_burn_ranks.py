@@ -20,6 +20,7 @@ from bench.validate import copies as vcopies
 from bench.validate.config import ValidateConfig
 from bench.core.errors import BadInput
 from bench.worker import burn as wburn
+from bench.worker import binding as wbinding
 from bench.worker import copies as wcopies
 
 
@@ -30,9 +31,9 @@ def _write(path, text: str) -> None:
 
 
 def test_cpu_lists_go_both_ways():
-    assert wcopies.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
-    assert wcopies.parse_cpu_list("0-2,5,7-8\n") == {0, 1, 2, 5, 7, 8}
-    assert wcopies.cpu_list(set()) == ""
+    assert wbinding.cpu_list({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert wbinding.parse_cpu_list("0-2,5,7-8\n") == {0, 1, 2, 5, 7, 8}
+    assert wbinding.cpu_list(set()) == ""
 
 
 def test_numa_nodes_and_a_gpus_link_come_from_sysfs(tmp_path):
@@ -43,13 +44,16 @@ def test_numa_nodes_and_a_gpus_link_come_from_sysfs(tmp_path):
     _write(f"{dev}/numa_node", "1\n")
     _write(f"{dev}/max_link_speed", "32.0 GT/s PCIe\n")
     _write(f"{dev}/max_link_width", "16\n")
-    assert wcopies.cpu_nodes({2, 3}, root) == [0]
-    assert wcopies.cpu_nodes(range(64), root) == [0, 1]
-    assert wcopies.pci_device("0000:19:00.0", root) == {"numa_node": 1, "pcie_gen": 5, "pcie_width": 16}
+    assert wbinding.cpu_nodes({2, 3}, root) == [0]
+    assert wbinding.cpu_nodes(range(64), root) == [0, 1]
+    assert wbinding.pci_device("0000:19:00.0", root) == {"numa_node": 1, "pcie_gen": 5, "pcie_width": 16,
+                                                         "pcie_gen_now": None, "pcie_width_now": None,
+                                                         "pcie_path": ["0000:19:00.0"]}
     _write(f"{dev}/numa_node", "-1\n")   # the kernel's "not known" (a VM, a one-node machine)
-    assert wcopies.pci_device("0000:19:00.0", root)["numa_node"] is None
-    assert wcopies.pci_device(None, root) == {"numa_node": None, "pcie_gen": None, "pcie_width": None}
-    assert wcopies.cpu_nodes({0}, str(tmp_path / "none")) is None
+    assert wbinding.pci_device("0000:19:00.0", root)["numa_node"] is None
+    assert wbinding.pci_device(None, root) == {"numa_node": None, "pcie_gen": None, "pcie_width": None,
+                                               "pcie_gen_now": None, "pcie_width_now": None, "pcie_path": []}
+    assert wbinding.cpu_nodes({0}, str(tmp_path / "none")) is None
 
 
 def test_the_nodes_ranks_take_turns_on_a_node_local_lock(tmp_path):
@@ -112,7 +116,11 @@ def test_throughput_per_interval_from_the_step_ends():
 
 
 class _NVMLError(Exception):
-    pass
+    """pynvml's NVMLError: its message and NVML's return code as .value (nvml.h)."""
+
+    def __init__(self, text: str, value: int):
+        super().__init__(text)
+        self.value = value
 
 
 def _fake_nvml(clocks: list[int], reasons: list[int]) -> types.SimpleNamespace:
@@ -120,7 +128,7 @@ def _fake_nvml(clocks: list[int], reasons: list[int]) -> types.SimpleNamespace:
     state = {"k": 0, "ecc": 0}
 
     def not_supported(*_):
-        raise _NVMLError("Not Supported")
+        raise _NVMLError("Not Supported", 3)
 
     def power(h):
         if h == 1:
@@ -129,7 +137,7 @@ def _fake_nvml(clocks: list[int], reasons: list[int]) -> types.SimpleNamespace:
 
     def wait(_set, _ms):
         if state.get("xid_sent"):
-            raise _NVMLError("Timeout")
+            raise _NVMLError("Timeout", 10)
         state["xid_sent"] = True
         return types.SimpleNamespace(device=0, eventData=79)
 
@@ -163,16 +171,18 @@ def test_the_sampler_reads_every_gpu_of_the_node_and_what_was_raised_meanwhile()
     a, b = part["nvml"]["00000000:19:00.0"], part["nvml"]["00000000:1A:00.0"]
     assert a["sm_mhz"] == [1980, 1980, 1400] and a["reasons"] == [0, 0, 0x40] and a["power_w"] == [650.0] * 3
     assert b["power_w"] == [None] * 3 and b["temp_c"] == [71] * 3      # NotSupported: None, the rest read
+    assert part["nvml_unsupported"] == {"00000000:1A:00.0": ["power_w"]} and not part["nvml_findings"]
     assert part["xids"][0]["xid"] == 79 and part["xids"][0]["bus_id"] == "00000000:19:00.0"
     assert part["ecc"]["00000000:19:00.0"]["end"] > part["ecc"]["00000000:19:00.0"]["start"]
 
 
 def test_without_nvml_the_sampler_says_so():
     s = wburn.Sampler(1.0, nvml=types.SimpleNamespace(nvmlInit=lambda: (_ for _ in ()).throw(
-        _NVMLError("NVML Shared Library Not Found"))))
+        _NVMLError("NVML Shared Library Not Found", 12))))
     assert not s.open()
     assert s.error.startswith("no NVML here") and "Shared Library" in s.error
-    assert s.stop() == {"nvml": None, "nvml_error": s.error, "xids": [], "ecc": {}}
+    assert s.stop() == {"nvml": None, "nvml_error": s.error, "xids": [], "ecc": {}, "nvml_findings": {},
+                        "nvml_lost": [], "nvml_unsupported": {}, "nvml_api": [], "nvml_died": None}
 
 
 def test_validate_joins_throughput_and_nvml_by_time():
@@ -180,7 +190,7 @@ def test_validate_joins_throughput_and_nvml_by_time():
             "temp_c": [60, 61, 88], "power_w": [600, 610, 700], "power_limit_w": [700] * 3, "mem_mhz": [2619] * 3}
     got = vburn.samples([[101.0, 500.0], [102.0, 450.0], [105.0, 440.0]], cols, t0=100.0)
     assert [(s.t, s.sm_mhz, s.reasons, s.throughput) for s in got] == [
-        (1.0, 1970, 0, 500.0), (2.0, 1400, 0x40, 450.0), (5.0, None, 0, 440.0)]   # none within a second of 105
+        (1.0, 1970, 0, 500.0), (2.0, 1400, 0x40, 450.0), (5.0, None, None, 440.0)]  # none within a second of 105
     assert all(s.sm_mhz is None and s.throughput == 500.0 for s in vburn.samples([[101.0, 500.0]], None, 100.0))
     assert vburn.window_of(180) == 60 and vburn.window_of(20) == pytest.approx(20 / 3)
 

@@ -102,17 +102,33 @@ def test_the_h100_of_nvbandwidth_issue_6_fails_by_its_peers_and_its_link():
     """NVIDIA/nvbandwidth#6: on a 4x H100 VM host-to-device ran 14.2, 57.06, 56.68 and 57.07 GB/s."""
     rows = copies.judge(_h100([14.2, 57.06, 56.68, 57.07]))
     assert [(r.status, r.code) for r in rows] == [("FAIL", "copy-slow")] + [("PASS", None)] * 3
-    assert rows[0].line.startswith("h100vm:0 NVIDIA H100 80GB HBM3: H2D 14.20 GB/s, -75% against the median 56.87 GB/s "
-                                   "of 4 peers")
+    assert rows[0].line.startswith("h100vm:0 NVIDIA H100 80GB HBM3: H2D 14.20 GB/s over PCIe Gen5 x16, -75% against "
+                                   "the median 56.87 GB/s of 4 peers")
     assert "25% of 56.68 GB/s published for PCIe gen5 x16 H2D (nvbandwidth, H100 (NVIDIA/nvbandwidth#6" in rows[0].line
+
+
+# CUDA bandwidthTest's "MB/s" up to CUDA 10.0 (the version gearshifft#82 ran): (1 << 10) x bytes / (ms x (1 << 20)),
+# i.e. 1,024,000 bytes/s (bench/data/copy_references.json, "units").
+MBS = 1.024e6 / 1e9
 
 
 def test_the_p100_bound_to_the_far_socket_fails_against_its_own_socket_figure():
     """gearshifft#82: the same P100 copied 3783.4 MB/s host-to-device from the far socket, 12150.7 from its own."""
-    far, near = copies.judge([{"gpu": "p100:far", "model": "Tesla P100-PCIE-16GB", "kind": "h2d", "gbps": 3.7834},
-                              {"gpu": "p100:near", "model": "Tesla P100-PCIE-16GB", "kind": "h2d", "gbps": 12.1507}])
+    far, near = copies.judge([{"gpu": "p100:far", "model": "Tesla P100-PCIE-16GB", "kind": "h2d", "gbps": 3783.4 * MBS},
+                              {"gpu": "p100:near", "model": "Tesla P100-PCIE-16GB", "kind": "h2d",
+                               "gbps": 12150.7 * MBS}])
     assert (far.status, far.code, near.status) == ("FAIL", "copy-slow", "PASS")
-    assert "31% of 12.15 GB/s published for PCIe gen3 x16 H2D" in far.line and "fewer than 3 peers" in far.line
+    assert "31% of 12.44 GB/s published for PCIe gen3 x16 H2D" in far.line and "fewer than 3 peers" in far.line
+
+
+def test_bandwidth_test_s_mb_per_s_are_converted_in_the_table_and_said():
+    """The P100's three figures as bandwidthTest printed them, in GB/s by its own formula (issue 48)."""
+    raw = copies.load().raw
+    assert "1,024,000" in " ".join(raw["_about"])
+    assert raw["host_links"]["pcie3"]["h2d_gbps"] == round(12150.7 * MBS, 2) == 12.44
+    assert raw["host_links"]["pcie3"]["d2h_gbps"] == round(12890.6 * MBS, 2) == 13.2
+    assert raw["memory"]["Tesla P100-PCIE-16GB"]["copy_gbps"] == round(443837.7 * MBS, 2) == 454.49
+    assert raw["copy_share"] == round(454.49 / 732, 2)
 
 
 def test_a_kernel_copy_is_not_a_copy_engine_copys_peer_and_an_x8_link_is_judged_as_x8():
@@ -128,12 +144,12 @@ def test_a_kernel_copy_is_not_a_copy_engine_copys_peer_and_an_x8_link_is_judged_
 
 def test_memory_copies_against_a_published_copy_or_the_peak_times_the_share_a_copy_reaches():
     p100, h100, local = copies.judge([
-        {"gpu": "p", "model": "Tesla P100-PCIE-16GB", "kind": "d2d", "gbps": 443.8377},   # gearshifft#82's own
+        {"gpu": "p", "model": "Tesla P100-PCIE-16GB", "kind": "d2d", "gbps": 443837.7 * MBS},   # gearshifft#82's
         {"gpu": "h", "model": "NVIDIA H100 80GB HBM3", "kind": "d2d", "gbps": 900.0},
         {"gpu": "l", "model": "NVIDIA H100 80GB HBM3", "kind": "local", "gbps": 900.0}])   # counted once: x 2
-    assert p100.status == "PASS" and "of 443.80 GB/s published for HBM2 (Tesla P100-PCIE-16GB)" in p100.line
+    assert p100.status == "PASS" and "of 454.49 GB/s published for HBM2 (Tesla P100-PCIE-16GB)" in p100.line
     assert (h100.status, h100.code) == ("FAIL", "memory-copy-slow")
-    assert "of 2043.50 GB/s published for HBM3 (NVIDIA H100 80GB HBM3); peak 3350 x copy_share 0.61" in h100.line
+    assert "of 2077.00 GB/s published for HBM3 (NVIDIA H100 80GB HBM3); peak 3350 x copy_share 0.62" in h100.line
     assert (local.gbps, local.status, local.code) == (1800.0, "PASS", None)
 
 

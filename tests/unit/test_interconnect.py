@@ -179,7 +179,7 @@ def test_sysfs_ib_reads_like_ibstat(fake_sys):
 
 def test_sysfs_pci_takes_the_slower_end_of_the_link(fake_sys):
     assert read_sysfs_pci(["00000000:01:00.0", "00000000:02:00.0", None], str(fake_sys)) == {
-        "00000000:01:00.0": {"speed_gts": 8.0, "width": 16, "gen": 3}}
+        "00000000:01:00.0": {"speed_gts": 8.0, "width": 16, "gen": 3, "gen_now": None, "width_now": None}}
 
 
 # ---- classify --------------------------------------------------------------------------------

@@ -110,6 +110,34 @@ def test_slurm_command_is_exactly():
     assert Slurm().environment(job) == {"SLURM_HOSTFILE": f"{RUN}/slurm-tasks"}
 
 
+def test_an_independent_job_is_not_ended_by_one_ranks_exit_under_any_launcher():
+    """bench validate's per-GPU run and the numerics job (Job.independent): srun keeps going (said, so a site's
+    KillOnBadExit=1 does not apply), mpirun does not abort on a non-zero exit and each rank runs under the node
+    launcher (--alone: mpirun 4.1.4 would wait forever for a rank a signal ended), the node launcher stops none
+    of a node's ranks for another's exit. Training's jobs keep the kill (test_*_command_is_exactly)."""
+    job = _job({"n1": [0, 2], "n2": [1]}, independent=True)
+    assert Slurm().command(job) == [
+        "srun", "-n", "3", "--nodes", "2", "--distribution=arbitrary", "--kill-on-bad-exit=0", "--export=ALL",
+        PY, "-u", "-m", "bench.worker", "--run-dir", RUN]
+    assert OpenMPI().command(dataclasses.replace(_job(HOSTS), independent=True)) == [
+        "mpirun", "-n", "4", "-hostfile", f"{RUN}/hostfile", "--mca", "btl", "^openib",
+        "--bind-to", "none", "--oversubscribe", "--mca", "btl_tcp_if_include", "ib0",
+        "--mca", "orte_abort_on_non_zero_status", "0",
+        "-x", "UCX_TLS=tcp", "-x", f"PYTHONPATH={RUN}", "-x", "OMP_NUM_THREADS=1",
+        *NODE_LAUNCHER, "--alone", "bench.worker", "--run-dir", RUN]
+    assert Local().command(_job({"localhost": [0, 1]}, independent=True)) == [
+        *NODE_LAUNCHER, _world({"localhost": [0, 1]}), "--master-addr=10.0.0.1", "--master-port=29501",
+        "--independent", "bench.worker", "--run-dir", RUN]
+    assert Pdsh().command(_job({"a": [1], "b": [0]}, independent=True))[-1].endswith(shlex.join([
+        *NODE_LAUNCHER, _world({"a": [1], "b": [0]}), "--node-rank=%n", "--master-addr=10.0.0.1",
+        "--master-port=29501", "--independent", "bench.worker", "--run-dir", RUN]))
+    # Through the plan: validate's per-GPU run asks for it by Mode(independent=True) (bench.jobs.train).
+    lp = launch.build({"n1": [0], "n2": [0]}, "slurm", RUN, "cpu", master_port=29501, environ=ENV, independent=True)
+    assert "--kill-on-bad-exit=0" in lp.argv
+    assert "--kill-on-bad-exit=1" in launch.build({"n1": [0], "n2": [0]}, "slurm", RUN, "cpu", master_port=29501,
+                                                  environ=ENV).argv
+
+
 def test_registry_names_the_configs_launchers_and_nothing_else_compares_a_name():
     assert tuple(LAUNCHERS) == config.LAUNCHERS
     assert default_for(1) == "local" and default_for(2) == MULTI_HOST_DEFAULT

@@ -24,11 +24,13 @@ def _world(world: dict) -> str:
     return base64.urlsafe_b64encode(json.dumps(world).encode()).decode()
 
 
-def _node(world: dict, out, *orders: str, node_rank: int = 0, launcher: str = "bench") -> subprocess.Popen:
+def _node(world: dict, out, *orders: str, node_rank: int = 0, launcher: str = "bench",
+          independent: bool = False) -> subprocess.Popen:
     env = dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=REPO)
     if launcher == "bench":
         argv = [sys.executable, "-u", "-m", "bench.launch.node", f"--world-info={_world(world)}",
-                f"--node-rank={node_rank}", "--master-addr=10.0.0.1", "--master-port=29501"]
+                f"--node-rank={node_rank}", "--master-addr=10.0.0.1", "--master-port=29501",
+                *(["--independent"] if independent else [])]
     else:  # DeepSpeed's own, as its runner started it before
         argv = [sys.executable, "-u", "-m", "deepspeed.launcher.launch", f"--world_info={_world(world)}",
                 f"--node_rank={node_rank}", "--master_addr=10.0.0.1", "--master_port=29501", "--module",
@@ -92,6 +94,39 @@ def test_a_rank_that_exits_non_zero_is_the_nodes_status(tmp_path):
     text, _ = proc.communicate(timeout=90)
     assert proc.returncode == 3, text
     assert "exited with 3" in text and "stopped by this launcher (after rank 0 failed)" in text
+
+
+def test_independent_ranks_run_on_when_one_fails_and_the_node_ends_with_its_status(tmp_path):
+    """--independent (bench validate's per-GPU run): rank 0 exits 3 at once, rank 1 still runs to its end."""
+    t0 = time.monotonic()
+    proc = _node({"localhost": [0, 1]}, tmp_path, "0=exit:3", "1=sleep:3", independent=True)
+    text, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 3 and time.monotonic() - t0 >= 3, text
+    assert re.search(r"rank 0 pid \d+ exited with 3", text) and re.search(r"rank 1 pid \d+ exited with 0", text), text
+    assert "stopped by this launcher" not in text, text
+
+
+def _mpirun_alone(out, *orders: str) -> subprocess.CompletedProcess:
+    """Three stand-in ranks through Open MPI's mpirun as bench starts an independent job (bench.launch.openmpi):
+    not aborted on a non-zero exit, each rank under the node launcher's --alone."""
+    env = dict(os.environ, PYTHONPATH=REPO, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    argv = ["mpirun", "-n", "3", "--oversubscribe", "--bind-to", "none", "--mca", "orte_abort_on_non_zero_status",
+            "0", sys.executable, "-u", "-m", "bench.launch.node", "--alone", "tests.stand_in_rank", str(out), *orders]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_under_mpirun_each_rank_ends_as_itself_and_the_others_run_on(tmp_path):
+    """Rank 1 exits 3, rank 2 is SIGKILLed, rank 0 sleeps on: mpirun ends once rank 0 has (without the node
+    launcher between, Open MPI 4.1.4 waits forever for the SIGKILLed rank: tried), and its output names each end
+    in the node launcher's words, the signal where bench.launch.exits reads it."""
+    proc = _mpirun_alone(tmp_path, "0=sleep:2", "1=exit:3", "2=kill:SIGKILL")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text  # mpirun says nothing of its ranks' statuses when told not to abort
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.json", "rank1.json", "rank2.json"], text
+    pids = {int(m[1]): int(m[2]) for m in re.finditer(r"rank (\d+) \(local rank \d+\) pid (\d+) started", text)}
+    assert sorted(pids) == [0, 1, 2], text
+    assert f"rank 0 pid {pids[0]} exited with 0" in text and f"rank 1 pid {pids[1]} exited with 3" in text, text
+    assert exits.parse(text.splitlines(), [(r, "vm", p) for r, p in pids.items()]) == {2: "SIGKILL"}
 
 
 def test_sigterm_stops_every_rank(tmp_path):

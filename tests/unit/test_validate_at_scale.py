@@ -173,3 +173,40 @@ def test_copies_and_memory_have_a_row_per_gpu_still_in_and_the_burn_is_off_at_qu
     assert got["burn", "node", "SKIP"] == 1000 and not any(c == "burn" and a == "gpu" for c, a, _ in got)
     row = next(c for c in rec["checks"] if c["check"] == "copies" and c["status"] == "PASS")
     assert "PCIe gen5 x16 H2D" in row["reference"] and "GB/s alone; all at once" in row["value"]
+
+
+def test_the_page_of_1000_nodes_has_a_cell_per_node_and_every_row_of_each_node(thousand, tmp_path):
+    """report.html (bench.render.html): one grid cell per node, coloured by its verdict, and the data its cells open
+    holds every row about that node (its own, its GPUs', its pairs') of every check, none lost or added. Its size and
+    how long it takes to write and show are benchmarks/report_html.py's."""
+    import re
+
+    from bench.render.html.node_data import COLS, hosts_of_row
+    from bench.render.html.page import unpack
+    from bench.render.html.report import write
+
+    cluster, rec, _ = thousand
+    path = tmp_path / "report.html"
+    write(str(path), [(rec, None)], [])
+    text = path.read_text()
+    cells = re.findall(r'<a class="cell s-(\w+)" href="#v0-node-([^"]+)" data-host="([^"]+)" data-verdict="(\w+)"',
+                        text)
+    assert [host for _, _, host, _ in cells] == cluster.hosts
+    assert {h: (v, s) for s, _, h, v in cells} == {
+        h: (n["verdict"], {"healthy": "PASS", "degraded": "WARN", "drain": "FAIL", "unknown": "ERROR"}[n["verdict"]])
+        for h, n in rec["nodes"].items()}
+    assert {h for s, _, h, _ in cells if s == "FAIL"} == set(cluster.bad)
+    data = unpack(re.search(r'<script type="application/octet-stream" id="v0-data">(.*?)</script>', text, re.S)[1])
+    assert data["cols"] == list(COLS)
+    s = data["s"]
+    got = collections.Counter((h, s[r[0]], s[r[1]], s[r[2]], s[r[5]]) for h, n in data["nodes"].items()
+                              for r in (data["rows"][i] for i in n["rows"]))
+    want = collections.Counter((h, c["check"], c["node"], c["status"], c["reason"]) for c in rec["checks"]
+                               for h in hosts_of_row(c, set(rec["hosts"])))
+    assert got == want
+    # A row per check per node: each check that reaches every node (a GPU's row, a pair's or the node's own; matmul
+    # has none for the two nodes health left out) is in every node's panel.
+    for check in ("preflight", "inventory", "health", "throughput", "numerics", "copies", "memory", "intra-node",
+                  "inter-node", "burn"):
+        assert {h for (h, c, _, _, _) in got if c == check} == set(cluster.hosts), check
+    assert sum(got.values()) > len([c for c in rec["checks"] if c["node"] != "cluster"])  # a pair's row under both

@@ -192,7 +192,9 @@ def _hostfile(tmp_path, n: int, slots: int = 8):
     return path
 
 
-@pytest.mark.parametrize("level, under_s", [("quick", 600), ("full", 1800)])
+# full: DCGM's level 3 is about 15 minutes of it (issue 47) and each pair is looked at four times (issue 45): a
+# little over half an hour over pdsh, the head's ssh to 1,000 nodes included.
+@pytest.mark.parametrize("level, under_s", [("quick", 600), ("full", 1900)])
 def test_dry_run_of_1000_hosts_plans_every_stage_within_its_time_and_reaches_no_node(tmp_path, level, under_s):
     from tests.conftest import cli, one_json
 
@@ -204,8 +206,8 @@ def test_dry_run_of_1000_hosts_plans_every_stage_within_its_time_and_reaches_no_
     assert not out.exists(), "a dry run writes no run folder"
     assert p["nodes"] == 1000 and p["ranks"] == 8000
     stages = {s["stage"]: s for s in p["stages"]}
-    assert list(stages) == ["preflight", "inventory", "health", "throughput", "numerics", "intra-node", "inter-node",
-                            "training", "stragglers", "scaling"]
+    assert list(stages) == ["preflight", "inventory", "health", "dcgm", "throughput", "numerics", "intra-node",
+                            "inter-node", "training", "stragglers", "scaling"]
     assert sum(s["launches"] for s in p["stages"]) == 3
     inter = stages["inter-node"]
     assert inter["pairs"] == (1000 if level == "quick" else 3000) and inter["partners"] == (2 if level == "quick" else 6)

@@ -1,7 +1,8 @@
 """DCGM's diagnostic (`dcgmi diag -r N -j`) run under a deadline, and its JSON or saved table read as findings.
 
-    from bench.cluster.health.dcgm import run, parse_json, parse_table, findings
+    from bench.cluster.health.dcgm import diag, findings, parse_json, parse_table, run, timeout_for
     text, why, expected = run(level=1, timeout=120.0)   # (stdout, None, True) or (None, "dcgmi not installed", False)
+    d = diag(level=2, timeout=timeout_for(2))         # the same, with its seconds and whether it ran past them
     results, runtime_error = parse_json(text)          # [DiagResult(category, test, gpu_index, status, messages)]
     findings(results)                                  # dcgm-fail / dcgm-warn, DCGM's own message in "what"
 
@@ -21,10 +22,14 @@ NVML index unless DCGM was told otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 
 from bench.cluster.health.findings import finding
@@ -48,23 +53,81 @@ def status(word: str) -> str:
     return _STATUS.get(word.strip().lower(), "fail")
 
 
-def run(level: int, timeout: float) -> tuple[str | None, str | None, bool]:
-    """(JSON text, None, True) or (None, why, expected): expected=False only where dcgmi is not installed."""
+# How long each level runs, as NVIDIA's dcgmi reference says ("dcgmi diag", -r: 1 "normally lasting seconds",
+# 2 "approximately two minutes", 3 "approximately 15 minutes"; docs.nvidia.com/datacenter/dcgm/latest/reference/
+# command-line-reference/dcgmi/dcgmi-diag.html). Level 1's "seconds" is taken as a minute. Level 4 has no
+# documented length ("extended"), so bench does not run it. A node's dcgmi may take twice this (TIMEOUT_FACTOR)
+# before it is unknown: the documented lengths are typical ones, on the GPUs NVIDIA measured.
+DOCUMENTED_S = {1: 60.0, 2: 120.0, 3: 900.0}
+TIMEOUT_FACTOR = 2.0
+
+
+def timeout_for(level: int) -> float:
+    """The seconds a node's `dcgmi diag -r level` may take: twice its documented length."""
+    return DOCUMENTED_S[level] * TIMEOUT_FACTOR
+
+
+@dataclass(slots=True)
+class Diag:
+    """What one `dcgmi diag -r N -j` gave: its JSON text, or why none (expected=False: dcgmi not installed)."""
+
+    text: str | None
+    why: str | None
+    expected: bool
+    seconds: float
+    timed_out: bool = False
+
+
+def diag(level: int, timeout: float) -> Diag:
+    """Run `dcgmi diag -r level -j` for at most timeout seconds; past it, dcgmi and its children are killed."""
     exe = shutil.which("dcgmi")
     if exe is None:
-        return None, "dcgmi not installed", False
+        return Diag(None, "dcgmi not installed", False, 0.0)
     argv = [exe, "diag", "-r", str(level), "-j"]
+    t0 = time.monotonic()
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return None, f"dcgmi diag -r {level} gave no answer within {timeout:g}s", True
+        # Its own process group: a timeout kills what it started too, not only dcgmi.
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:
-        return None, f"dcgmi: {e.strerror or e}", True
+        return Diag(None, f"dcgmi: {e.strerror or e}", True, 0.0)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return Diag(None, f"DCGM level {level} did not finish in {timeout:g} s", True, time.monotonic() - t0,
+                    timed_out=True)
+    took = time.monotonic() - t0
     # dcgmi exits non-zero when a test fails: its JSON is the answer all the same.
-    if "{" in p.stdout:
-        return p.stdout, None, True
-    first = ((p.stderr or p.stdout).strip().splitlines() or ["no output"])[0]
-    return None, f"dcgmi diag exited {p.returncode}: {first}", True
+    if "{" in out:
+        return Diag(out, None, True, took)
+    first = ((err or out).strip().splitlines() or ["no output"])[0]
+    return Diag(None, f"dcgmi diag exited {p.returncode}: {first}", True, took)
+
+
+def run(level: int, timeout: float) -> tuple[str | None, str | None, bool]:
+    """(JSON text, None, True) or (None, why, expected): expected=False only where dcgmi is not installed."""
+    d = diag(level, timeout)
+    return d.text, d.why, d.expected
+
+
+def report_into(r, level: int, text: str | None, why: str | None, expected: bool) -> None:
+    """What one dcgmi run gave, into a health report (bench.cluster.health.report.Report): its findings and what
+    was read, else why nothing was."""
+    if text is None:
+        r.not_read(SOURCE, why, expected)
+        return
+    try:
+        results, runtime_error = parse_json(text)
+    except (ValueError, AttributeError) as e:
+        r.not_read(SOURCE, f"dcgmi diag -r {level} -j printed no diagnostic JSON ({e})", True)
+        return
+    if runtime_error:
+        r.not_read(SOURCE, f"DCGM's runtime error: {runtime_error}", True)
+    r.add(findings(results))
+    r.read_ok(SOURCE, f"dcgmi diag -r {level}: {len(results)} test result(s)")
 
 
 def _messages(items) -> list[str]:

@@ -3,7 +3,8 @@
     from bench.cluster.health.live import collect_live
     report = collect_live(since=time.time() - 3600, folders=["results", "/tmp"], dcgm_level=1)
 
-Runs in seconds (DCGM aside: its level sets its length; dcgm_timeout bounds it).
+Runs in seconds (DCGM aside: its level sets its length; dcgm_timeout, by default
+twice the level's documented length, bounds it).
 Every command is an argv list with a timeout; a failure is a "not_read" reason,
 never an exception. Only the kernel log may need more than a user has
 (kernel.dmesg_restrict): `dmesg --time-format iso`, then `journalctl -k`, and a
@@ -29,7 +30,6 @@ from bench.cluster.interconnect import parse_ibstat
 from bench.cluster.smi import run_smi
 
 TOOL_TIMEOUT_S = 10.0       # dmesg, journalctl and ibstat answer in well under a second
-DCGM_TIMEOUT_S = 300.0      # dcgmi diag -r 1 takes seconds, -r 2 a few minutes; longer levels need more
 
 
 def run_tool(argv: list[str], timeout: float = TOOL_TIMEOUT_S) -> tuple[str | None, str | None]:
@@ -150,27 +150,15 @@ def _infiniband(r: Report, root: str, has_gpus: bool) -> None:
     r.read_ok("infiniband", f"{len(ports)} port(s); GPUDirect RDMA module: {infiniband.peermem_loaded(root) or 'none'}")
 
 
-def _dcgm(r: Report, level: int | None, timeout: float) -> None:
-    if level is None:
-        r.not_read("dcgm", "DCGM diagnostic not requested (dcgm_level=None)", False)
+def _dcgm(r: Report, level: int | None, timeout: float | None) -> None:
+    if level is None:  # not asked: bench validate runs it as a stage of its own (bench.validate.dcgm)
         return
-    text, why, expected = dcgm.run(level, timeout)
-    if text is None:
-        r.not_read("dcgm", why, expected)
-        return
-    try:
-        results, runtime_error = dcgm.parse_json(text)
-    except (ValueError, AttributeError) as e:
-        r.not_read("dcgm", f"dcgmi diag -r {level} -j printed no diagnostic JSON ({e})", True)
-        return
-    if runtime_error:
-        r.not_read("dcgm", f"DCGM's runtime error: {runtime_error}", True)
-    r.add(dcgm.findings(results))
-    r.read_ok("dcgm", f"dcgmi diag -r {level}: {len(results)} test result(s)")
+    text, why, expected = dcgm.run(level, dcgm.timeout_for(level) if timeout is None else timeout)
+    dcgm.report_into(r, level, text, why, expected)
 
 
 def collect_live(*, since: float | None = None, folders=(), dcgm_level: int | None = None,
-                 dcgm_timeout: float = DCGM_TIMEOUT_S, root: str = "/sys") -> dict:  # fmt: skip
+                 dcgm_timeout: float | None = None, root: str = "/sys") -> dict:  # fmt: skip
     """This node's health report (report.py's shape)."""
     r = Report(socket.gethostname(), since)
     steps = (("gpu", lambda: _gpus(r, root)), ("kernel-log", lambda: _kernel_log(r, since)),
