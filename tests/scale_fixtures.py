@@ -32,17 +32,26 @@ slow GPU (slot 3 at 60% of its peers' speed), a slow NIC (every pair with
 it at a quarter), a numerics mismatch (slot 5's loss differs from step 6
 on), a health finding (DCGM's memory test fails every GPU of it).
 `expected_drain()` is what the drain list should hold for them.
+
+The fabric (Fabric): leaf switches of 32 nodes in hostfile order, each
+look at a pair (one round of the link launch) its own draw: a pair runs at
+the least of its nodes' NICs and, across leaves, of its leaves' uplinks
+times the fabric's oversubscription; a flaky NIC drops to half speed in a
+share of looks; every look moves by a lognormal noise. `topology(folder)`
+writes the leaves as Slurm's topology.conf.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Callable
@@ -121,16 +130,51 @@ def health_templates() -> tuple[str, str]:
     return out[0], out[1]
 
 
+# --------------------------------------------------------------------------- the fabric
+# One look's spread (the standard deviation of the log of a pair's looks). NCCL between two nodes: 1%, the jitter
+# these fixtures always had (nccl-tests' runs repeat within a few percent). Here: 0.30, measured on the suite's
+# namespace hosts over gloo (bench/validate/looks.py, LOOK_FLOOR): the noisiest links bench runs on, a fabric model
+# with it errs towards false alarms.
+LOOK_NOISE_NCCL = 0.01
+LOOK_NOISE_HERE = 0.30
+@dataclass
+class Fabric:
+    """What the links between nodes do (shares of the published figure); the defaults are a healthy 1:1 fabric."""
+
+    leaf_size: int = 32
+    uplink: dict[int, float] = field(default_factory=dict)   # leaf index -> its uplinks' share
+    oversub: float = 1.0                                      # pairs across leaves at this share (2:1 -> 0.5)
+    nic: dict[str, float] = field(default_factory=dict)      # host -> its NIC's share
+    flaky: dict[str, float] = field(default_factory=dict)    # host -> the share of looks its NIC runs at half
+    noise: float = 0.01                                       # one look's relative standard deviation (lognormal)
+
+    def leaf(self, host_index: int) -> int:
+        return host_index // self.leaf_size
+
+    def share(self, a: int, b: int, hosts: list[str], rng: random.Random) -> float:
+        """One look at the pair (a, b) of host indices: its share of the published figure."""
+        nics = [self.nic.get(hosts[i], 1.0) * (0.5 if rng.random() < self.flaky.get(hosts[i], 0.0) else 1.0)
+                for i in (a, b)]
+        path = 1.0
+        la, lb = self.leaf(a), self.leaf(b)
+        if la != lb:
+            path = min(self.uplink.get(la, 1.0), self.uplink.get(lb, 1.0)) * self.oversub
+        return min(*nics, path) * math.exp(rng.gauss(0.0, self.noise))
+
+
 # --------------------------------------------------------------------------- the cluster and its launches' answers
 class Cluster:
     """N nodes of 8 GPUs; the functions bench validate reaches them with, answering as the real ones would.
     synthetic_s, synthetic_cpu_s: the wall and CPU seconds spent making answers (not bench's work: a
     benchmark takes them off)."""
 
-    def __init__(self, nodes: int, seed: int = 0):
+    def __init__(self, nodes: int, seed: int = 0, fabric: Fabric | None = None, bad: dict[str, str] | None = None):
         self.hosts = [host(i) for i in range(nodes)]
-        self.bad = planted(nodes)
+        self.index = {h: i for i, h in enumerate(self.hosts)}
+        self.bad = planted(nodes) if bad is None else bad
         self.seed = seed
+        self.fabric = fabric  # None: every pair at the published figure, jittered 1% (the planted slow NIC aside)
+        self._look_rng = random.Random(f"{seed}:looks")  # every look its own draw, in the order bench asks
         self.synthetic_s = self.synthetic_cpu_s = 0.0
         self.launches: list[str] = []
         self.rows_s = self.rows_cpu_s = 0.0  # bench's own time inside the link launches: rows_from_summary
@@ -140,6 +184,18 @@ class Cluster:
         path = os.path.join(folder, f"hosts-{len(self.hosts)}")
         with open(path, "w") as f:
             f.write("".join(f"{h} slots={GPUS}\n" for h in self.hosts))
+        return path
+
+    def topology(self, folder: str) -> str:
+        """The fabric's leaves as Slurm's topology.conf: leafNN for each 32 nodes, one spine above them all."""
+        size = (self.fabric or Fabric()).leaf_size
+        path = os.path.join(folder, f"topology-{len(self.hosts)}.conf")
+        leaves = range(0, len(self.hosts), size)
+        with open(path, "w") as f:
+            for k, start in enumerate(leaves):
+                end = min(start + size, len(self.hosts)) - 1
+                f.write(f"SwitchName=leaf{k:02d} Nodes=node[{start:04d}-{end:04d}]\n")
+            f.write(f"SwitchName=spine0 Switches=leaf[00-{len(leaves) - 1:02d}]\n")
         return path
 
     def install(self, setattr_: Callable[[Any, str, Any], None]) -> None:
@@ -290,17 +346,26 @@ class Cluster:
     # ------------------------------------------------------------------ the links
     def _busbw(self, v, members: list[str], per_host: dict[str, int], name: str) -> float:
         """What an all-reduce over these hosts' GPUs reaches: the published figure for the slowest end (its
-        node's own NVSwitch inside one node), a quarter where a slow NIC is among them."""
+        node's own NVSwitch inside one node), a quarter where a slow NIC is among them; each look of a pair drawn
+        from the fabric where there is one, else the pair's own 1% jitter."""
         scope = "intra" if len(members) == 1 else "inter"
         refs = []
         for h in members:
-            key = (scope, h, per_host[h])
+            key = (scope, per_host[h])  # every node is the same recorded H200 node: one answer per scope and size
             if key not in self._refs:
                 self._refs[key] = v.table.link_for(scope, v.inventory.get(h) or {}, gpus_per_node=per_host[h])
             refs.append(self._refs[key])
         base = min(r.busbw for r in refs if r is not None) if any(refs) else 100e9
         slow = scope == "inter" and any(self.bad.get(h) == "slow-nic" for h in members)
-        return base * (0.25 if slow else 1) * (1 + 0.01 * self._rng("bw", name).uniform(-1, 1))
+        base *= 0.25 if slow else 1
+        if self.fabric is not None and len(members) == 2:
+            a, b = (self.index[h] for h in members)
+            return base * self.fabric.share(a, b, self.hosts, self._look_rng)
+        if self.fabric is not None and len(members) > 2:  # the whole set's ring: its slowest NIC and uplink
+            leaves = {self.fabric.leaf(self.index[h]) for h in members}
+            path = min(self.fabric.uplink.get(x, 1.0) for x in leaves) * self.fabric.oversub if len(leaves) > 1 else 1
+            return base * min(path, *(self.fabric.nic.get(h, 1.0) for h in members))
+        return base * (1 + 0.01 * self._rng("bw", name).uniform(-1, 1))
 
     def comm(self, v, resources: dict[str, list[int]], groups: list[list[int]], names: list[str],
              rounds: list[list[int]], sizes: list[int], tag: str, with_numerics: bool = False) -> dict[str, Any]:
@@ -380,3 +445,42 @@ class Cluster:
                 "figures": {"world_size": world, "images_per_s": ips,
                             "loss": {"first": loss[0], "last": loss[-1], "curve": loss},
                             "sanity": {"loss_finite": True, "loss_fell": True, "world_size_as_planned": True}}}
+
+
+# --------------------------------------------------------------------------- the inter-node check alone
+def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None) -> dict:
+    """bench.validate.pairs.inter_node alone over `nodes` of these nodes (8 H200s each, leaves of fabric.leaf_size
+    known to bench), every look answered from the fabric model directly (no launch, no rows_from_summary over the
+    ranks: validate's scale tests time that); pair_looks: the level's looks at each pair, where not its own. Returns
+    {node: its inter-node Check}."""
+    import dataclasses
+
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import config, pairs, runs
+    from bench.validate.state import Validation
+
+    cluster = Cluster(nodes, seed=seed, fabric=fabric, bad={})
+    hosts = cluster.hosts
+    cfg = config.ValidateConfig(level=level, checks=("inter-node",), pairs_seed=seed + 1)
+    v = Validation(cfg, HostSelection(), {h: list(range(GPUS)) for h in hosts}, references.load(), "/nonexistent")
+    if pair_looks is not None:
+        v.level = dataclasses.replace(v.level, pair_looks=pair_looks)
+    v.device = "cuda"
+    node = json.loads(node_template())
+    v.inventory = {h: node for h in hosts}
+    v.leaf_of = {h: f"leaf{fabric.leaf(i):02d}" for i, h in enumerate(hosts)}
+
+    def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
+        per_host = {h: len(s) for h, s in resources.items()}
+        return {"rows": [{"group": names[gi], "wrong": 0, "busbw": cluster._busbw(
+            v_, names[gi].split("+") if names[gi] != "all" else list(resources), per_host, names[gi])}
+            for rnd in rounds for gi in rnd]}
+
+    saved = runs.comm
+    runs.comm = comm
+    try:
+        pairs.inter_node(v)
+    finally:
+        runs.comm = saved
+    return {c.node: c for c in v.checks if c.check == "inter-node" and c.host is not None}

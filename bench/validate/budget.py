@@ -178,13 +178,15 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
         none("numerics", "run first in the per-GPU launch")
     links = wanted["intra-node"] or wanted["inter-node"]
     if links:
-        n_rounds = (1 if wanted["intra-node"] else 0) + (len(rounds) * cfg.repeats + (nodes > 2)
+        passes = lv.pair_looks * cfg.repeats  # the first launch's looks at each pair (bench.validate.pairs)
+        n_rounds = (1 if wanted["intra-node"] else 0) + (len(rounds) * passes + (nodes > 2)
                                                          if wanted["inter-node"] else 0)
         launch("intra-node" if wanted["intra-node"] else "inter-node",
-               intra_s * wanted["intra-node"] + (pair_s * len(rounds) * cfg.repeats + whole_s) * wanted["inter-node"],
+               intra_s * wanted["intra-node"] + (pair_s * len(rounds) * passes + whole_s) * wanted["inter-node"],
                f"all-reduce of {size} B: each node's own GPUs" * wanted["intra-node"]
                + (", then " if wanted["intra-node"] and wanted["inter-node"] else "")
-               + (f"{len(rounds)} round(s) of node pairs and the whole set" if wanted["inter-node"] else ""),
+               + (f"{len(rounds)} round(s) of node pairs" + (f" {passes} times" if passes > 1 else "")
+                  + " and the whole set" if wanted["inter-node"] else ""),
                looks=2, rounds=n_rounds)
     if wanted["inter-node"]:
         stage_pairs = sum(len(r) for r in rounds)

@@ -61,6 +61,9 @@ class Level:
     cuda_micro_batch: int
     checks: tuple[str, ...] = CHECKS
     matchings: int = 4       # with pairs="all" past pairing.ALL_PAIRS_MAX nodes: random matchings after the ring
+    pair_looks: int = 1      # passes over the pair rounds in the first launch (x --repeats): a node is judged by the
+                             # share of its looks that fell short, which needs looks to mean something (full: see
+                             # docs/validate.md, "Intermittent links", for the simulation that chose it)
     burn_s: float = 0.0      # the burn's seconds without --burn (0: off): every GPU of a node hot at once
 
 
@@ -74,7 +77,7 @@ LEVELS = {
     "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
                   dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
                   numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
-                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0),
+                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0, pair_looks=4),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",

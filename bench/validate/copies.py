@@ -8,7 +8,9 @@ generation and width) and the published figure for its link or memory
 (bench/data/copy_references.json); all at once, against its peers only (a
 node whose GPUs share a PCIe switch is built to halve each GPU's copy then;
 its peers of the same build do too, a bad switch's do not). CPU ranks copy
-between host buffers: a "host copy" and a memcpy, judged by their peers.
+between host buffers: a "host copy" and a memcpy, shown (SKIP), not judged:
+timed by the host clock on shared cores, they move between healthy runs by
+more than a line allows (issue 45).
 Beside the figures: the rank's CPUs and their NUMA nodes, its GPU's NUMA
 node; a binding row (WARN) where none of the rank's CPUs is on its GPU's
 node (its host copies cross the socket link).
@@ -108,20 +110,23 @@ def _rows(v: Validation, check: str, kinds: tuple[str, ...], t0: float) -> None:
                 v.add_gpu(check, host, s, "SKIP", reason=f"no figure of {', '.join(kinds)} measured; {where}", t0=t0)
                 continue
             alone = [x for x in mine if TOGETHER not in x.kind]
-            # CPU ranks all at once time-slice their node's cores (six ranks on two here): that figure is the
-            # scheduler's share, shown but not judged; each rank's turn alone is (bench.worker.copies).
-            shared = e.get("device") == "cpu" and bool(alone)
-            worst = max(alone if shared else mine, key=lambda x: RANK[x.status])
+            # A CPU rank's copies are shown, not judged: timed by the host clock on cores its node's other ranks
+            # share (all at once, the scheduler's share; alone, whatever else ran), they move between healthy runs
+            # by more than a line can allow: one healthy validate in 16 WARNed a host copy at -11% against its 10%
+            # line (issue 45), and a line wide enough for that would pass a copy at a third of its speed.
+            shared = e.get("device") == "cpu"
+            worst = max(alone or mine, key=lambda x: RANK[x.status])
             value = "; ".join(f"{LABEL.get(x.kind.replace(TOGETHER, ''), x.kind)} {x.gbps:.2f}" for x in alone)
             value += " GB/s alone; all at once " + ", ".join(f"{x.gbps:.2f}" for x in mine if TOGETHER in x.kind)
             refs = {x.reference.label for x in mine if x.reference is not None}
             reason = f"{worst.line}; {where}"
             if shared:
-                reason += "; all at once not judged on CPU ranks (they share the node's cores)"
-            v.add_gpu(check, host, s, worst.status, value,
+                reason = (f"shown, not judged on CPU ranks (a copy timed by the host clock on shared cores moves "
+                          f"between healthy runs by more than a line allows): {reason}")
+            v.add_gpu(check, host, s, "SKIP" if shared else worst.status, value,
                       "its peers" + (f" and {', '.join(sorted(refs))}" if refs else " (nothing published for it)"),
                       reason, t0=t0, figure=alone[0].gbps * 1e9 if alone else None,
-                      action=entry(worst.code)["action"] if worst.code else "")
+                      action=entry(worst.code)["action"] if worst.code and not shared else "")
             if check == "copies" and far:
                 v.add_gpu("binding", host, s, "WARN", e["binding"].get("cpus") or "", "its GPU's NUMA node", where,
                           t0=t0, action="bind each rank to its GPU's NUMA node (numactl, srun --cpu-bind, mpirun "

@@ -3,7 +3,8 @@
     entries = drain_list(v.checks)        # [{"host", "gpu", "check", "reason"}], one per failed node/GPU and check
     exclude_spec(entries)                 # "node3@node1:1": DeepSpeed's --exclude for the rest
     hosts_of(entries)                     # ["node1", "node3"]: what --drain-file lists and --drain drains
-    breaker(entries, limit=2, nodes=100)  # None, or what is held: more than --max-drain nodes at once
+    breaker(entries, limit=2, nodes=100, leaf_of=...)  # None, or what is held: drains concentrated on one leaf
+                                                       # switch, or more than --max-drain nodes at once
 
 Only rows that name a node or a GPU drain (a pair's row does not: its
 nodes' rows carry the verdict after bisection; a cluster row does not).
@@ -66,26 +67,57 @@ def reason_of(entries: list[dict[str, Any]], host: str) -> str:
             (f" (+{more} more failed check(s))" if more > 0 else ""))
 
 
-def breaker(entries: list[dict[str, Any]], limit: int | None, nodes: int) -> dict[str, Any] | None:
-    """The circuit breaker (Azure's cluster-health-monitor, NVSentinel): more nodes to drain at once than
-    `limit` (--max-drain) is more often the fabric, the launcher or bench than that many bad nodes, so bench
-    drains none of them itself. None when within the limit (or no limit)."""
+# Drains on one leaf switch of at least this share of its nodes (and at least LEAF_MIN of them) are the switch's, or
+# what its nodes share (power, cooling, a PDU), more often than that many bad nodes at once. At least half, not more:
+# when every pair inside a leaf is slow, bench.validate.blame names every other node of the leaf's ring (each
+# explains both its pairs), exactly half of an even leaf.
+LEAF_SHARE, LEAF_MIN = 0.5, 4
+
+
+def breaker(entries: list[dict[str, Any]], limit: int | None, nodes: int, leaf_of: dict[str, str | None] | None = None,
+            earlier: list[str] = ()) -> dict[str, Any] | None:
+    """The circuit breaker (Azure's cluster-health-monitor, NVSentinel), by shape as well as size: drains concentrated
+    on one leaf switch (at least LEAF_SHARE of the nodes it holds here, and LEAF_MIN) are held and named as that
+    leaf whatever --max-drain says; past `limit` nodes at once (counting `earlier`: a soak's drains of earlier
+    rounds) every drain is held, since that many is more often the fabric, the launcher or bench than bad nodes.
+    None when nothing is held."""
     hosts = hosts_of(entries)
-    if limit is None or len(hosts) <= limit:
+    leaves: dict[str, list[str]] = {}
+    if leaf_of:
+        size: dict[str, int] = {}
+        for leaf in leaf_of.values():
+            if leaf is not None:
+                size[leaf] = size.get(leaf, 0) + 1
+        on: dict[str, list[str]] = {}
+        for h in hosts:
+            if leaf_of.get(h) is not None:
+                on.setdefault(leaf_of[h], []).append(h)
+        leaves = {leaf: hs for leaf, hs in on.items() if len(hs) >= LEAF_MIN and len(hs) >= LEAF_SHARE * size[leaf]}
+    by_leaf = {h for hs in leaves.values() for h in hs}
+    rest = [h for h in hosts if h not in by_leaf]
+    over = limit is not None and len(set(earlier) | set(rest)) > limit
+    if not leaves and not over:
         return None
-    return {"held": hosts, "limit": limit, "nodes": nodes,
-            "reason": f"{len(hosts)} of {nodes} nodes would drain at once, over --max-drain {limit}: the cause may "
-                      "be the fabric, the launcher or bench rather than the nodes; none drained (check what they "
-                      "share, then drain by hand, or rerun with --max-drain all)"}
+    why = [f"{len(hs)} of the {size[leaf]} nodes on leaf switch {leaf} would drain at once: more likely the switch or "
+           f"what its nodes share (power, cooling, a PDU) than {len(hs)} bad nodes; held, not drained (check {leaf}, "
+           "then drain by hand)" for leaf, hs in leaves.items()]
+    if over:
+        count = len(set(earlier) | set(rest))
+        why.append(f"{count} of {nodes} nodes would drain" + (f" ({len(set(earlier))} in earlier rounds)" if earlier
+                                                                 else " at once") +
+                   f", over --max-drain {limit}: the cause may be the fabric, the launcher or bench rather than the "
+                   "nodes; none drained (check what they share, then drain by hand, or rerun with --max-drain all)")
+    return {"held": hosts if over else [h for h in hosts if h in by_leaf], "limit": limit, "nodes": nodes,
+            "leaves": leaves, "reason": "; ".join(why)}
 
 
 def write_drain_file(path: str, entries: list[dict[str, Any]], held: dict[str, Any] | None = None) -> None:
-    """One host a line; held by the breaker, every line a comment that says so (a script draining each line
-    drains nothing, a person reads which and why)."""
-    if held is None:
-        results.write_text_atomic(path, "".join(f"{h}\n" for h in hosts_of(entries)))
-        return
-    results.write_text_atomic(path, f"# held: {held['reason']}\n" + "".join(f"# held {h}\n" for h in held["held"]))
+    """One host a line; a host held by the breaker is a comment that says so (a script draining each line drains
+    only the rest, a person reads which and why)."""
+    kept = set(held["held"]) if held else set()
+    head = f"# held: {held['reason']}\n" if held else ""
+    results.write_text_atomic(path, head + "".join(f"# held {h}\n" if h in kept else f"{h}\n"
+                                                   for h in hosts_of(entries)))
 
 
 def drain_slurm(entries: list[dict[str, Any]], node_name: dict[str, str]) -> list[dict[str, Any]]:

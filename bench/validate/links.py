@@ -21,6 +21,8 @@ import time
 from typing import Any
 
 from bench.analysis import metrics
+from bench.analysis.peer_lines import Lines
+from bench.analysis.peer_lines import judge as judge_lines
 from bench.analysis.references import judge, judge_relative
 from bench.analysis.volume import comm_bytes_per_element
 from bench.validate import pairing, runs
@@ -62,16 +64,21 @@ def floor(v: Validation, ranks: int) -> tuple[float | None, str]:
 
 
 def judge_link(v: Validation, busbw: float, wrong: int, ranks: int, ref, peers: list[float],
-               median: float | None = None) -> tuple[str, str, str]:
-    """(status, reference text, reason) of one link: the published reference, else its peers' median (given, where
-    many links share one list of peers: 3,000 pairs against 1,000 nodes' medians each was N^2), then the floor;
-    #wrong always FAILs."""
+               median: float | None = None, lines: Lines | None = None) -> tuple[str, str, str]:
+    """(status, reference text, reason) of one link: the published reference, else lines derived from its peers
+    (bench.analysis.peer_lines: their spread and noise) where given, else its peers' median (given, where many links
+    share one list of peers: 3,000 pairs against 1,000 nodes' medians each was N^2) by the table's lines, then the
+    floor; #wrong always FAILs."""
     line, line_text = floor(v, ranks)
     notes = []
     if ref is not None:
         status, dev = judge(busbw, ref.busbw, ref.lower, ref.upper)
         reference = ref.label
         notes.append(f"{pct(dev)} from the published figure ({ref.source[:60]})")
+    elif lines is not None:
+        status, dev = judge_lines(busbw, lines)
+        reference = f"median {rate(lines.median)} of {lines.n}"
+        notes.append(f"{pct(dev)} from the median of its peers; {lines.describe()}")
     elif len(peers) >= 2:
         median = metrics.percentile(peers, 50) if median is None else median
         status, dev = judge_relative(busbw, median, v.table.busbw)
@@ -87,7 +94,7 @@ def judge_link(v: Validation, busbw: float, wrong: int, ranks: int, ref, peers: 
         if busbw < line:
             status = "FAIL"
             notes.insert(0, f"below the {line_text}")
-        elif ref is not None or len(peers) >= 2:
+        elif ref is not None or lines is not None or len(peers) >= 2:
             notes.append(f"above the {line_text}")
     if wrong:
         status = "FAIL"
@@ -108,8 +115,7 @@ def with_pairs(v: Validation, res: dict[str, list[int]], multi: dict[str, list[i
     inter-node check, which measures again only if a node left the set in between."""
     hosts = list(res)
     ranks = runs.ranks_of(res)
-    groups, names, rounds = pairing.pair_groups(hosts, v.pair_rounds(hosts) *
-                                                v.cfg.repeats, len(hosts) > 2, ranks)
+    groups, names, rounds = pairing.pair_groups(hosts, v.pair_rounds(hosts) * v.pair_passes, len(hosts) > 2, ranks)
     base = len(groups)
     groups += [ranks[h] for h in multi]
     names += list(multi)

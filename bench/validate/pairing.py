@@ -192,16 +192,40 @@ def first_rounds(kind: str, n: int, seed: int = 1, matchings: int = 4,
     """A level's pairs of n nodes: "ring" (each node with its two neighbours) or "all" (every pair up to
     ALL_PAIRS_MAX nodes; past it the ring and `matchings` random perfect matchings from `seed`). The ring goes
     in ring_order: with each node's leaf switch, the ring's neighbours and the matchings' partners cross
-    leaves where they can."""
+    leaves where they can, and each leaf's own ring follows (leaf_rounds): 2 or 3 rounds more, every leaf at
+    once."""
     if kind != "ring" and n <= ALL_PAIRS_MAX:
         return round_robin(n)
     if n <= 3:  # the ring of three is every pair: no order to choose
         return ring_rounds(n)
     order = ring_order(n, seed, leaves)
     if kind == "ring":
-        return _mapped(ring_rounds(n), order)
-    apart = [leaves[i] for i in order] if leaves and len(set(leaves)) >= 2 else None
-    return _mapped(ring_and_matchings(n, matchings, seed, apart=apart), order)
+        across = _mapped(ring_rounds(n), order)
+    else:
+        apart = [leaves[i] for i in order] if leaves and len(set(leaves)) >= 2 else None
+        across = _mapped(ring_and_matchings(n, matchings, seed, apart=apart), order)
+    if not leaves or len(set(leaves)) < 2:
+        return across
+    taken = _used(across)
+    inside = [[p for p in r if frozenset(p) not in taken] for r in leaf_rounds(leaves)]
+    return across + [r for r in inside if r]
+
+
+def leaf_rounds(leaves: list[str | None]) -> list[list[tuple[int, int]]]:
+    """Each leaf switch's own ring (its nodes in order), every leaf in the same rounds: pairs that cross no uplink,
+    so a node's own link is measured apart from its leaf's uplinks (the pairs across leaves judge those). A node of
+    unknown leaf, or alone on its leaf, has none."""
+    members: dict[str, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        if leaf is not None:
+            members.setdefault(leaf, []).append(i)
+    rounds: list[list[tuple[int, int]]] = []
+    for nodes in members.values():
+        for k, r in enumerate(ring_rounds(len(nodes))):
+            while len(rounds) <= k:
+                rounds.append([])
+            rounds[k] += [(min(nodes[a], nodes[b]), max(nodes[a], nodes[b])) for a, b in r]
+    return rounds
 
 
 def describe(kind: str, n: int, matchings: int = 4) -> str:

@@ -167,7 +167,10 @@ def soak(cfg: ValidateConfig, hosts: HostSelection,
         t0 = time.time()
         # The first round's health counts events since boot (or --since), the later ones' since the soak began.
         base = _one_round(v, base, cfg, health.since_of(cfg) if k == 1 else started)
-        rec = stages.record(v, f"soak-{os.path.basename(d)}-round-{k}", time.time() - t0)
+        # One --max-drain for the whole soak: what earlier rounds (this invocation's or a resumed one's) drained
+        # counts toward it, not a fresh limit per round.
+        earlier = list(dict.fromkeys(x["host"] for r in rounds for x in r.get("drained") or [] if x.get("drained")))
+        rec = stages.record(v, f"soak-{os.path.basename(d)}-round-{k}", time.time() - t0, earlier=earlier)
         rec["soak"] = {"round": k, "elapsed_s": elapsed + rec["duration_s"], "duration_s": duration, "folder": d}
         with _no_interrupt():  # the round's record and what is written for it (the metrics file) together
             results.append(os.path.join(d, "results.jsonl"), rec)

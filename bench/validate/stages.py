@@ -192,22 +192,27 @@ def skip(v: Validation, name: str, why: str) -> None:
         v.add(name, CLUSTER, "SKIP", reason=why)
 
 
-def record(v: Validation, run_id: str, duration: float, interrupted: bool = False) -> dict[str, Any]:
-    """The validate record; interrupted: the rows so far, and nothing drained or written for the scheduler."""
+def record(v: Validation, run_id: str, duration: float, interrupted: bool = False,
+           earlier: list[str] = ()) -> dict[str, Any]:
+    """The validate record; interrupted: the rows so far, and nothing drained or written for the scheduler.
+    earlier: the nodes earlier rounds of a soak drained, counted toward --max-drain's one limit."""
     statuses = [c.status for c in v.checks]
     entries = drain.drain_list(v.checks)
     nodes = verdicts.node_verdicts(v.checks, v.resources)
     unknown = [h for h, n in nodes.items() if n["verdict"] == "unknown"]
     drained = resumed = None
     names = {h: n.split(".")[0] for h, n in v.hostname_of.items()}
-    held = drain.breaker(entries, v.cfg.drain_limit(len(v.resources)), len(v.resources))
-    if held is not None:
-        for h in held["held"]:
-            nodes[h]["action"] = f"held (not drained): {held['reason']}; {nodes[h]['action']}"
+    hosts = list(v.resources)
+    leaves = v.leaves(hosts)
+    held = drain.breaker(entries, v.cfg.drain_limit(len(v.resources)), len(v.resources),
+                         dict(zip(hosts, leaves)) if leaves else None, earlier)
+    kept = set(held["held"]) if held is not None else set()
+    for h in kept:
+        nodes[h]["action"] = f"held (not drained): {held['reason']}; {nodes[h]['action']}"
     if v.cfg.drain_file and not interrupted:
         drain.write_drain_file(v.cfg.drain_file, entries, held)
-    if v.cfg.drain and not interrupted and held is None:
-        drained = drain.drain_slurm(entries, names)
+    if v.cfg.drain and not interrupted and [e for e in entries if e["host"] not in kept]:
+        drained = drain.drain_slurm([e for e in entries if e["host"] not in kept], names)
     if v.cfg.resume and not interrupted:
         # What this run judged (the names drain reasons carry: throughput, matmul, health, ...).
         resumed = drain.resume_slurm(nodes, names, sorted({c.check for c in v.checks if c.status != "SKIP"}))

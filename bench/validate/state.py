@@ -211,6 +211,11 @@ class Validation:
         """Each host's leaf switch (None: not in the topology), or None without a topology."""
         return None if self.tree is None else self.tree.leaves(hosts, self.hostname_of)
 
+    @property
+    def pair_passes(self) -> int:
+        """How many times the first link launch goes over the pair rounds: the level's looks x --repeats."""
+        return self.level.pair_looks * self.cfg.repeats
+
     def pair_rounds(self, hosts: list[str]) -> list[list[tuple[int, int]]]:
         """The level's first rounds of node pairs over hosts (bench.validate.pairing.first_rounds)."""
         return pairing.first_rounds(self.level.pairs, len(hosts), self.cfg.pairs_seed, self.level.matchings,

@@ -13,7 +13,7 @@ A node is
   degraded  nothing FAILed and everything was checked, but a row WARNed;
   healthy   every check selected reached it and PASSed (or had nothing to check).
 A pair's row ("a+b") carries no verdict of its own: its nodes' rows do. A
-cluster row that FAILs names no node to drain, but the run failed (exit 1);
+cluster row, or a leaf switch's `fabric` row, that FAILs names no node to drain, but the run failed (exit 1);
 one that is an ERROR leaves every node still in unknown for that check.
 
 Exit status (what a scheduler acts on): 1 when a node is to drain or a
@@ -27,6 +27,8 @@ from typing import Any
 
 from bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN
 from bench.validate.state import CLUSTER, LEFT_OUT, NOT_RUN, Check
+
+FABRIC = "fabric"  # bench.validate.fabric's rows: a leaf switch's (host None) and its held nodes'
 
 VERDICTS = ("healthy", "degraded", "drain", "unknown")
 
@@ -92,7 +94,8 @@ def node_verdicts(checks: list[Check], resources: dict[str, list[int]]) -> dict[
 
 def exit_status(nodes: dict[str, dict[str, Any]], checks: list[Check]) -> int:
     verdicts = {n["verdict"] for n in nodes.values()}
-    if "drain" in verdicts or any(c.status == "FAIL" and c.node == CLUSTER for c in checks):
+    if "drain" in verdicts or any(c.status == "FAIL" and (c.node == CLUSTER or (c.check == FABRIC and c.host is None))
+                                  for c in checks):
         return EXIT_FAILED
     if "unknown" in verdicts or any(c.status == "ERROR" for c in checks):
         return EXIT_UNKNOWN
