@@ -25,7 +25,6 @@ once (the inter-node check's), and NCCL's own choice of rail inside one run.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 

@@ -22,7 +22,7 @@ import pytest
 
 from bench.core import results
 from tests.conftest import REPO, one_json
-from tests.faults import exit_at_import, on_one_host, perturb_linear
+from tests.faults import cpu_quota_on, exit_at_import, on_one_host, perturb_linear
 
 from .validate_runs import SLOTS, junit_matches, not_pass, said, prediction_holds, row, run_validate, skip_if_load_hid
 

@@ -8,7 +8,6 @@ own rows_from_summary over 8,000 ranks is the scale test's, not this one's)."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
