@@ -130,10 +130,13 @@ def _plan_hosts(run_dir: str) -> list[str]:
 
 
 def stop_ranks(run_dir: str, remote: bool = True, timeout: float = REMOTE_TIMEOUT_S,
-               env: dict[str, str] | None = None) -> list[HostCleanup]:
+               env: dict[str, str] | None = None, ended: set[int] | None = None) -> list[HostCleanup]:
     """Kill the run's ranks here, and (remote=True) on every other host of plan.json over ssh.
 
-    ``env`` is the local environment of the ssh clients (see bench.cluster.remote).
+    ``env`` is the local environment of the ssh clients (see bench.cluster.remote). ``ended``: the ranks that
+    told bench's hub they ended (or whose connection closed): where every rank that recorded a PID is among them,
+    nothing is left to stop elsewhere and no host is reached (inside Slurm, with sshd stopped, an ssh to nodes
+    whose ranks all ended said "stopped answering" in the run's error).
     """
     from bench.cluster.remote import is_local, run_on_hosts
 
@@ -143,7 +146,9 @@ def stop_ranks(run_dir: str, remote: bool = True, timeout: float = REMOTE_TIMEOU
     done = [HostCleanup(here, kill_here(run_dir, here, states), states=states)]
     others = [h for h in _plan_hosts(run_dir) if not is_local(h)]
     # Ranks that recorded another hostname live elsewhere; with none, no ssh is needed.
-    if not remote or not others or all(h == here for _, h, _ in rank_pids(run_dir)):
+    recorded = rank_pids(run_dir)
+    if not remote or not others or all(h == here for _, h, _ in recorded) or \
+            (ended is not None and all(r in ended for r, _, _ in recorded)):
         return done
     try:
         answers = run_on_hosts(others, [*_remote_python(run_dir), "-m", "bench.launch.cleanup", run_dir],

@@ -232,7 +232,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
         ranks = hub.snapshot()
     duration = time.time() - t0
     with _shielded():
-        cleanup = kill_remote_ranks(lp, run_dir) if rc != 0 or w.hung else {}
+        cleanup = kill_remote_ranks(lp, run_dir, ranks) if rc != 0 or w.hung else {}
         kill_here(run_dir)  # this machine's ranks that outlived their launcher, by the PIDs they recorded
     records.keep_ranks(run_dir, ranks)
     summary, missing = (records.read_rank(run_dir, "summary.json", 0, ranks) if expect_summary and rc == 0
@@ -248,17 +248,19 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     return Outcome(status, rc, duration, error=error, rank_files=rank_files, ranks=ranks)
 
 
-def kill_remote_ranks(lp: LaunchPlan, run_dir: str) -> dict[str, Any]:
+def kill_remote_ranks(lp: LaunchPlan, run_dir: str, ranks: dict[int, RankState] | None = None) -> dict[str, Any]:
     """Stop the ranks here and on every other host of the plan by their recorded PIDs (bench.launch.cleanup over ssh).
 
     pdsh's ssh sessions have no tty, so remote ranks outlive them; mpirun and
     srun stop their own, but a rank that ignores them (SIGSTOPped, blocked in
     the kernel) is stopped here too (never by `pkill -f`, DeepSpeed's pdsh
-    runner's own remote stop, which bench does not start). Returns cleanup.summary(): PIDs killed
-    per host, and hosts that could not be reached.
+    runner's own remote stop, which bench does not start). ranks: the hub's view; where every rank that recorded
+    a PID has ended, no other host is reached. Returns cleanup.summary(): PIDs killed per host, and hosts that
+    could not be reached.
     """
     from bench.launch.cleanup import stop_ranks, summary
-    return summary(stop_ranks(run_dir, remote=get(lp.launcher).remote, env=lp.env))
+    ended = None if ranks is None else {r for r, st in ranks.items() if st.status is not None}
+    return summary(stop_ranks(run_dir, remote=get(lp.launcher).remote, env=lp.env, ended=ended))
 
 
 @contextlib.contextmanager

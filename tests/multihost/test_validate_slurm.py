@@ -9,6 +9,7 @@ rank's process (tests/faults.py), a drain by hand with scontrol.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -122,6 +123,9 @@ def test_a_node_whose_ranks_cannot_start_is_unknown_and_the_others_are_judged(cl
         assert rec["nodes"][n]["verdict"] == "healthy", said(not_pass(rec))
         assert {row(rec, "throughput", f"{n}:{s}")["status"] for s in range(SLOTS)} == {"PASS"}, said(not_pass(rec))
     assert rec["unknown"] == [broken] and rec["drain"] == []
+    # Every rank that started said it ended: no node is reached over ssh to stop one (sshd is stopped here, and the
+    # run's error read "host node1 stopped answering" when it tried).
+    assert "stopped answering" not in json.dumps(rec["runs"]), rec["runs"]
 
 
 def _on_node(cluster, slurm, host: str, argv: list[str]) -> subprocess.CompletedProcess:
