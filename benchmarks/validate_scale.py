@@ -47,11 +47,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.validate.stages import STAGES  # noqa: E402
 from benchmarks._common import machine  # noqa: E402
 from tests import scale_fixtures  # noqa: E402
 
-STAGE_NAMES = ("preflight", "inventory", "health", "throughput", "numerics", "intra-node", "inter-node", "training",
-               "stragglers", "scaling")
+# Read from bench's own list, not copied: a copy missed the copies stage when it landed, and the first size
+# stopped with a KeyError.
+STAGE_NAMES = tuple(name for name, _ in STAGES)
 # The phases in the order bench runs them; a sub-phase (indented) is part of the phase above it.
 PHASES = ("prepare", *STAGE_NAMES, "record", "  node verdicts", "  drain list+file", "append", "schema", "metrics",
           "junit", "render")
