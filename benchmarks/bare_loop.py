@@ -69,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="list the functions only bench's step calls, per step")
     args = p.parse_args(argv)
 
-    import deepspeed
     import torch
     import torch.nn.functional as F
 
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
+    _common.init_distributed("nccl" if device.type == "cuda" else "gloo")
     base = RunConfig(model=args.model, dataset="synthetic", micro_batch=args.micro_batch,
                      steps=args.steps * (args.rounds + 1), timing_warmup=0)
     spec = models.resolve_model(base.model, base.img_size, 10)

@@ -45,7 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-share", type=float, default=0.02)
     args = p.parse_args(argv)
 
-    import deepspeed
     import torch
 
     from bench.core import dsconfig, models, synthetic
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
+    _common.init_distributed("nccl" if device.type == "cuda" else "gloo")
     cfg = RunConfig(model=args.model, dataset="synthetic", micro_batch=args.micro_batch, synthetic_size=args.shard,
                     steps=args.steps, timing_warmup=0)
     spec = models.resolve_model(cfg.model, None, 10)

@@ -82,7 +82,7 @@ def worker(args: argparse.Namespace) -> int:
     from bench.worker.engines import build_engine, create_model
 
     torch.set_num_threads(1)
-    deepspeed.init_distributed(dist_backend="gloo")
+    _common.init_distributed("gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     device = torch.device("cpu")
     say = print if rank == 0 else (lambda *a, **k: None)
