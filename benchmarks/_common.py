@@ -12,6 +12,7 @@ each taken between blocks a few seconds apart.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import json
@@ -27,6 +28,36 @@ from collections.abc import Callable
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+
+
+SMOKE_LINE = ("SMOKE RUN (--smoke): the smallest sizes, to show the script runs end to end; its figures are not "
+              "results and no gate is judged")
+
+
+def parse_smoke(parser: argparse.ArgumentParser, argv: list[str] | None, smallest: dict[str, object],
+                what: str = "", banner: bool = True) -> argparse.Namespace:
+    """parser's options plus --smoke, which makes `smallest` the defaults (an option given still wins).
+
+    The suite runs every benchmark so (tests/multiproc/test_benchmarks_smoke.py), so a script cannot rot
+    between the runs that measure; `what` says in --help what a smoke run leaves out, where it leaves a part.
+    """
+    sizes = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {x}")
+                     for k, v in smallest.items() for x in (v if isinstance(v, list) else [v]))
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"the suite's smoke run: {sizes}; seconds; its tables, figures not results, no gate "
+                             f"judged{'; not run: ' + what if what else ''}")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**smallest)
+        args = parser.parse_args(argv)
+        if banner:
+            print(f"# {SMOKE_LINE}", flush=True)
+    return args
+
+
+def verdict(ok: bool, smoke: bool) -> str:
+    """PASS or FAIL; a smoke run's one step of the smallest model says nothing of either."""
+    return "not judged (smoke run)" if smoke else "PASS" if ok else "FAIL"
 
 
 def pin_threads(threads: int = 1) -> None:
