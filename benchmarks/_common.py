@@ -12,6 +12,8 @@ each taken between blocks a few seconds apart.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -28,20 +30,62 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 
+SMOKE_LINE = ("SMOKE RUN (--smoke): the smallest sizes, to show the script runs end to end; its figures are not "
+              "results and no gate is judged")
+
+
+def parse_smoke(parser: argparse.ArgumentParser, argv: list[str] | None, smallest: dict[str, object],
+                what: str = "", banner: bool = True) -> argparse.Namespace:
+    """parser's options plus --smoke, which makes `smallest` the defaults (an option given still wins).
+
+    The suite runs every benchmark so (tests/multiproc/test_benchmarks_smoke.py), so a script cannot rot
+    between the runs that measure; `what` says in --help what a smoke run leaves out, where it leaves a part.
+    """
+    sizes = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {x}")
+                     for k, v in smallest.items() for x in (v if isinstance(v, list) else [v]))
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"the suite's smoke run: {sizes}; seconds; its tables, figures not results, no gate "
+                             f"judged{'; not run: ' + what if what else ''}")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**smallest)
+        args = parser.parse_args(argv)
+        if banner:
+            print(f"# {SMOKE_LINE}", flush=True)
+    return args
+
+
+def verdict(ok: bool, smoke: bool) -> str:
+    """PASS or FAIL; a smoke run's one step of the smallest model says nothing of either."""
+    return "not judged (smoke run)" if smoke else "PASS" if ok else "FAIL"
+
+
 def pin_threads(threads: int = 1) -> None:
     """One compute thread per process (2 cores, shared): set before torch is imported."""
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
     os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _has_gpu() else "cuda")
-    # DeepSpeed JIT-builds its shm op at init (~30 s once). A cache of their own:
-    # builds from other checkouts or containers sharing bench's cache rewrite
-    # it, and a benchmark would wait on their lock or rebuild mid-measurement.
+    # DeepSpeed JIT-builds ops (its shm op at init, which init_distributed below skips, as bench does). A cache
+    # of their own: builds from other checkouts or containers sharing bench's cache rewrite it, and a benchmark
+    # would wait on their lock or rebuild mid-measurement.
     os.environ.setdefault("TORCH_EXTENSIONS_DIR",
                           os.path.join(os.path.expanduser("~"), ".cache", "vitbench", "torch_extensions-benchmarks"))
 
 
 def _has_gpu() -> bool:
     return os.path.exists("/dev/nvidiactl") and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != ""
+
+
+def init_distributed(backend: str) -> None:
+    """deepspeed.init_distributed as bench's ranks call it (bench.worker.dist): without JIT-building DeepSpeed's
+    CPU shared-memory all-reduce op, which only its inference all-reduce uses. Building it cost the first
+    benchmark of a clean checkout about 50 s on 2 cores (seen here), in a setup bench's own ranks never run."""
+    import deepspeed
+
+    from bench.worker.dist import _skip_shm_comm_build
+
+    _skip_shm_comm_build()
+    deepspeed.init_distributed(dist_backend=backend)
 
 
 def single_rank_env() -> None:
@@ -94,13 +138,7 @@ def load() -> float:
 
 def machine() -> str:
     """One line: when, where, what; the load average tells a reader how busy the cores were."""
-    try:
-        import torch
-        versions = f"torch {torch.__version__}"
-        import deepspeed
-        versions += f", deepspeed {deepspeed.__version__}"
-    except ImportError:
-        versions = "torch not imported"
+    versions = _versions()
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -108,15 +146,42 @@ def machine() -> str:
     except OSError:
         pass
     gpu = ""
-    try:
-        import torch
-        if torch.cuda.is_available():
-            gpu = f", GPU {torch.cuda.get_device_name(0)}"
-    except ImportError:
-        pass
+    if "torch" in sys.modules or _has_gpu():
+        try:
+            import torch
+            if torch.cuda.is_available():
+                gpu = f", GPU {torch.cuda.get_device_name(0)}"
+        except ImportError:
+            pass
     return (f"{datetime.datetime.now().astimezone().isoformat(timespec='minutes')} {platform.node()}: "
             f"{os.cpu_count()} cores ({model}){gpu}, load avg {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
             f"python {platform.python_version()}, {versions}")
+
+
+def _versions() -> str:
+    """torch's and DeepSpeed's versions: from the modules where this process imported them, else from the
+    installed files. Importing both only to print them cost a script that launches its ranks 3-5 s of a core."""
+    import importlib.metadata
+    import importlib.util
+    import re
+
+    def version(name: str) -> str:
+        if name in sys.modules:
+            return sys.modules[name].__version__
+        spec = importlib.util.find_spec(name)  # finds the package without running it
+        if spec is None or not spec.origin:
+            raise ImportError(name)
+        # torch's local tag (+cu130: which CUDA it was built for) is in its version.py, not in the metadata.
+        with contextlib.suppress(OSError):
+            with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
+                if m := re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", f.read(), re.M):
+                    return m[1]
+        return importlib.metadata.version(name)
+
+    try:
+        return f"torch {version('torch')}, deepspeed {version('deepspeed')}"
+    except ImportError:
+        return "torch not installed"
 
 
 class Timer:

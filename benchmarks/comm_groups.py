@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import free_port, load, machine, pin_threads  # noqa: E402
+from benchmarks._common import free_port, load, machine, parse_smoke, pin_threads  # noqa: E402
 
 pin_threads(1)
 
@@ -98,13 +98,13 @@ def one(arm: str, n: int) -> tuple[float, int, int]:
     return max(t for _, t, _, _ in got), calls.pop(), member.pop()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="4,8,16,32,64", help="numbers of ranks, comma-separated, one after another")
     p.add_argument("--rounds", type=int, default=3, help="worlds per arm and size (the arms alternate)")
     p.add_argument("--world-barrier", action="store_true",
                    help="a third arm: before, each new_group followed by torch's store barrier of the whole world")
-    args = p.parse_args()
+    args = parse_smoke(p, argv, dict(sizes="4", rounds=1, world_barrier=True))
     print(machine())
     arms = ("before", "after") + (("world-barrier",) if args.world_barrier else ())
     print(f"{'N':>3} {'arm':>13} {'median s':>9} {'min s':>7} {'max s':>7} {'new_group calls/rank':>21} "

@@ -44,7 +44,7 @@ BENCH_ARMS = {
 ALL_ARMS = ("ddp", "ddp-fused", "ds-plain", *BENCH_ARMS)
 
 
-def parse() -> argparse.Namespace:
+def parse(worker: bool) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="vit_small_patch16_224", help="preset or timm name")
     p.add_argument("--img-size", type=int, default=64)
@@ -54,7 +54,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--arms", default="ddp,ddp-fused,ds-plain,z0,z0-quiet")
     p.add_argument("--threshold", type=float, default=1.0)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    return p.parse_args()
+    return _common.parse_smoke(p, None, dict(model="vit-micro-p4-32", img_size=32, micro_batch=4, steps=1, rounds=1,
+                                             arms=",".join(ALL_ARMS)), banner=not worker)
 
 
 def launch() -> int:
@@ -66,7 +67,7 @@ def launch() -> int:
     print("# " + " ".join(argv), flush=True)
     with tempfile.NamedTemporaryFile("r", suffix=".verdict") as verdict:
         rc = subprocess.run(argv, env={**os.environ, "DDP_VS_DS_VERDICT": verdict.name}).returncode
-        return rc or (1 if verdict.read().strip() == "FAIL" else 0)
+        return rc or (1 if verdict.read().strip() == "FAIL" else 0)  # a smoke run writes no verdict
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -82,7 +83,7 @@ def worker(args: argparse.Namespace) -> int:
     from bench.worker.engines import build_engine, create_model
 
     torch.set_num_threads(1)
-    deepspeed.init_distributed(dist_backend="gloo")
+    _common.init_distributed("gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     device = torch.device("cpu")
     say = print if rank == 0 else (lambda *a, **k: None)
@@ -176,8 +177,8 @@ def worker(args: argparse.Namespace) -> int:
             r = _common.paired_ratio(kept[best], kept["ddp"])
             ok = r >= args.threshold
             say(f"ddp_vs_deepspeed: best bench config {best} / ddp = {r:.3f} {'>=' if ok else '<'} "
-                f"{args.threshold}: {'PASS' if ok else 'FAIL'}")
-    if rank == 0 and os.environ.get("DDP_VS_DS_VERDICT"):
+                f"{args.threshold}: {_common.verdict(ok, args.smoke)}")
+    if rank == 0 and os.environ.get("DDP_VS_DS_VERDICT") and not args.smoke:
         with open(os.environ["DDP_VS_DS_VERDICT"], "w") as f:
             f.write("PASS" if ok else "FAIL")
     torch.distributed.barrier()
@@ -185,5 +186,5 @@ def worker(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    a = parse()
+    a = parse("--worker" in sys.argv)
     sys.exit(worker(a) if a.worker else launch())

@@ -39,7 +39,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--timing-warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--arms", default="ddp,fsdp2,zero3")
-    return p.parse_args()
+    return _common.parse_smoke(p, None, dict(model="vit-micro-p4-32", micro_batch=4, steps=2, timing_warmup=1,
+                                             rounds=1, arms=",".join(ARMS)))
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, load, machine  # noqa: E402
+from benchmarks._common import REPO, load, machine, parse_smoke  # noqa: E402
 
 WORLD = base64.urlsafe_b64encode(json.dumps({"localhost": [0, 1]}).encode()).decode()
 
@@ -53,21 +53,22 @@ def _time(argv: list[str]) -> float:
     return took
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
-    args = p.parse_args()
+    p.add_argument("--warmup-rounds", type=int, default=1, help="rounds run first and not kept (the page cache)")
+    args = parse_smoke(p, argv, dict(rounds=1, warmup_rounds=0))
     print(machine())
     with tempfile.TemporaryDirectory() as out:
         arms = _arms(out)
         names = list(arms)
         times: dict[str, list[float]] = {n: [] for n in names}
         loads = []
-        for r in range(args.rounds + 1):
+        for r in range(args.warmup_rounds + args.rounds):
             order = names if r % 2 == 0 else names[::-1]
             for n in order:
                 took = _time(arms[n])
-                if r > 0:  # round 0 warms the page cache
+                if r >= args.warmup_rounds:
                     times[n].append(took)
             loads.append(load())
     for n in names:

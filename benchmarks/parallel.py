@@ -46,7 +46,8 @@ def arms(ranks: int, global_batch: int, pipeline_micro: int) -> dict[str, list[s
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="vit-small-p4-32", help="6 heads and an MLP of 1536: T = 2 divides both")
+    p.add_argument("--model", default="vit-small-p4-32",
+                   help="6 heads and an MLP of 1536: T = 2 divides both (--smoke: vit-micro-h4-p4-32, 4 and 384)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--global-batch", type=int, default=32)
     p.add_argument("--pipeline-micro", type=int, default=2, help="micro batches per step of the pipeline arm")
@@ -54,7 +55,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--timing-warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--arms", default="fsdp2,tp2,autotp2,pipeline")
-    return p.parse_args()
+    return _common.parse_smoke(p, None, dict(model="vit-micro-h4-p4-32", global_batch=8, steps=2, timing_warmup=1,
+                                             rounds=1))
 
 
 def main() -> int:

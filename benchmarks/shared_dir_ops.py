@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import re
@@ -33,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, load, machine  # noqa: E402
+from benchmarks._common import REPO, load, machine, parse_smoke  # noqa: E402
 from tests.conftest import FAST  # noqa: E402
 from tests.multihost import netns, sharedfs  # noqa: E402
 
@@ -112,21 +113,27 @@ def launch(fs: sharedfs.SharedFS, share: sharedfs.Share, hosts: int, slots: int,
             "by_type": groups, "requests": raw, "by_path": paths, "load": round(load(), 2)}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, cluster: netns.Cluster | None = None) -> int:
+    """cluster: 3 hosts to use instead of building them (the suite's, for its smoke run); the file server, its
+    request log and the mounts are this run's own either way."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", default="2,4,6,12", help="points, of " + ", ".join(map(str, POINTS)))
     p.add_argument("--steps", type=int, default=10, help="steps of the launch counted per launch")
     p.add_argument("--train-s", type=float, default=20.0, help="seconds of training the longer launch adds")
     p.add_argument("--profile", default="nfs", choices=sorted(sharedfs.PROFILES))
     p.add_argument("--json", help="write the figures here")
-    args = p.parse_args()
+    # 6 steps: the fewest that leave one timed past bench run's 5 warm-up steps.
+    args = parse_smoke(p, argv, dict(ranks="2", steps=6, train_s=2.0),
+                       what="one point, 2 ranks on 2 hosts, its launch and the longer one; not 4 to 12 ranks")
     short = args.steps
     env_line = machine()
     print(env_line)
-    netns.clean_stale()
-    sharedfs.clean_stale()
+    if cluster is None:  # a crashed run's hosts and mounts; not while a suite's own are in use
+        netns.clean_stale()
+        sharedfs.clean_stale()
     points = []
-    with netns.build_cluster(3) as c, sharedfs.shared_fs(c, log_level="DEBUG3") as fs:
+    with contextlib.nullcontext(cluster) if cluster is not None else netns.build_cluster(3) as c, \
+            sharedfs.shared_fs(c, log_level="DEBUG3") as fs:
         share = fs.share(args.profile)
         for ranks in (int(r) for r in args.ranks.split(",")):
             hosts, slots = POINTS[ranks]
@@ -134,6 +141,8 @@ def main() -> int:
             long = short + min(400, max(10, round(args.train_s / a["step_s"])))
             b = launch(fs, share, hosts, slots, long)
             dt = (b["duration_s"] or b["wall_s"]) - (a["duration_s"] or a["wall_s"])
+            if dt <= 0:
+                raise SystemExit(f"{ranks} ranks: the longer launch took no longer ({dt:+.2f} s): raise --train-s")
             per_s = {k: round((b["by_type"][k] - a["by_type"][k]) / dt, 1) for k in COLUMNS}
             by_path = {k: round((b["by_path"].get(k, 0) - a["by_path"].get(k, 0)) / dt, 2) for k in b["by_path"]}
             by_path = dict(sorted(((k, v) for k, v in by_path.items() if v > 0), key=lambda kv: -kv[1])[:20])

@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
 
 
 def make_step(model, opt, x, y, precision: str, device):
@@ -58,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--device", default="cuda")
-    args = p.parse_args(argv)
+    # The smallest preset's shape (bench's vit-micro-p4-32), on the CPU so that it runs on any machine.
+    args = _common.parse_smoke(p, argv, dict(model="vit_tiny_patch16_224", img_size=32, patch_size=4, embed_dim=96,
+                                             depth=4, num_heads=3, batch=4, precision="fp32", steps=1, warmup=1,
+                                             device="cpu"), banner=False)
 
     import timm
     import torch
@@ -103,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                        if isinstance(x, int)) or None
     peak, why = figures.peak_flops_of(name, args.precision)
     print(json.dumps({
-        "what": "timm_train_bench (a minimal equivalent of timm benchmark.py train mode, not timm's script)",
+        "what": "timm_train_bench (a minimal equivalent of timm benchmark.py train mode, not timm's script)"
+                + (f"; {_common.SMOKE_LINE}" if args.smoke else ""), "smoke": args.smoke,
         "model": args.model, "img_size": args.img_size, "batch": args.batch, "precision": args.precision,
         "device": name, "pci_bus_device": bus, "channels_last": args.channels_last, "compile": args.compile,
         "images_per_s": ips, "tflops": f_train * ips / 1e12, "mfu": f_train * ips / peak if peak else None,

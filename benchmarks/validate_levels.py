@@ -19,6 +19,7 @@ commits, not a cluster's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -27,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, machine  # noqa: E402
+from benchmarks._common import REPO, machine, parse_smoke  # noqa: E402
 from tests.multihost import netns  # noqa: E402
 from tests.multihost.slurm import build_slurm  # noqa: E402
 
@@ -69,17 +70,30 @@ def run(level: str, cluster, slurm, out: str) -> dict:
             "verdicts": {h: n["verdict"] for h, n in rec.get("nodes", {}).items()}}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, cluster: netns.Cluster | None = None, slurm=None) -> int:
+    """cluster, slurm: hosts (and a Slurm over them) to use instead of building 3 hosts (the suite's, for its
+    smoke run); a Slurm is built only for quick-slurm."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--levels", default=",".join(LEVELS))
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON too")
-    args = p.parse_args()
+    args = parse_smoke(p, argv, dict(rounds=1, levels="health"),
+                       what="only the level that starts no rank (prolog took 41 s of two loaded cores here, quick "
+                            "a minute or more)")
+    levels = args.levels.split(",")
+    unknown = sorted(set(levels) - set(LEVELS))
+    if unknown:
+        print(f"validate_levels.py: --levels: unknown {', '.join(unknown)} (known: {', '.join(LEVELS)})",
+              file=sys.stderr)
+        return 2
     print(machine(), flush=True)
     rows = []
-    with netns.build_cluster(3) as cluster, build_slurm(cluster) as slurm:
+    with contextlib.ExitStack() as stack:
+        if cluster is None:
+            cluster = stack.enter_context(netns.build_cluster(3))
+        if slurm is None and "quick-slurm" in levels:
+            slurm = stack.enter_context(build_slurm(cluster))
         for r in range(args.rounds):
-            levels = args.levels.split(",")
             for level in (levels if r % 2 == 0 else levels[::-1]):
                 row = run(level, cluster, slurm, str(cluster.tmp / "results"))
                 rows.append(row)

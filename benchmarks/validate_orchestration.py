@@ -9,6 +9,8 @@ validate --level quick` three times with tiny jobs, one check each:
                (ring pairs in 2 rounds of N/2 pairs at once, then the whole set), collection
   numerics     the same, then one launch of the numerics job on every node
   throughput   the same, then one launch of DeepSpeed ranks that each train alone
+  health       preflight, inventory and each node's own counters: no rank started (not by default; the
+               smoke run's check: the orchestration alone, in seconds)
 and prints each stage's wall time from the record (bench validate's
 "stages"), with the machine's CPU-seconds over the run and the load
 average. The hosts share this machine's two cores: every rank's start-up
@@ -22,6 +24,7 @@ collection) is what must stay flat.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -30,10 +33,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, machine  # noqa: E402
+from benchmarks._common import REPO, machine, parse_smoke  # noqa: E402
 from tests.multihost import netns  # noqa: E402
 
 CHECKS = ("inter-node", "numerics", "throughput")
+KNOWN = (*CHECKS, "health")
 
 
 def _cpu_seconds() -> float:
@@ -61,18 +65,30 @@ def one(cluster, check: str, out: str) -> dict:
                                                                 if c["status"] not in ("PASS", "SKIP")]}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, cluster: netns.Cluster | None = None) -> int:
+    """cluster: hosts to use instead of building them (the suite's, for its smoke run); --hosts is then its size."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--hosts", default="4,8,16", help="host counts, comma-separated")
-    p.add_argument("--checks", default=",".join(CHECKS))
+    p.add_argument("--checks", default=",".join(CHECKS), help=f"of {', '.join(KNOWN)}")
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON too")
-    args = p.parse_args()
+    args = parse_smoke(p, argv, dict(hosts="3", checks="health"),
+                       what="no check that starts ranks (each took 30 s or more of two loaded cores here)")
+    unknown = sorted(set(args.checks.split(",")) - set(KNOWN))
+    if unknown:
+        print(f"validate_orchestration.py: --checks: unknown {', '.join(unknown)} (known: {', '.join(KNOWN)})",
+              file=sys.stderr)
+        return 2
+    sizes = [int(x) for x in args.hosts.split(",")]
+    if cluster is not None and sizes != [len(cluster.hosts)]:
+        print(f"validate_orchestration.py: --hosts {args.hosts}: the cluster given has {len(cluster.hosts)} hosts",
+              file=sys.stderr)
+        return 2
     print(machine(), flush=True)
     rows = []
-    for n in [int(x) for x in args.hosts.split(",")]:
-        with netns.build_cluster(n) as cluster:
+    for n in sizes:
+        with contextlib.nullcontext(cluster) if cluster is not None else netns.build_cluster(n) as hosts:
             for check in args.checks.split(","):
-                row = one(cluster, check, str(cluster.tmp / "results"))
+                row = one(hosts, check, str(hosts.tmp / "results"))
                 rows.append(row)
                 print(f"{n:3d} hosts  {check:11s} {row['result']:4s}  preflight {row['preflight_s']:5.1f} s  inventory "
                       f"{row['inventory_s']:5.1f} s  {check} {row['stage_s']:6.1f} s ({row['launches']} launch(es))  "

@@ -47,11 +47,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import machine  # noqa: E402
+from bench.validate.stages import STAGES  # noqa: E402
+from benchmarks._common import machine, parse_smoke  # noqa: E402
 from tests import scale_fixtures  # noqa: E402
 
-STAGE_NAMES = ("preflight", "inventory", "health", "throughput", "numerics", "intra-node", "inter-node", "training",
-               "stragglers", "scaling")
+# Read from bench's own list, not copied: a copy missed the copies stage when it landed, and the first size
+# stopped with a KeyError.
+STAGE_NAMES = tuple(name for name, _ in STAGES)
 # The phases in the order bench runs them; a sub-phase (indented) is part of the phase above it.
 PHASES = ("prepare", *STAGE_NAMES, "record", "  node verdicts", "  drain list+file", "append", "schema", "metrics",
           "junit", "render")
@@ -161,7 +163,7 @@ def table(level: str, sizes: list[int], got: dict[int, dict], what: str = "secon
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nodes", default="1,10,100,1000", help="node counts (8 GPUs each), comma-separated")
     p.add_argument("--levels", default="quick,full")
@@ -172,7 +174,8 @@ def main() -> int:
                    help="the cyclic collector off while measuring: each phase's own growth, without the pauses "
                         "that land in whichever phase allocates when a collection over the whole heap is due")
     p.add_argument("--json", metavar="FILE", help="write every run's phases as JSON too")
-    args = p.parse_args()
+    # 10 nodes: the smallest size with a bad node, so pairs, a second look and the drain are on the path.
+    args = parse_smoke(p, argv, dict(nodes="1,10", repeats=1))
     sizes = [int(x) for x in args.nodes.split(",")]
     print(machine(), flush=True)
     print(f"uptime load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)

@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, load, machine  # noqa: E402
+from benchmarks._common import REPO, load, machine, parse_smoke  # noqa: E402
 from tests.multihost import netns  # noqa: E402
 
 # mpirun and srun start the module themselves: their rank variables, not the node launcher's RANK.
@@ -85,12 +85,21 @@ def _srun_launch(slurm, n: int, root: str, rounds: int) -> list[float]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def reach(n: int, rounds: int, with_slurm: bool) -> dict:
+def _hosts(n: int, given: netns.Cluster | None):
+    """n namespace hosts: `given` (the suite's, for its smoke run) or built for this measurement."""
+    if given is None:
+        return netns.build_cluster(n)
+    if len(given.hosts) != n:
+        raise SystemExit(f"validate_scale_hosts.py: {n} hosts asked, the cluster given has {len(given.hosts)}")
+    return contextlib.nullcontext(given)
+
+
+def reach(n: int, rounds: int, with_slurm: bool, cluster: netns.Cluster | None = None, slurm=None) -> dict:
     from bench.cluster.inventory import probe_any
     from bench.cluster.preflight import preflight
 
     row: dict = {"hosts": n, "load_before": load()}
-    with netns.build_cluster(n) as c, tempfile.TemporaryDirectory(prefix="reach-", dir=str(c.tmp)) as root:
+    with _hosts(n, cluster) as c, tempfile.TemporaryDirectory(prefix="reach-", dir=str(c.tmp)) as root:
         resources = {h: [0] for h in c.hosts}
         saved = dict(os.environ)
         os.environ.update(c.env)
@@ -113,7 +122,7 @@ def reach(n: int, rounds: int, with_slurm: bool) -> dict:
                 times["openmpi"].append(_launch(resources, "openmpi", env, root))
             if with_slurm:
                 from tests.multihost.slurm import build_slurm
-                with build_slurm(c) as s:
+                with contextlib.nullcontext(slurm) if slurm is not None else build_slurm(c) as s:
                     times["slurm"] = _srun_launch(s, n, root, rounds)
         finally:
             os.environ.clear()
@@ -159,12 +168,12 @@ def broken(n: int) -> dict:
             "load_before": load_before, "load_after": load()}
 
 
-def ssh_cost(n: int) -> dict:
+def ssh_cost(n: int, cluster: netns.Cluster | None = None) -> dict:
     """The head's share of reaching a node: CPU seconds of one ssh client (`ssh host true`, n in a row, after 3
     to warm up), from this process's children's rusage; the wall time per connection beside it."""
     import resource
 
-    with netns.build_cluster(2) as c:
+    with _hosts(2, None) if cluster is None else contextlib.nullcontext(cluster) as c:
         argv = ["ssh", c.hosts[0], "true"]
         for _ in range(3):
             subprocess.run(argv, env=c.env, check=True)
@@ -177,7 +186,9 @@ def ssh_cost(n: int) -> dict:
             "load": load()}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, cluster: netns.Cluster | None = None, slurm=None) -> int:
+    """cluster, slurm: hosts (and a Slurm over them) to use instead of building them (the suite's, for its smoke
+    run); --hosts must then be its size, and --broken is refused (it stops hosts' sshd)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="", help="host counts for the reach measurements, e.g. 8,16,32,61")
     ap.add_argument("--rounds", type=int, default=3)
@@ -185,14 +196,19 @@ def main() -> int:
     ap.add_argument("--broken", type=int, default=0, help="hosts for the broken-cluster validate (0: none)")
     ap.add_argument("--ssh", type=int, default=0, help="connections for the head's ssh cost (0: not measured)")
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    args = parse_smoke(ap, argv, dict(hosts="3", rounds=1, ssh=1),
+                       what="no --broken run (it needs 4 hosts and trains on each; tests/multihost/"
+                            "test_validate_scale.py runs its faults at 6)")
+    if args.broken and cluster is not None:
+        print("validate_scale_hosts.py: --broken builds its own hosts (it stops sshd on two)", file=sys.stderr)
+        return 2
     print(machine(), flush=True)
     rows = []
     if args.ssh:
-        rows.append(ssh_cost(args.ssh))
+        rows.append(ssh_cost(args.ssh, cluster))
         print(json.dumps(rows[-1]), flush=True)
     for n in [int(x) for x in args.hosts.split(",") if x]:
-        row = reach(n, args.rounds, not args.no_slurm)
+        row = reach(n, args.rounds, not args.no_slurm, cluster, slurm)
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.broken:
