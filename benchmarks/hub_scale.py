@@ -34,7 +34,7 @@ def _say(sock: socket.socket, msg: dict) -> None:
 
 
 def one(n: int) -> dict:
-    with tempfile.TemporaryDirectory() as d, Hub.open(d) as hub:
+    with tempfile.TemporaryDirectory() as d, Hub.open(d, world=n) as hub:
         doc = json.load(open(os.path.join(d, "hub.json")))
         t0 = time.monotonic()
         socks = []
@@ -47,7 +47,7 @@ def one(n: int) -> dict:
         hellos = time.monotonic() - t0
         t1 = time.monotonic()  # from the first enter: the hub works while the last ones are still being sent
         for r, s in enumerate(socks):
-            _say(s, {"op": "enter", "barrier": "steps", "count": n, "per_rank": True})
+            _say(s, {"op": "enter", "barrier": "steps", "per_rank": True})
         sel = selectors.DefaultSelector()
         for s in socks:
             sel.register(s, selectors.EVENT_READ)

@@ -4,6 +4,7 @@ the beat and its loss, stack requests; nothing of it on the run directory but hu
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
@@ -16,7 +17,7 @@ from bench.core.conversation.phone import Phone
 
 @pytest.fixture
 def hub(tmp_path):
-    with Hub.open(str(tmp_path), beat_s=0.2) as h:
+    with Hub.open(str(tmp_path), world=3, beat_s=0.2) as h:
         yield h
 
 
@@ -60,7 +61,7 @@ def test_no_hub_file_is_no_phone_and_a_wrong_token_is_hung_up_on(tmp_path, hub):
 def test_a_barrier_opens_when_every_rank_is_in_or_ended(tmp_path, hub):
     phones = [_dial(tmp_path, r) for r in range(3)]
     got: dict[int, tuple] = {}
-    ts = [threading.Thread(target=lambda r=r: got.__setitem__(r, phones[r].enter("steps", 3, 10, True)))
+    ts = [threading.Thread(target=lambda r=r: got.__setitem__(r, phones[r].enter("steps", 10, True)))
           for r in (0, 1)]
     for t in ts:
         t.start()
@@ -71,31 +72,33 @@ def test_a_barrier_opens_when_every_rank_is_in_or_ended(tmp_path, hub):
         t.join(5)
     assert got[0][1] == got[1][1] == "all in" and got[0][0] < 5
     assert hub.snapshot()[2].report["error"] == "ImportError: x"
-    assert phones[2].enter("steps", 3, 10, True)[1] == "all in", "a late rank goes at once"
 
 
-def test_a_closed_connection_counts_the_rank_out_and_a_timeout_says_none(tmp_path, hub):
-    a, b = _dial(tmp_path, 0), _dial(tmp_path, 1)
-    assert _until(lambda: len(hub.snapshot()) == 2)
-    assert a.enter("x", 3, 0.3, True)[1] is None, "nobody else came: the rank's own timeout"
-    b.sock.close()  # the rank died: its kernel closed the socket
-    assert _until(lambda: hub.snapshot()[1].status == "lost")
-    assert a.enter("y", 2, 5, True)[1] == "all in"
+def test_a_closed_connection_counts_the_rank_out_and_a_timeout_says_none(tmp_path):
+    with Hub.open(str(tmp_path), world=2, beat_s=0.2) as hub:
+        a, b = _dial(tmp_path, 0), _dial(tmp_path, 1)
+        assert _until(lambda: len(hub.snapshot()) == 2)
+        assert a.enter("x", 0.3, True)[1] is None, "nobody else came: the rank's own timeout"
+        b.sock.close()  # the rank died: its kernel closed the socket
+        assert _until(lambda: hub.snapshot()[1].status == "lost")
+        assert a.enter("y", 5, True)[1] == "all in"
 
 
 def test_ranks_that_never_started_are_waited_for_quiet_s_once_per_launch(tmp_path, hub, monkeypatch):
     monkeypatch.setattr(conversation, "QUIET_S", 2.0)
-    p = _dial(tmp_path, 0)  # one rank of two started; the other never will
-    waited, why = p.enter("numerics", 2, 30, True)
+    p = _dial(tmp_path, 0)  # one rank of three started; the others not yet
+    waited, why = p.enter("numerics", 30, True)
     assert 2.0 <= waited < 10 and "none started for" in why
     t0 = time.monotonic()
-    assert "settled before" in p.enter("steps", 2, 30, True)[1]
+    assert "settled before" in p.enter("steps", 30, True)[1]
     assert time.monotonic() - t0 < 1.5, "the launch's second barrier does not wait again"
     t0 = time.monotonic()
     q = _dial(tmp_path, 1)  # a rank that starts after the launch settled: the quiet wait again, from its hello
     assert _until(lambda: len(hub.snapshot()) == 2)  # heard before rank 0 enters (else its barrier is settled)
-    threading.Thread(target=q.enter, args=("more", 3, 30, True), daemon=True).start()
-    assert "none started for" in p.enter("more", 3, 30, True)[1] and time.monotonic() - t0 >= 2.0
+    late = q.enter("numerics", 30, True)
+    assert "none started for" in late[1] and late[0] < 1.5, "a late rank goes at once"
+    threading.Thread(target=q.enter, args=("more", 30, True), daemon=True).start()
+    assert "none started for" in p.enter("more", 30, True)[1] and time.monotonic() - t0 >= 2.0
 
 
 def test_the_phone_hears_the_beat_and_calls_the_rank_orphaned_when_bench_goes(tmp_path):
@@ -136,3 +139,72 @@ def test_a_rank_that_cannot_reach_bench_says_where_it_tried(tmp_path, monkeypatc
     (tmp_path / conversation.NAME).write_text(json.dumps({"addr": "127.0.0.1", "port": 9, "token": "t"}))
     with pytest.raises(OSError, match=r"cannot reach bench at 127.0.0.1:9 from nodeX"):
         Phone.dial(str(tmp_path), 0, "nodeX", wait_s=0.3)
+
+
+def test_a_stack_answer_that_blocks_does_not_keep_the_reader_from_the_beat(tmp_path, hub):
+    """Before: the reader answered on its own thread; a flight recorder blocked on a hung GPU past the orphan wait
+    made the rank call itself orphaned, a false cause."""
+    why: list[str] = []
+    answered = threading.Event()
+
+    def answer(request, send):
+        time.sleep(3.0)
+        send({"request": request, "threads": []})
+        answered.set()
+
+    p = _dial(tmp_path, 0)
+    p.listen(why.append, answer, orphan_after_s=1.0)
+    assert _until(lambda: 0 in hub.snapshot())
+    request, got = hub.ask([0], wait_s=4.0)
+    assert answered.is_set() and got[0]["request"] == request
+    assert why == []
+
+
+def test_a_send_cut_short_breaks_the_connection_and_says_so(tmp_path, monkeypatch):
+    """bench's end stops reading: a send that cannot finish within SEND_S leaves no half line for the next one to
+    glue to; the connection is broken and the reader says why. (Before: the reader's 1 s timeout was the send's too,
+    and the next message went on after half a line.)"""
+    monkeypatch.setattr(conversation, "SEND_S", 0.5)
+    deaf = socket.create_server(("127.0.0.1", 0))
+    (tmp_path / conversation.NAME).write_text(json.dumps({"addr": "127.0.0.1", "port": deaf.getsockname()[1],
+                                                           "token": "t"}))
+    p = Phone.dial(str(tmp_path), 0, "node0")
+    conn, _ = deaf.accept()  # accepted, never read
+    why: list[str] = []
+    p.listen(why.append, None, orphan_after_s=float("inf"))
+    sent = 0
+    while p.progress({"blob": "x" * 500_000}) is not False and sent < 200:
+        sent += 1
+    assert sent < 200, "the kernel's buffers took 100 MB"
+    assert p.started() is False, "nothing more goes after a cut send"
+    assert _until(lambda: why) and "did not complete within 0 s; the connection is broken" in why[0], why
+    conn.close()
+    deaf.close()
+
+
+def test_a_rank_s_done_is_read_before_its_close(tmp_path):
+    """A rank says done and exits at once, with bench's beats unread in its socket (its close then resets the
+    connection): the hub has its done, and the rank is not recorded lost."""
+    with Hub.open(str(tmp_path), world=1, beat_s=0.005) as hub:
+        p = _dial(tmp_path, 0)
+        assert _until(lambda: 0 in hub.snapshot())
+        time.sleep(0.3)  # beats pile up unread: nobody listens on this phone
+        assert p.done("ok") is True, "bench acknowledged it"
+        p.sock.close()
+        time.sleep(0.3)
+        assert hub.snapshot()[0].status == "ok"
+
+
+def test_a_refused_hello_is_what_the_rank_says_and_a_too_long_report_is_cut_to_fit(tmp_path, hub):
+    first = _dial(tmp_path, 0)
+    assert _until(lambda: 0 in hub.snapshot())
+    why: list[str] = []
+    twin = _dial(tmp_path, 0)
+    twin.listen(why.append, None)
+    assert _until(lambda: why) and why[0].endswith("refused this rank: rank 0 already said hello"), why
+    huge = {"rank": 0, "host": "node0", "status": "failed", "error": "RuntimeError: " + "y" * (2 << 20),
+            "at": {"step": 3}}
+    assert len(json.dumps(huge)) > conversation.MAX_LINE
+    assert first.done("failed", huge) is True
+    report = hub.snapshot()[0].report
+    assert hub.snapshot()[0].status == "failed" and len(report["error"]) == 4096 and "cut: " in report["cut"]
