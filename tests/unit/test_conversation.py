@@ -52,10 +52,9 @@ def test_no_hub_file_is_no_phone_and_a_wrong_token_is_hung_up_on(tmp_path, hub):
     doc = json.loads((tmp_path / conversation.NAME).read_text())
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / conversation.NAME).write_text(json.dumps({**doc, "token": "not-this-launch"}))
-    intruder = Phone.dial(str(tmp_path / "other"), 0, "n")
-    time.sleep(0.3)
+    with pytest.raises(OSError, match="before its welcome"):
+        Phone.dial(str(tmp_path / "other"), 0, "n", wait_s=1.0)
     assert hub.snapshot() == {}
-    intruder.sock.close()
 
 
 def test_a_barrier_opens_when_every_rank_is_in_or_ended(tmp_path, hub):
@@ -160,15 +159,15 @@ def test_a_stack_answer_that_blocks_does_not_keep_the_reader_from_the_beat(tmp_p
     assert why == []
 
 
-def test_a_send_cut_short_breaks_the_connection_and_says_so(tmp_path, monkeypatch):
+def test_a_send_cut_short_breaks_the_connection_and_says_so(monkeypatch):
     """bench's end stops reading: a send that cannot finish within SEND_S leaves no half line for the next one to
     glue to; the connection is broken and the reader says why. (Before: the reader's 1 s timeout was the send's too,
     and the next message went on after half a line.)"""
     monkeypatch.setattr(conversation, "SEND_S", 0.5)
     deaf = socket.create_server(("127.0.0.1", 0))
-    (tmp_path / conversation.NAME).write_text(json.dumps({"addr": "127.0.0.1", "port": deaf.getsockname()[1],
-                                                           "token": "t"}))
-    p = Phone.dial(str(tmp_path), 0, "node0")
+    sock = socket.create_connection(deaf.getsockname())
+    sock.settimeout(conversation.SEND_S)  # as dial leaves it
+    p = Phone(sock, "deaf")
     conn, _ = deaf.accept()  # accepted, never read
     why: list[str] = []
     p.listen(why.append, None, orphan_after_s=float("inf"))
@@ -198,13 +197,35 @@ def test_a_rank_s_done_is_read_before_its_close(tmp_path):
 def test_a_refused_hello_is_what_the_rank_says_and_a_too_long_report_is_cut_to_fit(tmp_path, hub):
     first = _dial(tmp_path, 0)
     assert _until(lambda: 0 in hub.snapshot())
-    why: list[str] = []
-    twin = _dial(tmp_path, 0)
-    twin.listen(why.append, None)
-    assert _until(lambda: why) and why[0].endswith("refused this rank: rank 0 already said hello"), why
+    with pytest.raises(OSError, match="refused this rank: rank 0 already said hello"):
+        Phone.dial(str(tmp_path), 0, "node0")
     huge = {"rank": 0, "host": "node0", "status": "failed", "error": "RuntimeError: " + "y" * (2 << 20),
             "at": {"step": 3}}
     assert len(json.dumps(huge)) > conversation.MAX_LINE
     assert first.done("failed", huge) is True
     report = hub.snapshot()[0].report
     assert hub.snapshot()[0].status == "failed" and len(report["error"]) == 4096 and "cut: " in report["cut"]
+
+
+def test_a_rank_whose_connection_closes_before_the_welcome_dials_again(tmp_path):
+    """bench closes the oldest strangers when one host floods its port; a rank caught among them dials again."""
+    server = socket.create_server(("127.0.0.1", 0))
+    (tmp_path / conversation.NAME).write_text(json.dumps({"addr": "127.0.0.1", "port": server.getsockname()[1],
+                                                           "token": "t"}))
+    heard: list[bytes] = []
+
+    def serve():
+        for answer in (b"", b'{"op": "welcome"}\n'):
+            conn, _ = server.accept()
+            heard.append(conn.recv(4096))
+            conn.sendall(answer)
+            if not answer:
+                conn.close()
+            else:
+                time.sleep(0.5)
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    p = Phone.dial(str(tmp_path), 3, "node3", wait_s=5)
+    assert p is not None and len(heard) == 2 and all(b'"rank": 3' in h for h in heard)
+    server.close()

@@ -105,7 +105,30 @@ def test_idle_strangers_are_closed_after_hello_s_and_the_oldest_past_max_pending
     with Hub.open(str(run_dir), world=1) as hub:
         assert hostile._hold(hub.addr, hub.port, 20, 1.5) == {"held": 20, "closed_by_hub": 12}
         _still_serves(hub, run_dir)
-        assert "8 connections had not said hello; the oldest goes" in _log(hub, run_dir)
+        assert "connections without a hello, 8 in all: the oldest goes" in _log(hub, run_dir)
+
+
+def _strangers_from(addr: str, hub: Hub, n: int) -> list[socket.socket]:
+    out = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind((addr, 0))  # any 127/8 address is this machine's loopback: another "host" for the hub
+        s.connect((hub.addr, hub.port))
+        out.append(s)
+    return out
+
+
+def test_one_address_that_floods_closes_its_own_connections_not_another_s(run_dir, monkeypatch):
+    monkeypatch.setattr(conversation, "PER_PEER", 4)
+    with Hub.open(str(run_dir), world=1) as hub:
+        other = _strangers_from("127.0.0.2", hub, 3)   # a rank's host, say, whose hellos are slow
+        flood = _strangers_from("127.0.0.1", hub, 10)
+        time.sleep(0.5)
+        assert [hostile._answer(s, 0.05) for s in other] == ["open"] * 3
+        assert [hostile._answer(s, 0.05) for s in flood] == ["closed"] * 6 + ["open"] * 4
+        assert "connections without a hello, 4 from 127.0.0.1: the oldest goes" in _log(hub, run_dir)
+        for s in other + flood:
+            s.close()
 
 
 def test_only_a_rank_speaks_for_itself(run_dir, hub):
@@ -291,3 +314,83 @@ def test_a_hub_that_stops_is_the_launch_s_named_cause_not_orphaned_ranks(run_dir
         "bench's hub stopped: RuntimeError: injected into the hub's loop", out.error
     assert "orphan" not in (run_dir / "logs" / "launcher.log").read_text()
     assert "its thread stopped: Traceback" in (run_dir / "logs" / "hub.log").read_text()
+
+
+def test_the_route_skips_a_first_host_that_is_this_machine_s_loopback():
+    """Debian names the machine itself 127.0.1.1: the first host being the head must not put the hub on loopback
+    (before: remote ranks could not reach it and left after 20 s); IPv6 hosts get an IPv6 hub."""
+    from bench.core.conversation import route
+
+    asked: list[str] = []
+
+    def source(addr):
+        asked.append(addr)
+        return {"10.0.0.3": "10.0.0.1", "fd00::3": "fd00::1"}.get(addr)
+
+    assert route.choose([("node1", ["127.0.1.1"]), ("node2", ["10.0.0.3"])], source) == "10.0.0.1"
+    assert asked == ["10.0.0.3"]
+    assert route.choose([("node1", ["127.0.1.1"]), ("node2", ["fd00::3", "10.0.0.3"])], source) == "fd00::1"
+    assert route.choose([("a", ["10.9.9.9"]), ("b", ["10.0.0.3"])], source) == "10.0.0.1", "no route: the next"
+    assert route.choose([("localhost", ["127.0.0.1", "::1"])], source) == "127.0.0.1"
+    assert route.choose([("ip6-localhost", ["::1"])], source) == "::1"
+    assert route.choose([("unknown", [])], source) is None
+    assert route.reach_from(["localhost"]) == "127.0.0.1" and route.source_toward("::1") in ("::1", None)
+
+
+_OUT_OF_FILES = r"""
+import json, os, resource, socket, sys, time
+from bench.core.conversation.hub import Hub
+
+hub = Hub.open(sys.argv[1], world=100)
+def rank(r):
+    s = socket.create_connection((hub.addr, hub.port))
+    s.sendall((json.dumps({"op": "hello", "token": hub.token, "rank": r, "host": "h", "pid": 1}) + "\n").encode())
+    return s
+def heard(n, wait=5.0):
+    deadline = time.monotonic() + wait
+    while len(hub.snapshot()) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return len(hub.snapshot())
+ranks = [rank(r) for r in range(20)]
+heard(20)
+stranger = socket.create_connection((hub.addr, hub.port))  # no hello: pending
+time.sleep(1.2)  # past STRANGER_S
+resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8,
+                                            resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+fill = []
+try:
+    while True:
+        fill.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+os.close(fill.pop())
+ranks.append(rank(20))  # the hub's accept finds no descriptor left: the stranger goes, this rank comes in
+seen = {"with a stranger": heard(21)}
+stranger.settimeout(2)
+seen["stranger"] = "closed" if stranger.recv(1) == b"" else "open"
+os.close(fill.pop())
+ranks.append(rank(21))  # none left, and no stranger to close: the hub pauses accepting
+time.sleep(0.3)
+seen["paused"], seen["trouble"] = heard(22, 0.0), hub.trouble()
+for fd in fill:
+    os.close(fd)
+seen["after"] = heard(22)
+hub.close()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.process
+def test_out_of_file_descriptors_on_accept_closes_a_stranger_or_pauses(run_dir):
+    """Before: accept's EMFILE (only BlockingIOError was caught) ended the hub's thread. In a process of its own:
+    the open-files limit is lowered to what it holds."""
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", _OUT_OF_FILES, str(run_dir)], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    seen = json.loads(p.stdout)
+    assert seen == {"with a stranger": 21, "stranger": "closed", "paused": 21, "trouble": None, "after": 22}, seen
+    log = (run_dir / "logs" / "hub.log").read_text()
+    assert "accept failed (Too many open files): the oldest connection without a hello goes" in log, log
+    assert "accept failed (Too many open files): not accepting for 0.5 s" in log, log

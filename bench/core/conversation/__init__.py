@@ -50,18 +50,24 @@ with its reason (measured 2026-12-06 on this project's runs):
 - HELLO_S 10 s from accept to hello: a rank sends its hello with its
   connect, and 8,000 ranks' hellos took the hub 0.9 s
   (benchmarks/hub_scale.py). OpenSSH's LoginGraceTime is the model.
-- MAX_PENDING 256 connections without a hello at once, the oldest closed
-  past it (OpenSSH's MaxStartups): the hub takes ACCEPT_BATCH 64 connects
-  and then reads, so ranks wait as pending for one or two rounds (a
-  storm of 8,000 connects included); 256 descriptors is a quarter of the
-  1,024 bench adds to the ranks' count when it raises its open-files limit.
+- MAX_PENDING 256 connections without a hello at once, PER_PEER 128 from
+  one address, the oldest closed past either (strangers.py): the hub reads
+  what came before it accepts more, ACCEPT_BATCH 64 a round, so a rank's
+  connection is pending for one round (a storm of 8,000 connects from one
+  process included: benchmarks/hub_scale.py); 256 descriptors is a quarter
+  of the 1,024 bench adds to the ranks' count when it raises its open-files
+  limit. A rank whose connection closes before bench's welcome dials again
+  until DIAL_S: a flood can delay a launch, not end it sooner.
 - MAX_OUT 64 KiB waiting to go to one peer: beats do not pile up (one
   waiting is as good as two), so what waits is a go per barrier (at most
   MAX_BARRIERS 64 of at most MAX_NAME 200 characters: under 26 KB), an
   ack, a stack request. A peer past it stopped reading: it is dropped.
 - ACCEPT_PAUSE_S 0.5 s without accepting after an accept that failed with
   no descriptor left and no pending connection to close (the kernel keeps
-  the connects queued, 4,096 of them).
+  the connects queued, 4,096 of them). A pending connection is closed for
+  a descriptor only past STRANGER_S 1 s without a hello: a rank's comes with
+  its connect, and Linux fails accept for want of a descriptor even when
+  nobody waits, so the one just taken must not be the one that goes.
 - LOG_LINES 1,000 lines in logs/hub.log, then one line per thousand more:
   a flood of strangers must not fill --out's disk.
 - SEND_S 20 s for a rank's send to complete (ORPHAN_AFTER_S: a bench that
@@ -79,11 +85,13 @@ MAX_LINE = 1 << 20
 MAX_HELLO = 4096
 HELLO_S = 10.0
 MAX_PENDING = 256
+PER_PEER = 128
 ACCEPT_BATCH = 64
 MAX_OUT = 64 << 10
 MAX_BARRIERS = 64
 MAX_NAME = 200
 ACCEPT_PAUSE_S = 0.5
+STRANGER_S = 1.0
 LOG_LINES = 1000
 SEND_S = 20.0
 DONE_ACK_S = 2.0

@@ -25,6 +25,7 @@ from bench.core.conversation.wire import Conn, Wire, line
 from bench.core.results import write_json_atomic
 
 _ACK = line({"op": "ack", "of": "done"})
+_WELCOME = line({"op": "welcome"})
 _STATUSES = ("ok", "failed", "oom")
 
 
@@ -177,11 +178,12 @@ class Hub(Wire):
                                    f"pid {was.pid} on {was.host})")
                 self._push(c, line({"op": "refused", "why": f"rank {rank} already said hello"}))
                 return self._drop(c, None)
-            del self._pending[c]
+            self._pending.remove(c)
             c.rank, c.lines.limit = rank, talk.MAX_LINE
             self.ranks[rank] = RankState(host, pid, time.time(), peer=c.peer)
             self._by_rank[rank] = c
             self.last_hello = time.monotonic()
+            self._push(c, _WELCOME)  # the rank dials again until it has this (phone.dial)
             self._cv.notify_all()
 
     def _done(self, c: Conn, rank: int, msg: dict[str, Any]) -> None:

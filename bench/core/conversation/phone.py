@@ -1,6 +1,7 @@
 """A rank's end of the conversation with bench (bench.core.conversation): one connection, a reader thread.
 
-    phone = Phone.dial(run_dir, rank, host)   # None: no hub.json (a rank started by hand); OSError: bench unreachable
+    phone = Phone.dial(run_dir, rank, host)   # welcomed; None: no hub.json (a rank started by hand); OSError:
+                                              # bench unreachable, or its rank taken (Refused)
     phone.listen(on_orphan, on_request)       # the reader: beats, go, stack requests (answered on a thread of their own)
     phone.started(); waited, why = phone.enter("steps", timeout_s=120, per_rank=True)
     phone.done("failed", report)              # returns once bench acknowledged it (or DONE_ACK_S passed)
@@ -40,6 +41,25 @@ def _line(msg: dict[str, Any]) -> bytes:
     return (json.dumps(msg) + "\n").encode()
 
 
+class Refused(OSError):
+    """bench would not take this rank's hello (its rank said hello already)."""
+
+
+def _first_line(sock: socket.socket) -> dict[str, Any]:
+    """bench's first line on a new connection (its welcome, or why not); {} when it closes first."""
+    got = b""
+    while b"\n" not in got and len(got) < talk.MAX_HELLO:
+        data = sock.recv(4096)
+        if not data:
+            return {}
+        got += data
+    try:
+        msg = parse(got.split(b"\n", 1)[0])
+    except Bad:
+        return {}
+    return msg
+
+
 def fit(msg: dict[str, Any], limit: int = talk.MAX_LINE) -> bytes:
     """msg as one line of at most `limit` bytes: past it, its payload keeps only its scalar fields (strings cut to
     4 KiB) and says so; past that, only the message's own scalar fields. bench drops a longer line, and the rank
@@ -69,14 +89,15 @@ class Phone:
         self._reader: threading.Thread | None = None
         self._answering: threading.Thread | None = None
         self._broken: str | None = None   # why this end broke the connection (a send that failed or was cut)
-        self._refused: str | None = None  # bench's word when it would not take this rank's hello
         self._done, self._acked = threading.Event(), threading.Event()
         self._over = threading.Event()    # the ack came, or the connection ended
 
     @classmethod
     def dial(cls, run_dir: str, rank: int, host: str, wait_s: float = talk.DIAL_S) -> Phone | None:
-        """Connect to the launch's hub and say hello; None when the run has no hub.json (no bench behind it).
-        Raises OSError (naming bench's address) when bench cannot be reached within wait_s."""
+        """Connect to the launch's hub, say hello and wait for bench's welcome; None when the run has no hub.json
+        (no bench behind it). A connection closed before the welcome (bench closes the oldest strangers when
+        flooded) is dialled again. Raises OSError (naming bench's address) when bench cannot be reached within
+        wait_s, or refused the hello."""
         try:
             with open(os.path.join(run_dir, talk.NAME)) as f:
                 hub = json.load(f)
@@ -85,21 +106,35 @@ class Phone:
         except (OSError, ValueError) as e:
             raise OSError(f"cannot read {os.path.join(run_dir, talk.NAME)}: {e}") from None
         where = f"[{hub['addr']}]:{hub['port']}" if ":" in str(hub["addr"]) else f"{hub['addr']}:{hub['port']}"
+        hello = _line({"op": "hello", "token": hub["token"], "rank": rank, "host": host, "pid": os.getpid()})
         deadline = time.monotonic() + wait_s
         while True:
             try:
                 sock = socket.create_connection((hub["addr"], int(hub["port"])), timeout=5)
-                break
+                try:
+                    sock.settimeout(max(0.1, deadline - time.monotonic()))
+                    sock.sendall(hello)
+                    answer = _first_line(sock)
+                except BaseException:
+                    sock.close()
+                    raise
+                if answer.get("op") == "welcome":
+                    break
+                sock.close()
+                if answer.get("op") == "refused":
+                    raise Refused(f"bench at {where} refused this rank: {str(answer.get('why'))[:200]}")
+                why = "it closed the connection before its welcome"
+            except Refused:
+                raise
             except OSError as e:
-                if time.monotonic() > deadline:
-                    raise OSError(f"cannot reach bench at {where} from {host} for {wait_s:.0f} s: "
-                                  f"{e.strerror or e} (the nodes must reach the host bench runs on over TCP)") from None
-                time.sleep(0.5)
+                why = e.strerror or str(e)
+            if time.monotonic() > deadline:
+                raise OSError(f"cannot reach bench at {where} from {host} for {wait_s:.0f} s: {why} (the nodes "
+                              "must reach the host bench runs on over TCP)") from None
+            time.sleep(0.5)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(talk.SEND_S)  # the sends' bound; the reader waits in poll, never in this timeout
-        phone = cls(sock, where)
-        phone._say({"op": "hello", "token": hub["token"], "rank": rank, "host": host, "pid": os.getpid()})
-        return phone
+        return cls(sock, where)
 
     def _say(self, msg: dict[str, Any]) -> bool:
         data = fit(msg)
@@ -126,8 +161,7 @@ class Phone:
         def end(why: str) -> None:
             self._over.set()
             if not self._done.is_set():
-                on_orphan(self._broken or (f"bench at {self.where} refused this rank: {self._refused}"
-                                           if self._refused else why))
+                on_orphan(self._broken or why)
 
         def loop() -> None:
             lines, poller = Lines(talk.MAX_LINE), select.poll()
@@ -167,8 +201,6 @@ class Phone:
         elif op == "ack":
             self._acked.set()
             self._over.set()
-        elif op == "refused":
-            self._refused = str(msg.get("why"))[:200]
         elif op == "stacks?" and on_request is not None:
             request = str(msg.get("request"))[:64]
             if self._answering is None or not self._answering.is_alive():  # one answer at a time

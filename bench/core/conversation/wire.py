@@ -10,8 +10,9 @@ the peer's address. A connection is pending until its rank says hello: at
 most MAX_PENDING at once (past it the oldest goes, as OpenSSH's MaxStartups
 drops), each for at most HELLO_S, its line at most MAX_HELLO bytes. An
 accept that fails for lack of descriptors closes the oldest pending
-connection, or pauses accepting for ACCEPT_PAUSE_S (the kernel queues the
-connects meanwhile); it never ends the thread. What waits to go to a peer is
+connection (one that said nothing for STRANGER_S), or pauses accepting for
+ACCEPT_PAUSE_S (the kernel queues the connects meanwhile); it never ends
+the thread. What waits to go to a peer is
 at most MAX_OUT bytes: a peer that stops reading is dropped, not buffered.
 """
 
@@ -32,6 +33,7 @@ from typing import Any
 
 from bench.core import conversation as talk
 from bench.core.conversation.lines import Bad, Lines, TooLong, parse
+from bench.core.conversation.strangers import Strangers
 
 _R, _W = selectors.EVENT_READ, selectors.EVENT_WRITE
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -42,12 +44,13 @@ def line(msg: dict[str, Any]) -> bytes:
 
 
 class Conn:
-    __slots__ = ("sock", "peer", "lines", "out", "rank", "since", "writing")
+    __slots__ = ("sock", "addr", "peer", "lines", "out", "rank", "since", "writing")
 
     def __init__(self, sock: socket.socket, peer: Any):
         self.sock, self.since, self.out, self.writing = sock, time.monotonic(), bytearray(), False
         self.rank: int | None = None
-        self.peer = f"[{peer[0]}]:{peer[1]}" if ":" in str(peer[0]) else f"{peer[0]}:{peer[1]}"
+        self.addr = str(peer[0])
+        self.peer = f"[{self.addr}]:{peer[1]}" if ":" in self.addr else f"{self.addr}:{peer[1]}"
         self.lines = Lines(talk.MAX_HELLO)
 
 
@@ -65,7 +68,7 @@ class Wire:
         self.addr, self.port = addr, self.listener.getsockname()[1]
         self.stopped: str | None = None  # why the thread stopped (trouble)
         self._conns: dict[socket.socket, Conn] = {}
-        self._pending: dict[Conn, None] = {}  # no hello yet, oldest first
+        self._pending = Strangers()
         self._paused_until = 0.0
         self._log: deque[str] = deque()
         self._noted = 0
@@ -145,11 +148,12 @@ class Wire:
         self._sel.register(self._wake_r, _R)
         next_tick = 0.0
         while not self._stop.is_set():
+            knocked = False
             for key, events in self._sel.select(timeout=0.5):
                 c = key.data
                 if c is None:
                     if key.fileobj is self.listener:
-                        self._accept()
+                        knocked = True  # after the reads: hellos already here are heard before new strangers come
                     else:
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(4096)
@@ -161,6 +165,8 @@ class Wire:
                         self._flush(c)
                 except Exception as e:  # noqa: BLE001 - whatever a peer's bytes broke, that peer alone goes
                     self._drop(c, f"dropped: {type(e).__name__}: {e}")
+            if knocked:
+                self._accept()
             while True:
                 try:
                     c, data = self._out.get_nowait()
@@ -173,7 +179,7 @@ class Wire:
                 if self._paused_until and now >= self._paused_until:
                     self._paused_until = 0.0
                     self._sel.register(self.listener, _R)
-                while self._pending and now - (c := next(iter(self._pending))).since > talk.HELLO_S:
+                for c in self._pending.expired(now):
                     self._drop(c, f"closed: no hello within {talk.HELLO_S:.0f} s")
                 self._periodic(now)
 
@@ -186,9 +192,12 @@ class Wire:
             except OSError as e:
                 if e.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM):
                     continue  # gone before it was taken
-                if e.errno in _OUT_OF_FILES and self._pending:
-                    self._drop(next(iter(self._pending)), f"closed: accept failed ({e.strerror}): the oldest "
-                               "connection without a hello goes")
+                # No descriptor left (accept fails so even with nobody waiting): a stranger's is freed, never one
+                # just taken, whose hello is on its way.
+                stale = self._pending.stale(time.monotonic()) if e.errno in _OUT_OF_FILES else None
+                if stale is not None:
+                    self._drop(stale, f"closed: accept failed ({e.strerror}): the oldest connection without a "
+                               "hello goes")
                     continue
                 self._paused_until = time.monotonic() + talk.ACCEPT_PAUSE_S
                 self._sel.unregister(self.listener)
@@ -196,17 +205,15 @@ class Wire:
                 return
             sock.setblocking(False)
             c = Conn(sock, peer)
-            if len(self._pending) >= talk.MAX_PENDING:
-                self._drop(next(iter(self._pending)), f"closed: {talk.MAX_PENDING} connections had not said hello; "
-                           "the oldest goes")
             self._conns[sock] = c
-            self._pending[c] = None
             self._sel.register(sock, _R, c)
+            if (gone := self._pending.add(c)) is not None:
+                self._drop(gone[0], f"closed: connections without a hello, {gone[1]}: the oldest goes")
 
     def _drop(self, c: Conn, why: str | None) -> None:
         if self._conns.pop(c.sock, None) is None:
             return
-        self._pending.pop(c, None)
+        self._pending.remove(c)
         if c.rank is not None:
             with self._cv:
                 why = self._lost(c, why)
