@@ -141,3 +141,81 @@ def with_token(addr: str, port: int, token: str, world: int, until: threading.Ev
             break
     seen["progress sent"] = sent
     return seen
+
+
+def bench_pid(port: int) -> int | None:
+    """The process that listens on the hub's port: bench."""
+    import psutil
+
+    for c in psutil.net_connections("tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port:
+            return c.pid
+    return None
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(x.split()[1]) for x in f if x.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+class Stranger(threading.Thread):
+    """without_token() at every launch whose hub.json matches `pattern` (a glob), once each, as it appears, until
+    stop is set; bench's resident memory sampled every 0.1 s meanwhile. launches: per launch attacked, its run
+    directory, what each attack saw, bench's VmRSS before and at most (KiB)."""
+
+    def __init__(self, pattern: str, idle: int = 2000):
+        super().__init__(name="hostile-stranger", daemon=True)
+        self.pattern, self.idle = pattern, idle
+        self.stop = threading.Event()
+        self.launches: list[dict] = []
+
+    def run(self) -> None:
+        import glob
+
+        tried: set[str] = set()
+        while not self.stop.is_set():
+            for path in sorted(set(glob.glob(self.pattern)) - tried):
+                tried.add(path)
+                try:
+                    doc = hub_of(os.path.dirname(path))  # whole or absent: written to a temporary name, renamed
+                except (OSError, ValueError):
+                    continue
+                if (pid := bench_pid(doc["port"])) is None:
+                    continue  # that launch is over
+                rss, sampled = [rss_kib(pid)], threading.Event()
+
+                def sample() -> None:
+                    while not sampled.wait(0.1):
+                        rss.append(rss_kib(pid))
+
+                threading.Thread(target=sample, daemon=True).start()
+                try:
+                    seen = without_token(doc["addr"], doc["port"], idle=self.idle)
+                except OSError as e:  # the launch ended meanwhile
+                    seen = {"error": f"{type(e).__name__}: {e}"}
+                sampled.set()
+                self.launches.append({"run_dir": os.path.dirname(path), "seen": seen, "rss_before_kib": rss[0],
+                                      "rss_max_kib": max(rss)})
+            self.stop.wait(0.1)
+
+
+def changed_nothing(launch: dict) -> dict:
+    """What a launch under Stranger must show: every stranger's connection closed by the hub, the long line cut
+    within 16 MiB, every idle connection closed, bench's memory within 32 MiB of where it was (the line alone is 64),
+    the hub's log naming the stranger's address, hub.json 0600. Returns the figures for the test's report."""
+    seen = launch["seen"]
+    assert "error" not in seen, launch
+    assert {k: seen[k] for k in ATTACKS} == dict.fromkeys(ATTACKS, "closed"), seen
+    assert seen["long line"].startswith("closed after") and int(seen["long line"].split()[2]) < 16, seen
+    assert 0 < seen["idle"]["held"] == seen["idle"]["closed_by_hub"], seen
+    grew = launch["rss_max_kib"] - launch["rss_before_kib"]
+    assert grew < 32 << 10, launch
+    with open(os.path.join(launch["run_dir"], "logs", "hub.log")) as f:
+        log = f.read()
+    assert all(f"{a}:" in log for a in seen["from"]) and "dropped: a line of over" in log, log[-3000:]
+    assert os.stat(os.path.join(launch["run_dir"], "hub.json")).st_mode & 0o777 == 0o600
+    return {"idle held": seen["idle"]["held"], "long line": seen["long line"], "rss_before_mib":
+            round(launch["rss_before_kib"] / 1024, 1), "rss_grew_mib": round(grew / 1024, 1)}

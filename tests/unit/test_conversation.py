@@ -144,19 +144,17 @@ def test_a_stack_answer_that_blocks_does_not_keep_the_reader_from_the_beat(tmp_p
     """Before: the reader answered on its own thread; a flight recorder blocked on a hung GPU past the orphan wait
     made the rank call itself orphaned, a false cause."""
     why: list[str] = []
-    answered = threading.Event()
 
     def answer(request, send):
         time.sleep(3.0)
         send({"request": request, "threads": []})
-        answered.set()
 
     p = _dial(tmp_path, 0)
     p.listen(why.append, answer, orphan_after_s=1.0)
     assert _until(lambda: 0 in hub.snapshot())
-    request, got = hub.ask([0], wait_s=4.0)
-    assert answered.is_set() and got[0]["request"] == request
-    assert why == []
+    request, got = hub.ask([0], wait_s=10.0)
+    assert got[0]["request"] == request
+    assert why == [], "the reader heard the beat all along"
 
 
 def test_a_send_cut_short_breaks_the_connection_and_says_so(monkeypatch):

@@ -88,7 +88,7 @@ class Wire:
         return why
 
     def _periodic(self, now: float) -> None:
-        """Beats and the barriers' clocks: a few times a second, not per message."""
+        """Beats and the barriers' clocks: after every round of the loop."""
 
     # -- bench's thread ---------------------------------------------------------------------------------------------
 
@@ -181,7 +181,7 @@ class Wire:
                     self._sel.register(self.listener, _R)
                 for c in self._pending.expired(now):
                     self._drop(c, f"closed: no hello within {talk.HELLO_S:.0f} s")
-                self._periodic(now)
+            self._periodic(now)
 
     def _accept(self) -> None:
         for _ in range(talk.ACCEPT_BATCH):  # then the reads: a storm of connects does not starve the hellos
