@@ -224,7 +224,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
         log.close()
         if isinstance(e, StorageFailed):
             raise
-        raise RunFailed(f"cannot open bench's hub for the ranks: {e}") from None
+        raise RunFailed(f"cannot open bench's hub for the ranks: {e.strerror or e}") from None
     with log, sigterm_interrupts() as got, opened as hub:
         proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=run_dir)

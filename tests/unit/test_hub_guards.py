@@ -394,3 +394,25 @@ def test_out_of_file_descriptors_on_accept_closes_a_stranger_or_pauses(run_dir):
     log = (run_dir / "logs" / "hub.log").read_text()
     assert "accept failed (Too many open files): the oldest connection without a hello goes" in log, log
     assert "accept failed (Too many open files): not accepting for 0.5 s" in log, log
+
+
+def test_a_launch_whose_hub_cannot_open_fails_in_one_line_with_nothing_left_open(run_dir, monkeypatch):
+    """Before: Hub.open was a context manager, so execute's `except OSError` never fired: a bind error came later
+    as a raw OSError and the listener leaked."""
+    from bench.core.errors import RunFailed, StorageFailed
+    from bench.launch.base import LaunchPlan
+    from bench.launch.execute import execute
+
+    (run_dir / "plan.json").write_text(json.dumps({"world_size": 1, "resources": {"localhost": [0]}}))
+    lp = LaunchPlan(argv=["true"], env={})  # never started: the hub fails first
+    (run_dir / conversation.NAME).mkdir()  # hub.json cannot be written
+    before = _fds()
+    with pytest.raises(StorageFailed) as got:
+        execute(lp, str(run_dir), timeout=10)
+    assert got.value.line() == f"cannot write {run_dir / conversation.NAME} (Is a directory)"
+    (run_dir / conversation.NAME).rmdir()
+    monkeypatch.setattr("bench.core.conversation.hub.reach_from", lambda hosts: "192.0.2.1")  # not this machine's
+    with pytest.raises(RunFailed, match=r"^cannot open bench's hub for the ranks: cannot listen on 192.0.2.1: "
+                                        r"Cannot assign requested address$"):
+        execute(lp, str(run_dir), timeout=10)
+    assert _fds() == before

@@ -84,6 +84,11 @@ class Hub(Wire):
 
     # -- what bench asks, from its own thread --------------------------------------------------------------------
 
+    @property
+    def settled_at(self) -> int | None:
+        """How many ranks had said hello when the launch settled (its barriers stopped waiting for the rest)."""
+        return self.barriers.settled_at
+
     def snapshot(self) -> dict[int, RankState]:
         with self._cv:
             return dict(self.ranks)

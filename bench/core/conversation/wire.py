@@ -58,7 +58,10 @@ class Wire:
     def __init__(self, run_dir: str, addr: str):
         self.run_dir = run_dir
         fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
-        self.listener = socket.create_server((addr, 0), family=fam, backlog=4096)
+        try:
+            self.listener = socket.create_server((addr, 0), family=fam, backlog=4096)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot listen on {addr}: {os.strerror(e.errno) if e.errno else e}") from None
         try:
             self._wake_r, self._wake_w = socket.socketpair()
         except OSError:
