@@ -186,7 +186,7 @@ def test_a_rank_s_done_is_read_before_its_close(tmp_path):
         p = _dial(tmp_path, 0)
         assert _until(lambda: 0 in hub.snapshot())
         time.sleep(0.3)  # beats pile up unread: nobody listens on this phone
-        assert p.done("ok") is True, "bench acknowledged it"
+        assert p.done("ok") is True, "bench read it and closed in turn"
         p.sock.close()
         time.sleep(0.3)
         assert hub.snapshot()[0].status == "ok"
@@ -227,3 +227,16 @@ def test_a_rank_whose_connection_closes_before_the_welcome_dials_again(tmp_path)
     p = Phone.dial(str(tmp_path), 3, "node3", wait_s=5)
     assert p is not None and len(heard) == 2 and all(b'"rank": 3' in h for h in heard)
     server.close()
+
+
+def test_the_hub_scale_benchmark_at_its_smallest_size():
+    """benchmarks/hub_scale.py's smoke run: 20 ranks' hellos, a barrier and their dones against a real hub."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "hub_scale.py"
+    spec = importlib.util.spec_from_file_location("hub_scale", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    got = mod.one(20)
+    assert got["ranks"] == 20 and set(got) == {"ranks", "hellos_s", "barrier_released_s", "all_done_s"}

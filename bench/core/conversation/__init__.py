@@ -60,8 +60,8 @@ with its reason (measured 2026-12-06 on this project's runs):
   until DIAL_S: a flood can delay a launch, not end it sooner.
 - MAX_OUT 64 KiB waiting to go to one peer: beats do not pile up (one
   waiting is as good as two), so what waits is a go per barrier (at most
-  MAX_BARRIERS 64 of at most MAX_NAME 200 characters: under 26 KB), an
-  ack, a stack request. A peer past it stopped reading: it is dropped.
+  MAX_BARRIERS 64 of at most MAX_NAME 200 characters: under 26 KB), a
+  welcome, a stack request. A peer past it stopped reading: it is dropped.
 - ACCEPT_PAUSE_S 0.5 s without accepting after an accept that failed with
   no descriptor left and no pending connection to close (the kernel keeps
   the connects queued, 4,096 of them). A pending connection is closed for
@@ -73,7 +73,8 @@ with its reason (measured 2026-12-06 on this project's runs):
 - SEND_S 20 s for a rank's send to complete (ORPHAN_AFTER_S: a bench that
   reads nothing for that long is as gone as one that does not beat); a
   send cut short breaks the connection (half a line would glue to the next).
-- DONE_ACK_S 2 s a rank waits for bench's ack of its done before it exits.
+- DONE_ACK_S 2 s a rank waits, after its done and its half-close, for
+  bench to close in turn (bench read the done) before it exits.
 
 Why not ZeroMQ (pyzmq 27.3, libzmq 4.3.5, tried 2026-12-06): its
 MAXMSGSIZE and high-water marks would replace lines.py's framing, but the

@@ -24,7 +24,6 @@ from bench.core.conversation.route import reach_from
 from bench.core.conversation.wire import Conn, Wire, line
 from bench.core.results import write_json_atomic
 
-_ACK = line({"op": "ack", "of": "done"})
 _WELCOME = line({"op": "welcome"})
 _STATUSES = ("ok", "failed", "oom")
 
@@ -203,7 +202,6 @@ class Hub(Wire):
             self.barriers.ended_now(rank)
         else:
             self._note(c.peer, f"rank {rank}: a second done ({status}), ignored")
-        self._push(c, _ACK)  # the rank waits for it before it closes: its done is in (phone.done)
 
     def _enter(self, c: Conn, rank: int, name: str, per_rank: Any) -> None:
         if not isinstance(per_rank, bool):

@@ -57,10 +57,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number here")
 
 
+_JSON = json.JSONDecoder(parse_constant=_no_constant)  # one, not one per message (json.loads with an option)
+
+
 def parse(line: bytes) -> dict[str, Any]:
     """One message: a JSON object with a string "op" (NaN and Infinity refused, nesting as deep as Python allows)."""
     try:
-        msg = json.loads(line, parse_constant=_no_constant)
+        msg = _JSON.decode(line.decode())
     except RecursionError:
         raise Bad("JSON nested too deep") from None
     except ValueError as e:  # UnicodeDecodeError and a 5,000-digit integer too

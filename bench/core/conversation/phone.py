@@ -4,7 +4,7 @@
                                               # bench unreachable, or its rank taken (Refused)
     phone.listen(on_orphan, on_request)       # the reader: beats, go, stack requests (answered on a thread of their own)
     phone.started(); waited, why = phone.enter("steps", timeout_s=120, per_rank=True)
-    phone.done("failed", report)              # returns once bench acknowledged it (or DONE_ACK_S passed)
+    phone.done("failed", report)              # returns once bench read it and closed (or DONE_ACK_S passed)
 
 Standard library only: a rank dials before it imports torch. Every send is
 one whole line under one lock, from whichever thread (the training thread's
@@ -89,8 +89,8 @@ class Phone:
         self._reader: threading.Thread | None = None
         self._answering: threading.Thread | None = None
         self._broken: str | None = None   # why this end broke the connection (a send that failed or was cut)
-        self._done, self._acked = threading.Event(), threading.Event()
-        self._over = threading.Event()    # the ack came, or the connection ended
+        self._done = threading.Event()    # this rank said how it ended: the connection's end is its own
+        self._over = threading.Event()    # the connection ended
 
     @classmethod
     def dial(cls, run_dir: str, rank: int, host: str, wait_s: float = talk.DIAL_S) -> Phone | None:
@@ -198,9 +198,6 @@ class Phone:
             with self._cv:
                 self._go[str(msg.get("barrier"))] = str(msg.get("why"))
                 self._cv.notify_all()
-        elif op == "ack":
-            self._acked.set()
-            self._over.set()
         elif op == "stacks?" and on_request is not None:
             request = str(msg.get("request"))[:64]
             if self._answering is None or not self._answering.is_alive():  # one answer at a time
@@ -229,14 +226,14 @@ class Phone:
             return time.monotonic() - t0, self._go.get(barrier)
 
     def done(self, status: str, report: dict[str, Any] | None = None) -> bool:
-        """Tell bench how this rank ended, half-close, and wait up to DONE_ACK_S for bench's ack: a rank that exits
-        at once must not reset the connection before bench read its done. Whether bench acknowledged it."""
+        """Tell bench how this rank ended, half-close, and wait up to DONE_ACK_S for bench to close in turn: it reads
+        the done before the end that follows it, so a rank that exits next cannot reset the connection before bench
+        has its done (no ack message: at 8,000 ranks one send each cost the hub 0.1 s). Whether bench closed."""
         self._done.set()
         if not self._say({"op": "done", "status": status, "report": report}):
             return False
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_WR)
-        if self._reader is None:  # nobody reads: wait for the ack here
+        if self._reader is None:  # nobody reads: wait for bench's close here
             self.listen(lambda why: None, None, orphan_after_s=float("inf"))
-        self._over.wait(talk.DONE_ACK_S)
-        return self._acked.is_set()
+        return self._over.wait(talk.DONE_ACK_S)
