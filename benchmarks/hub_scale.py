@@ -33,6 +33,16 @@ def _say(sock: socket.socket, msg: dict) -> None:
     sock.setblocking(False)
 
 
+def _cpu_s(tid: int | None) -> float:
+    """CPU seconds a thread of this process used (user and system): the hub's own cost, whatever else ran."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def one(n: int) -> dict:
     with tempfile.TemporaryDirectory() as d, Hub.open(d, world=n) as hub:
         doc = json.load(open(os.path.join(d, "hub.json")))
@@ -65,10 +75,11 @@ def one(n: int) -> dict:
         while hub.done_count() < n:
             time.sleep(0.01)
         done = time.monotonic() - t2
+        cpu = _cpu_s(hub._thread.native_id)
         for s in socks:
             s.close()
     return {"ranks": n, "hellos_s": round(hellos, 3), "barrier_released_s": round(released, 3),
-            "all_done_s": round(done, 3)}
+            "all_done_s": round(done, 3), "hub_cpu_s": round(cpu, 2)}
 
 
 def main() -> int:
