@@ -180,16 +180,20 @@ def test_a_send_cut_short_breaks_the_connection_and_says_so(monkeypatch):
 
 
 def test_a_rank_s_done_is_read_before_its_close(tmp_path):
-    """A rank says done and exits at once, with bench's beats unread in its socket (its close then resets the
-    connection): the hub has its done, and the rank is not recorded lost."""
-    with Hub.open(str(tmp_path), world=1, beat_s=0.005) as hub:
-        p = _dial(tmp_path, 0)
-        assert _until(lambda: 0 in hub.snapshot())
-        time.sleep(0.3)  # beats pile up unread: nobody listens on this phone
-        assert p.done("ok") is True, "bench read it and closed in turn"
-        p.sock.close()
-        time.sleep(0.3)
-        assert hub.snapshot()[0].status == "ok"
+    """A rank says done and exits at once, with bench's beats unread in its socket: its close resets the connection
+    and drops whatever of the done is still in its send queue (a long report). Before: 3 of 10 such dones were
+    lost and the rank recorded "lost"; now the rank half-closes and waits for bench's close."""
+    seen = []
+    for i in range(10):
+        (tmp_path / str(i)).mkdir()
+        with Hub.open(str(tmp_path / str(i)), world=1, beat_s=0.005) as hub:
+            p = _dial(tmp_path / str(i), 0)
+            time.sleep(0.1)  # beats pile up unread: nobody listens on this phone
+            p.done("failed", {"rank": 0, "status": "failed", "error": "E" * 900_000})
+            p.sock.close()
+            assert _until(lambda: hub.snapshot()[0].status is not None)
+            seen.append(hub.snapshot()[0].status)
+    assert seen == ["failed"] * 10
 
 
 def test_a_refused_hello_is_what_the_rank_says_and_a_too_long_report_is_cut_to_fit(tmp_path, hub):
