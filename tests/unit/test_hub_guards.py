@@ -220,6 +220,17 @@ def test_hub_json_is_the_user_s_alone(run_dir, hub):
     assert stat.S_IMODE(os.stat(run_dir / conversation.NAME).st_mode) == 0o600
 
 
+def test_a_secret_is_never_wider_than_its_mode_not_even_its_temporary_file(tmp_path):
+    from bench.core.results import write_json_atomic
+
+    path = tmp_path / "hub.json"
+    leftover = tmp_path / f"hub.json.{os.getpid()}.tmp"  # a crashed writer's, readable by all
+    leftover.write_text("old")
+    leftover.chmod(0o644)
+    write_json_atomic(str(path), {"token": "t"}, mode=0o600)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and not leftover.exists()
+
+
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
