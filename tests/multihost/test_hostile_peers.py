@@ -38,6 +38,7 @@ def test_a_forger_with_the_token_speaks_for_no_rank_and_hides_no_hang(stalls, cl
     h = stalls.part("hangs")["sigstop, long"]
     f = h.forged
     assert f is not None, "the forger never ran"
+    print(f"\nforger at the hung run: {f}")
     assert [f[f"hello {r}"] for r in range(3)] == [f"refused: rank {r} already said hello" for r in range(3)], f
     assert f["hello 3"] == f["hello 10"] == f["hello -1"] == "closed", f
     assert f["progress sent"] >= 50, f  # every 0.1 s from the stall until bench named the hang
