@@ -33,8 +33,18 @@ def _say(sock: socket.socket, msg: dict) -> None:
     sock.setblocking(False)
 
 
+def _cpu_s(tid: int | None) -> float:
+    """CPU seconds a thread of this process used (user and system): the hub's own cost, whatever else ran."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def one(n: int) -> dict:
-    with tempfile.TemporaryDirectory() as d, Hub.open(d) as hub:
+    with tempfile.TemporaryDirectory() as d, Hub.open(d, world=n) as hub:
         doc = json.load(open(os.path.join(d, "hub.json")))
         t0 = time.monotonic()
         socks = []
@@ -47,7 +57,7 @@ def one(n: int) -> dict:
         hellos = time.monotonic() - t0
         t1 = time.monotonic()  # from the first enter: the hub works while the last ones are still being sent
         for r, s in enumerate(socks):
-            _say(s, {"op": "enter", "barrier": "steps", "count": n, "per_rank": True})
+            _say(s, {"op": "enter", "barrier": "steps", "per_rank": True})
         sel = selectors.DefaultSelector()
         for s in socks:
             sel.register(s, selectors.EVENT_READ)
@@ -65,10 +75,11 @@ def one(n: int) -> dict:
         while hub.done_count() < n:
             time.sleep(0.01)
         done = time.monotonic() - t2
+        cpu = _cpu_s(hub._thread.native_id)
         for s in socks:
             s.close()
     return {"ranks": n, "hellos_s": round(hellos, 3), "barrier_released_s": round(released, 3),
-            "all_done_s": round(done, 3)}
+            "all_done_s": round(done, 3), "hub_cpu_s": round(cpu, 2)}
 
 
 def main() -> int:

@@ -32,22 +32,31 @@ STATUSES = ("ok", "failed", "oom", "skipped", "interrupted")
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schemas", "record.schema.json")
 
 
-def write_json_atomic(path: str, data: Any) -> None:
+def write_json_atomic(path: str, data: Any, mode: int | None = None) -> None:
     """Write a whole JSON file so readers see the old or the new one, never half (write_text_atomic)."""
-    write_text_atomic(path, json.dumps(data, indent=1))
+    write_text_atomic(path, json.dumps(data, indent=1), mode)
 
 
-def write_text_atomic(path: str, text: str) -> None:
+def write_text_atomic(path: str, text: str, mode: int | None = None) -> None:
     """Write a whole file so readers see the old or the new one, never half.
 
     The directory must exist: a run directory removed mid-run is not
     silently made again (the ranks would then write where no log is). On
     any OSError (disk full, read-only, directory gone) the temporary file is
-    removed and StorageFailed names the path.
+    removed and StorageFailed names the path. `mode` (0o600 for a secret):
+    the file has it from its creation, so no reader ever finds it wider.
     """
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w") as f:
+        if mode is None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        else:  # a new file: a leftover of the same name would keep its own, wider, mode
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            except FileExistsError:
+                os.unlink(tmp)
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with open(fd, "w") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

@@ -1,8 +1,9 @@
 """How a run that did not end well ended: the failing rank, its host, the reason and its last log lines.
 
-    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed, stalled, flight)
+    status, error = diagnose(run_dir, rc, hung, timeout, rank_files, cleanup, oom_killed, stalled, flight, hub_stopped)
 
-The first cause wins over its echoes (see diagnose). Reads only the run
+The first cause wins over its echoes (see diagnose); bench's own hub that
+stopped serving the ranks comes before any of theirs. Reads only the run
 directory: the ranks' reports (ranks/rank<R>.json), their PID files and logs,
 their answers to the stack request of a hung run (stacks/rank<R>.json, see
 bench.launch.whereabouts), what NCCL's watchdog wrote in their logs before it
@@ -86,10 +87,11 @@ def _from_logs(run_dir: str, rc: int | None, hung: bool, timeout: float) -> dict
 
 def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_files: list[dict[str, Any]],
              cleanup: dict[str, Any] | None = None, oom_killed: str = "", stalled: Stacks | None = None,
-             flight: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+             flight: dict[str, Any] | None = None, hub_stopped: str | None = None) -> tuple[str, dict[str, Any]]:
     """Name the failing rank (its host, reason, last log lines).
 
-    The first cause wins over its echoes: a rank's own error, then, for a run
+    The first cause wins over its echoes: bench's hub that stopped (hub_stopped: why; every rank then lost
+    bench, and their orphaning is its echo), a rank's own error, then, for a run
     that hung (stalled: the ranks' answers to bench's stack request), the ranks
     that stand out from where the others waited (whereabouts), then a host that
     stopped answering, then a rank that stopped without a report (SIGKILLed,
@@ -122,6 +124,9 @@ def diagnose(run_dir: str, rc: int | None, hung: bool, timeout: float, rank_file
     def everyone(reason: str) -> dict[str, Any]:
         return {"where": "every rank", "rank": None, "host": None, "reason": reason, **extra}
 
+    if hub_stopped:
+        return "failed", {"where": "bench", "rank": None, "host": None, "reason": f"bench's hub stopped: {hub_stopped}",
+                          **extra}
     if oom_killed and silent:
         rank, host, _ = silent[0]
         return "oom", rank_error(rank, host, f"rank {rank} on {host} was killed by the kernel's OOM killer "

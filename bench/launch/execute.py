@@ -29,7 +29,7 @@ from typing import Any, Callable
 from bench.cluster.remote import raise_open_files
 from bench.core import storage
 from bench.core.conversation.hub import Hub, RankState
-from bench.core.errors import StorageFailed
+from bench.core.errors import RunFailed, StorageFailed
 from bench.core.results import write_json_atomic
 from bench.launch import flight_dumps, memcg, records, stacks
 from bench.launch.base import LaunchPlan
@@ -37,6 +37,7 @@ from bench.launch.cleanup import kill_here
 from bench.launch.diagnose import diagnose
 from bench.launch.left_behind import LeftBehind
 from bench.launch.registry import get
+from bench.launch.signals import shielded, sigterm_interrupts
 
 
 # How often bench rewrites progress.json (a person's view of a running launch; the watchdog reads the hub's): each
@@ -100,6 +101,7 @@ class _Watch:
     analyzer: subprocess.Popen | None = None            # the flight-record analyser started meanwhile (GPUs)
     timeline: dict[str, float] = field(default_factory=dict)  # seconds after the watchdog fired
     waited: float | None = None  # the silence it fired on, where shorter than the watchdog's (bench.launch.left_behind)
+    hub_stopped: str | None = None  # why bench's hub stopped serving the ranks: the launch's cause
 
 
 def _waits(plan: dict[str, Any], timeout: float) -> tuple[float, float]:
@@ -121,6 +123,11 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
     behind = LeftBehind(hub.done_count, plan, started=last_change)
     while proc.poll() is None:
         time.sleep(0.5)
+        hub.flush_log()
+        w.hub_stopped = hub.trouble()
+        if w.hub_stopped is not None:  # the ranks lost bench: that, not their orphaning, is why the launch ends
+            stop_group(proc, launcher=lp.launcher)
+            return
         prog = hub.progress
         marker = (prog or {}).get("time")
         now = time.time()
@@ -173,7 +180,8 @@ def _failure(run_dir: str, plan: dict[str, Any], rc: int | None, timeout: float,
     oom_killed = (f"{memcg.describe()} counted {oom_after - oom_before} OOM kill(s) during the run"
                   if oom_before is not None and oom_after is not None and oom_after > oom_before else "")
     flight = _flight(run_dir, plan, w)
-    status, error = diagnose(run_dir, rc, w.hung, timeout, rank_files, cleanup, oom_killed, w.stalled, flight)
+    status, error = diagnose(run_dir, rc, w.hung, timeout, rank_files, cleanup, oom_killed, w.stalled, flight,
+                             w.hub_stopped)
     if w.timeline and "hang" in error:
         error["hang"]["seconds_after_watchdog"] = {k: round(v, 2) for k, v in w.timeline.items()}
     disk = storage.problem(run_dir)
@@ -210,10 +218,14 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     records.make_dirs(run_dir, plan)
     # The ranks dial this hub as they start, and stop by themselves once it is gone (bench.core.conversation).
     try:
-        opened = Hub.open(run_dir, toward=lp.master_addr)
-    except OSError as e:
-        raise StorageFailed(run_dir, f"cannot open bench's hub for the ranks: {e.strerror or e}") from None
-    with log, _sigterm_interrupts() as got, opened as hub:
+        opened = Hub.open(run_dir, toward=[lp.master_addr, *(plan.get("resources") or {})],
+                          world=max(1, int(plan.get("world_size") or 0)))
+    except (OSError, StorageFailed) as e:  # nothing of the hub is left open (Hub.open)
+        log.close()
+        if isinstance(e, StorageFailed):
+            raise
+        raise RunFailed(f"cannot open bench's hub for the ranks: {e.strerror or e}") from None
+    with log, sigterm_interrupts() as got, opened as hub:
         proc = subprocess.Popen(lp.argv, env=lp.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=run_dir)
         try:
@@ -222,7 +234,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
             # A second Ctrl-C must not cut the stop short and leave ranks behind.
             if w.analyzer is not None:
                 w.analyzer.kill()
-            with _shielded():
+            with shielded():
                 stop_group(proc, launcher=lp.launcher)
                 cleanup = kill_remote_ranks(lp, run_dir)
             return Outcome("interrupted", proc.returncode, time.time() - t0,
@@ -231,8 +243,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
         rc = proc.wait()
         ranks = hub.snapshot()
     duration = time.time() - t0
-    with _shielded():
-        cleanup = kill_remote_ranks(lp, run_dir, ranks) if rc != 0 or w.hung else {}
+    with shielded():
+        cleanup = kill_remote_ranks(lp, run_dir, ranks) if rc != 0 or w.hung or w.hub_stopped else {}
         kill_here(run_dir)  # this machine's ranks that outlived their launcher, by the PIDs they recorded
     records.keep_ranks(run_dir, ranks)
     summary, missing = (records.read_rank(run_dir, "summary.json", 0, ranks) if expect_summary and rc == 0
@@ -241,7 +253,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     if missing:
         return Outcome("failed", rc, duration, error={"where": "rank 0", "reason": missing}, rank_files=rank_files,
                        ranks=ranks)
-    if rc == 0 and (summary is not None or not expect_summary) and not w.hung:
+    if rc == 0 and (summary is not None or not expect_summary) and not w.hung and not w.hub_stopped:
         return Outcome("ok", rc, duration, summary=summary, rank_files=rank_files, ranks=ranks)
     status, error = _failure(run_dir, plan, rc, w.waited or timeout, w, rank_files, cleanup, oom_before,
                              vm_oom_before)
@@ -261,38 +273,3 @@ def kill_remote_ranks(lp: LaunchPlan, run_dir: str, ranks: dict[int, RankState] 
     from bench.launch.cleanup import stop_ranks, summary
     ended = None if ranks is None else {r for r, st in ranks.items() if st.status is not None}
     return summary(stop_ranks(run_dir, remote=get(lp.launcher).remote, env=lp.env, ended=ended))
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """SIGTERM (kill, `timeout`, a scheduler) stops the run like Ctrl-C; yields [signal name]."""
-    got = ["SIGINT"]
-
-    def handler(signum, frame):
-        got[0] = signal.Signals(signum).name
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield got
-        return
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _shielded():
-    """Ignore SIGINT and SIGTERM while the ranks are being stopped."""
-    try:
-        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)

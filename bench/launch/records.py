@@ -112,8 +112,8 @@ def make_dirs(run_dir: str, plan: dict[str, Any]) -> None:
 
 
 def keep_ranks(run_dir: str, ranks: dict[int, RankState]) -> None:
-    """ranks.json: each rank's host, pid, when it said hello and began measuring, and how it ended (for a person,
-    and for bench validate's start-up time); never fatal."""
+    """ranks.json: each rank's host, pid, the address its hello came from, when it said hello and began measuring,
+    and how it ended (for a person, and for bench validate's start-up time); never fatal."""
     doc = {str(r): {k: v for k, v in asdict(s).items() if k not in ("answers", "report")} for r, s in sorted(ranks.items())}
     try:
         write_json_atomic(os.path.join(run_dir, "ranks.json"), doc)

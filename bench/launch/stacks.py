@@ -3,7 +3,7 @@
     st = collect(hub, run_dir)      # each running rank's answer (over its connection), this host's process states
 
 The request goes to each rank still running over its connection to bench
-(bench.core.conversation): the rank's reader thread answers at once
+(bench.core.conversation): the rank's phone answers at once, on a thread of its own
 (bench.worker.stall). Ranks that already ended (they reported, say a
 collective timeout) are not asked; no rank is waited for past WAIT_S: a
 stopped process, a host whose network is gone, or a C call holding the GIL.

@@ -1,12 +1,13 @@
 """A rank's answer to bench's stack request: every thread's Python stack, its position, its flight record.
 
-    answer(run_dir, rank, host, request, send)   # the phone's reader thread, when bench asks (bench.core.conversation)
+    answer(run_dir, rank, host, request, send)   # the phone's answer thread, when bench asks (bench.core.conversation)
 
 Sends the answer to bench over the rank's connection (what bench.launch.whereabouts
 reads), keeps it in stacks/rank<R>.json for a person, and prints the same stacks into the rank's log (faulthandler's format, every
 thread), so a person reading logs/rank<R>.log sees where it was too.
 
-It runs in the watcher thread, not in a signal handler: the training thread
+It runs on a thread the phone starts for it (its reader goes on hearing
+bench's beat meanwhile), not in a signal handler: the training thread
 may be blocked anywhere (a collective, data loading, a sleep in someone
 else's code), and only needs to have let go of the GIL, which every
 blocking call in torch, gloo, NCCL and the standard library does. A rank
@@ -63,8 +64,8 @@ def thread_stacks(skip: int | None = None) -> list[dict[str, Any]]:
 def answer(run_dir: str, rank: int, host: str | None, request: str,
            send: Callable[[dict[str, Any]], Any] = lambda said: None) -> None:
     """Send bench this rank's stacks for `request` (and keep them in stacks/rank<R>.json for a person), print
-    them into its log, then dump its flight record and send again; never raises (the reader thread must live on:
-    it also guards against orphaning)."""
+    them into its log, then dump its flight record and send again; never raises (its thread's failure would
+    say nothing to bench)."""
     host = host or socket.gethostname()
     try:
         path = os.path.join(subdir(run_dir, STACKS_DIR), f"rank{rank}.json")

@@ -121,12 +121,24 @@ def slurm(cluster: netns.Cluster):
 @pytest.fixture(scope="session")
 def healthy_validate(cluster: netns.Cluster, tmp_path_factory):
     """One `bench validate` of the healthy cluster, 2 CPU ranks per host, every check: its tests, the baseline
-    of the slowed-host test and the numerics reference of the prolog tests share it (the suite's budget)."""
+    of the slowed-host test and the numerics reference of the prolog tests share it (the suite's budget). A
+    stranger (tests/hostile.py) attacks each launch's hub meanwhile (issue 46): every test of this validate is
+    also a test that the attacks changed nothing; test_validate checks what the attacks saw."""
+    from tests import hostile
+
     from .validate_runs import run_validate
 
     tmp = tmp_path_factory.mktemp("healthy-validate")
-    return run_validate(cluster, tmp, "--metrics-file", str(tmp / "validate.prom"), "--drain-file",
-                        str(tmp / "drain.txt"), "--save-numerics-reference", str(tmp / "numerics.json"))
+    stranger = hostile.Stranger(str(tmp / "results" / "validate-*" / "runs" / "*" / "hub.json"))
+    stranger.start()
+    try:
+        v = run_validate(cluster, tmp, "--metrics-file", str(tmp / "validate.prom"), "--drain-file",
+                         str(tmp / "drain.txt"), "--save-numerics-reference", str(tmp / "numerics.json"))
+    finally:
+        stranger.stop.set()
+        stranger.join(60)
+    v.stranger = stranger.launches
+    return v
 
 
 @pytest.fixture(scope="session")

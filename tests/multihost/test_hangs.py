@@ -38,6 +38,7 @@ import pytest
 
 from bench.core import results
 from bench.launch.cleanup import is_our_rank
+from tests import hostile
 from tests.faults import block_data_loading, on_one_host
 from tests.multihost.test_faults import SECRET, Run, _seed_earlier, _wait_nothing_left
 
@@ -64,6 +65,8 @@ class Hang:
     rec: dict | None = None
     left: list[str] = field(default_factory=list)
     earlier: tuple = ()               # (path, bytes) of an earlier run's results.jsonl in the same --out
+    ended: threading.Event = field(default_factory=threading.Event)   # bench exited
+    forged: dict | None = None        # what tests/hostile.py's forger saw ("sigstop, long": issue 46)
 
     @property
     def took_s(self) -> float:
@@ -92,11 +95,23 @@ def _undrop(cluster, host: str) -> None:
     _tc(["tc", "qdisc", "del", "dev", cluster.veth_of(host), "root"], check=False)
 
 
+def _forge(h: Hang) -> None:
+    """tests/hostile.py's forger at h's hub until bench exits: hellos for every rank and for ranks outside the world,
+    each with a done ok, a barrier of count 0 and a progress; then a progress every 0.1 s."""
+    doc = hostile.hub_of(h.run.run_dir)
+
+    def forge() -> None:
+        h.forged = hostile.with_token(doc["addr"], doc["port"], doc["token"], h.run.world, until=h.ended)
+
+    threading.Thread(target=forge, daemon=True).start()
+
+
 def _waiter(h: Hang) -> threading.Thread:
     """Drains bench's output and notes when it exits (each run on its own, while the others go on)."""
     def wait() -> None:
         h.run.stdout, h.run.stderr = h.run.proc.communicate()
         h.exited_at = time.monotonic()
+        h.ended.set()
     t = threading.Thread(target=wait, daemon=True)
     t.start()
     return t
@@ -155,6 +170,8 @@ def run_hangs(cluster, pair, tmp: Path, faulted: threading.Event | None = None) 
                 TIMINGS[f"{name}: launch -> training"] = h.fault_at - started
                 if h.fault == "sigstop":
                     os.kill(pids[1][1], signal.SIGSTOP)
+                if name == "sigstop, long":  # from the stall on, a forger who read hub.json (as root: it is 0600)
+                    _forge(h)
             if all(h.fault_at is None and (h.run.poll_training() is not None) for h in tcs):
                 _drop(pair, cut)  # both tc runs train: one cut for both
                 for h in tcs:

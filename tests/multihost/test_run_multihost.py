@@ -14,6 +14,7 @@ import os
 import pytest
 
 from bench.core import results
+from tests import hostile
 from tests.conftest import FAST, bench, one_json, reaped
 
 pytestmark = [pytest.mark.multihost, pytest.mark.slow]
@@ -36,13 +37,36 @@ def _still_running(pid: int, run_dir: str) -> bool:
         return False
 
 
+SHAPES: dict[str, object] = {}
+
+
+def _shape(x):
+    """The keys of a record's figures, all the way down (what the figures are, not their values)."""
+    if isinstance(x, dict):
+        return {k: _shape(v) for k, v in x.items()}
+    return [_shape(x[0])] if isinstance(x, list) and x and isinstance(x[0], dict) else None
+
+
 @pytest.mark.parametrize("launcher", ["pdsh", "openmpi"])
 def test_three_hosts(cluster, out_dir, launcher):
+    # pdsh's run has a stranger at its hub all along (tests/hostile.py: issue 46); openmpi's is the same run without.
+    stranger = hostile.Stranger(os.path.join(out_dir, "*", "hub.json")) if launcher == "pdsh" else None
+    if stranger is not None:
+        stranger.start()
     proc = bench("--hostfile", str(cluster.hostfile), "--launcher", launcher, "--dataset", "synthetic",
                  "--steps", "20", "--json", *FAST, "--out", out_dir, env=cluster.env, timeout=600)
+    if stranger is not None:
+        stranger.stop.set()
+        stranger.join(60)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
+    SHAPES[launcher] = _shape(rec["figures"])
+    if stranger is not None:
+        assert len(stranger.launches) == 1, stranger.launches
+        print(f"\nstranger at the hub: {hostile.changed_nothing(stranger.launches[0])}")
+    if len(SHAPES) == 2:
+        assert SHAPES["pdsh"] == SHAPES["openmpi"]
     assert rec["status"] == "ok" and rec["plan"]["launcher"] == launcher
     assert rec["plan"]["resources"] == {h: [0] for h in cluster.hosts}
     assert rec["figures"]["world_size"] == 3 and rec["figures"]["sanity"]["world_size_as_planned"]

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.conftest import bench, one_json
@@ -22,6 +22,7 @@ class Validated:
     junit: Path
     out: Path
     tmp: Path
+    stranger: list[dict] = field(default_factory=list)  # tests/hostile.Stranger's launches, where one attacked
 
 
 def run_validate(cluster, tmp: Path, *extra: str, env: dict | None = None, slots: int = SLOTS,

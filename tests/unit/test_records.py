@@ -58,7 +58,7 @@ def test_ranks_json_and_the_folders_made_before_the_launch(tmp_path):
     ranks[0].answers["req"] = {"big": "stacks"}
     records.keep_ranks(str(tmp_path), ranks)
     assert json.loads((tmp_path / "ranks.json").read_text()) == {
-        "0": {"host": "node0", "pid": 100, "hello_at": 0.0, "started_at": None, "status": "ok"}}
+        "0": {"host": "node0", "pid": 100, "hello_at": 0.0, "started_at": None, "status": "ok", "peer": ""}}
     records.make_dirs(str(tmp_path), {"independent": True, "numerics": {"spec": {}}, "copies": {"host_mb": 64}})
     assert {"logs", "ranks", "flight", "alone", "numerics", "copies"} <= {p.name for p in tmp_path.iterdir()}
     assert not (tmp_path / "burn").exists()

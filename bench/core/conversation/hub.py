@@ -1,22 +1,31 @@
-"""bench's end of the conversation (bench.core.conversation): a TCP server on one thread, one per launch."""
+"""bench's end of the conversation (bench.core.conversation): a TCP server on one thread, one per launch.
+
+    with Hub.open(run_dir, toward=[master_addr, *hosts], world=8) as hub: ...
+
+Only a rank speaks for itself: a connection is a stranger (bench.core.conversation.wire) until its first line
+is a hello with the launch's token (compared in constant time) and a rank in 0..world-1 that has not said hello
+before; from then on it speaks for that rank alone (started, progress, done, barriers, stack answers), and every
+field is checked for its type and range before use. A message that breaks a rule drops its connection alone.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import json
+import hmac
 import os
-import queue
 import secrets
-import selectors
-import socket
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from bench.core import conversation as talk
+from bench.core.conversation.barriers import Barriers, Full
+from bench.core.conversation.lines import Bad, number, text, whole
+from bench.core.conversation.route import reach_from
+from bench.core.conversation.wire import Conn, Wire, line
 from bench.core.results import write_json_atomic
 
+_WELCOME = line({"op": "welcome"})
+_STATUSES = ("ok", "failed", "oom")
 
 
 @dataclass
@@ -28,77 +37,56 @@ class RankState:
     status: str | None = None            # ok, failed, oom (its done); "lost": the connection closed before it
     report: dict[str, Any] | None = None  # a failed rank's report (the same as its ranks/rank<R>.json)
     answers: dict[str, Any] = field(default_factory=dict)  # stack request id -> answer
+    peer: str = ""                        # the address its hello came from
 
 
-@dataclass
-class _Barrier:
-    count: int
-    per_rank: bool
-    entered: set[int] = field(default_factory=set)
-    ended_in: int = 0  # entered ranks that have since ended (kept as ranks end: no rescan of every rank per look)
-    waiting: list[socket.socket] = field(default_factory=list)
-    released: str | None = None
+class Hub(Wire):
+    """bench's end: every rank of one launch connects here. A context manager: closes on leaving."""
 
-
-def _route_to(host: str) -> str:
-    """This machine's address on the way to host (where the ranks reach bench); loopback for a local launch."""
-    try:
-        addr = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
-        if addr.startswith("127."):
-            return "127.0.0.1"
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((addr, 9))  # no packet is sent: the kernel picks the source address of the route
-            return s.getsockname()[0]
-    except OSError:
-        return socket.gethostbyname(socket.gethostname())
-
-
-class Hub:
-    """bench's end: every rank of one launch connects here."""
-
-    def __init__(self, run_dir: str, addr: str, beat_s: float = talk.BEAT_S):
-        self.run_dir, self.beat_s = run_dir, beat_s
+    def __init__(self, run_dir: str, addr: str, world: int, beat_s: float = talk.BEAT_S):
+        if world < 1:
+            raise ValueError(f"a launch of {world} ranks")
+        super().__init__(run_dir, addr)
+        self.world, self.beat_s = world, beat_s
         self.token = secrets.token_hex(16)
-        self.listener = socket.create_server((addr, 0), backlog=4096)
-        self.addr, self.port = addr, self.listener.getsockname()[1]
         self.ranks: dict[int, RankState] = {}
-        self._ended: set[int] = set()  # ranks that said done, or whose connection closed first
         self.last_hello = time.monotonic()
-        self.settled_at: int | None = None  # how many ranks had said hello when the launch settled
         self.progress: dict[str, Any] | None = None
-        self._barriers: dict[str, _Barrier] = {}
-        self._conns: dict[socket.socket, list] = {}  # -> [inbuf, outbuf, rank]
-        self._out: queue.SimpleQueue = queue.SimpleQueue()
-        self._cv = threading.Condition()
-        self._sel = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_w.setblocking(False)  # a full wake-up pipe already wakes the loop: never block on it
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="bench-hub", daemon=True)
+        self.barriers = Barriers(world)
+        self._by_rank: dict[int, Conn] = {}
+        self._asked: set[str] = set()
+        self._beats, self._next_beat, self._next_judge = 0, 0.0, 0.0
 
     @classmethod
-    @contextlib.contextmanager
-    def open(cls, run_dir: str, toward: str = "127.0.0.1", beat_s: float = talk.BEAT_S):
-        hub = cls(run_dir, _route_to(toward), beat_s)
-        # Written once, before any rank starts: no client has looked its name up yet, so no cache says it is missing.
-        write_json_atomic(os.path.join(run_dir, talk.NAME), {"addr": hub.addr, "port": hub.port, "token": hub.token})
-        hub._thread.start()
+    def open(cls, run_dir: str, toward: str | Sequence[str] = "127.0.0.1", world: int = 1,
+             beat_s: float = talk.BEAT_S) -> Hub:
+        """Listen where the ranks on the hosts `toward` reach this machine (master address first), write hub.json
+        (0600: the token is the user's who runs bench), start the thread. OSError: it could not listen;
+        StorageFailed: hub.json could not be written. Nothing is left open either way."""
+        hub = cls(run_dir, reach_from([toward] if isinstance(toward, str) else toward), world, beat_s)
         try:
-            yield hub
-        finally:
+            # Written once, before any rank starts: no client has looked its name up yet, so no cache says missing.
+            write_json_atomic(os.path.join(run_dir, talk.NAME), {"addr": hub.addr, "port": hub.port,
+                                                                 "token": hub.token}, mode=0o600)
+            hub._note(f"{hub.addr}:{hub.port}", f"listening for {world} rank(s)")
+            hub._thread.start()
+        except BaseException:
             hub.close()
+            raise
+        return hub
 
-    def close(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-        if self._thread.is_alive():
-            self._thread.join(5)
-        for s in (*self._conns, self.listener, self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                s.close()
+    def __enter__(self) -> Hub:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- what bench asks, from its own thread --------------------------------------------------------------------
+
+    @property
+    def settled_at(self) -> int | None:
+        """How many ranks had said hello when the launch settled (its barriers stopped waiting for the rest)."""
+        return self.barriers.settled_at
 
     def snapshot(self) -> dict[int, RankState]:
         with self._cv:
@@ -113,7 +101,8 @@ class Hub:
         """Send a stack request to these ranks; (its id, the answers that came within wait_s)."""
         request = f"{time.time():.6f}-{os.getpid()}"
         with self._cv:
-            conns = {st[2]: c for c, st in list(self._conns.items()) if st[2] in ranks}
+            self._asked.add(request)
+            conns = {r: c for r in ranks if (c := self._by_rank.get(r)) is not None}
         for c in conns.values():
             self._send(c, {"op": "stacks?", "request": request})
         deadline = time.monotonic() + wait_s
@@ -127,164 +116,101 @@ class Hub:
 
     # -- the hub's thread -----------------------------------------------------------------------------------------
 
-    def _send(self, conn: socket.socket, msg: dict[str, Any]) -> None:
-        self._out.put((conn, (json.dumps(msg) + "\n").encode()))
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-
-    def _loop(self) -> None:
-        self.listener.setblocking(False)
-        self._sel.register(self.listener, selectors.EVENT_READ)
-        self._sel.register(self._wake_r, selectors.EVENT_READ)
-        next_beat, beats, next_judge = time.monotonic(), 0, 0.0
-        while not self._stop.is_set():
-            for key, events in self._sel.select(timeout=0.5):
-                s = key.fileobj
-                if s is self.listener:
-                    self._accept()
-                elif s is self._wake_r:
-                    with contextlib.suppress(OSError):
-                        self._wake_r.recv(4096)
-                elif events & selectors.EVENT_READ:
-                    self._read(s)
-                if events & selectors.EVENT_WRITE and s in self._conns:
-                    self._flush(s)
-            while not self._out.empty():
-                conn, data = self._out.get()
-                if conn in self._conns:
-                    self._conns[conn][1] += data
-                    self._flush(conn)
-            now = time.monotonic()
-            if now >= next_beat:
-                beats += 1
-                line = (json.dumps({"op": "beat", "n": beats}) + "\n").encode()
-                for conn, state in list(self._conns.items()):
-                    if state[2] is not None:
-                        state[1] += line
-                        self._flush(conn)
-                next_beat = now + self.beat_s
-            if now >= next_judge:  # the quiet rule's clock, and ranks that ended: a few times a second, not per message
-                next_judge = now + 0.2
-                with self._cv:
-                    for name, b in self._barriers.items():
-                        self._judge(name, b)
-
-    def _ended_now(self, rank: int) -> None:
-        if rank not in self._ended:
-            self._ended.add(rank)
-            for b in self._barriers.values():
-                b.ended_in += rank in b.entered
-
-    def _accept(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while True:
-                conn, _ = self.listener.accept()
-                conn.setblocking(False)
-                with self._cv:  # bench's thread reads _conns (ask)
-                    self._conns[conn] = [b"", b"", None]
-                self._sel.register(conn, selectors.EVENT_READ)
-
-    def _drop(self, conn: socket.socket) -> None:
-        with self._cv:
-            state = self._conns.pop(conn, None)
-        with contextlib.suppress(KeyError, ValueError, OSError):
-            self._sel.unregister(conn)
-        with contextlib.suppress(OSError):
-            conn.close()
-        if state and state[2] is not None:
+    def _periodic(self, now: float) -> None:
+        if now >= self._next_beat:
+            self._beats += 1
+            self._next_beat = now + self.beat_s
+            beat = line({"op": "beat", "n": self._beats})
+            for c in list(self._by_rank.values()):
+                if not c.out:  # a beat still waiting for a rank that does not read is as good as two
+                    self._push(c, beat)
+        if now >= self._next_judge:  # the quiet rule's clock, and ranks that ended: a few times a second
+            self._next_judge = now + 0.2
             with self._cv:
-                rs = self.ranks[state[2]]
-                if rs.status is None:
-                    rs.status = "lost"
-                    self._ended_now(state[2])
-                self._cv.notify_all()
+                self._release(self.barriers.judge(len(self.ranks), self.last_hello))
 
-    def _flush(self, conn: socket.socket) -> None:
-        state = self._conns[conn]
-        try:
-            sent = conn.send(state[1]) if state[1] else 0
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            self._drop(conn)
-            return
-        state[1] = state[1][sent:]
-        with contextlib.suppress(KeyError, ValueError, OSError):
-            self._sel.modify(conn, selectors.EVENT_READ | (selectors.EVENT_WRITE if state[1] else 0))
+    def _release(self, released: list[tuple[str, str, list[Conn]]]) -> None:
+        for name, why, conns in released:
+            go = line({"op": "go", "barrier": name, "why": why})
+            for c in conns:
+                self._push(c, go)
 
-    def _read(self, conn: socket.socket) -> None:
-        try:
-            data = conn.recv(65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._drop(conn)
-            return
-        state = self._conns[conn]
-        *lines, state[0] = (state[0] + data).split(b"\n")
-        for line in lines:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(msg, dict):
-                self._heard(conn, state, msg)
+    def _lost(self, c: Conn, why: str | None) -> str | None:
+        assert c.rank is not None
+        if self._by_rank.get(c.rank) is c:
+            del self._by_rank[c.rank]
+        rs = self.ranks[c.rank]
+        if rs.status is None:
+            rs.status = "lost"
+            self.barriers.ended_now(c.rank)
+            return why or "closed before it said done"
+        return why
 
-    def _heard(self, conn: socket.socket, state: list, msg: dict[str, Any]) -> None:
-        op, rank = msg.get("op"), state[2]
+    def _heard(self, c: Conn, msg: dict[str, Any]) -> None:
+        op, rank = msg["op"], c.rank
+        if rank is None:
+            if op != "hello":
+                raise Bad(f"{op[:40]!r} before hello")
+            return self._hello(c, msg)
         with self._cv:
-            if op == "hello":
-                if msg.get("token") != self.token or not isinstance(msg.get("rank"), int):
-                    self._drop(conn)  # another launch's rank, or not a rank at all
-                    return
-                state[2] = rank = msg["rank"]
-                self.ranks[rank] = RankState(str(msg.get("host")), int(msg.get("pid") or 0), time.time())
-                self.last_hello = time.monotonic()
-            elif rank is None:
-                return
-            elif op == "started":
-                self.ranks[rank].started_at = float(msg.get("at") or time.time())
+            if op == "started":
+                self.ranks[rank].started_at = number(msg, "at")
             elif op == "progress":
-                self.progress = msg.get("progress")
-            elif op == "stacks":
-                self.ranks[rank].answers[str(msg.get("request"))] = msg.get("answer")
-            elif op == "done":
-                rs = self.ranks[rank]
-                rs.status, rs.report = str(msg.get("status")), msg.get("report")
-                self._ended_now(rank)
-            elif op == "enter":
-                name = str(msg.get("barrier"))
-                b = self._barriers.setdefault(name, _Barrier(int(msg.get("count") or 0), bool(msg.get("per_rank"))))
-                if (msg.get("per_rank") or rank == 0) and rank not in b.entered:
-                    b.entered.add(rank)
-                    b.ended_in += rank in self._ended
-                if b.released:
-                    self._send(conn, {"op": "go", "barrier": name, "why": b.released})
+                if isinstance(msg.get("progress"), dict):
+                    self.progress = msg["progress"]
                 else:
-                    b.waiting.append(conn)
-                    self._judge(name, b)
+                    self._note(c.peer, f"rank {rank}: a progress that is not an object, ignored")
+            elif op == "stacks":
+                request = text(msg, "request", 64)
+                if request in self._asked and isinstance(msg.get("answer"), dict):
+                    self.ranks[rank].answers[request] = msg["answer"]
+            elif op == "done":
+                self._done(c, rank, msg)
+            elif op == "enter":
+                self._enter(c, rank, text(msg, "barrier", talk.MAX_NAME), msg.get("per_rank"))
+            else:
+                raise Bad(f"unknown op {op[:40]!r}")
             self._cv.notify_all()
 
-    def _judge(self, name: str, b: _Barrier) -> None:
-        """Release barrier b when it is full, or (per rank) when every rank that started is in and no more come."""
-        if b.released:
-            return
-        # Counts, not sets: at 8,000 ranks a look costs the same as at 8. Every entered rank said hello first.
-        alive, alive_in = len(self.ranks) - len(self._ended), len(b.entered) - b.ended_in
-        why = None
-        if len(b.entered) + len(self._ended) - b.ended_in >= b.count:
-            why = "all in"
-        elif b.per_rank and b.entered and alive_in == alive:
-            if self.settled_at == len(self.ranks):
-                why = f"every rank that started is in ({len(self.ranks)} of {b.count}); the launch settled before"
-            elif time.monotonic() - self.last_hello > talk.QUIET_S:
-                self.settled_at = len(self.ranks)
-                why = (f"{len(b.entered)} of {b.count} ranks in, every one that started; none started for "
-                       f"{talk.QUIET_S:.0f} s: starting without the rest")
-        if why:
-            b.released = why
-            for conn in b.waiting:
-                self._send(conn, {"op": "go", "barrier": name, "why": why})
-            b.waiting.clear()
+    def _hello(self, c: Conn, msg: dict[str, Any]) -> None:
+        token = msg.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
+            raise Bad("a hello without this launch's token")
+        rank = whole(msg, "rank", 0, self.world - 1)
+        host, pid = text(msg, "host", 255), whole(msg, "pid", 0, 2 ** 31 - 1)
+        with self._cv:
+            if (was := self.ranks.get(rank)) is not None:
+                self._note(c.peer, f"refused: a second hello for rank {rank} (it said hello from {was.peer}, "
+                                   f"pid {was.pid} on {was.host})")
+                self._push(c, line({"op": "refused", "why": f"rank {rank} already said hello"}))
+                return self._drop(c, None)
+            self._pending.remove(c)
+            c.rank, c.lines.limit = rank, talk.MAX_LINE
+            self.ranks[rank] = RankState(host, pid, time.time(), peer=c.peer)
+            self._by_rank[rank] = c
+            self.last_hello = time.monotonic()
+            self._push(c, _WELCOME)  # the rank dials again until it has this (phone.dial)
+            self._cv.notify_all()
+
+    def _done(self, c: Conn, rank: int, msg: dict[str, Any]) -> None:
+        status, report = msg.get("status"), msg.get("report")
+        if status not in _STATUSES or not (report is None or isinstance(report, dict)):
+            raise Bad(f"done: status {str(status)[:20]!r} or its report is not one a rank sends")
+        rs = self.ranks[rank]
+        if rs.status is None:
+            rs.status, rs.report = status, report
+            self.barriers.ended_now(rank)
+        else:
+            self._note(c.peer, f"rank {rank}: a second done ({status}), ignored")
+
+    def _enter(self, c: Conn, rank: int, name: str, per_rank: Any) -> None:
+        if not isinstance(per_rank, bool):
+            raise Bad("enter: per_rank is not a boolean")
+        try:
+            why = self.barriers.enter(name, rank, per_rank, c)
+        except Full as e:
+            raise Bad(f"enter: {e}") from None
+        if why is not None:
+            self._push(c, line({"op": "go", "barrier": name, "why": why}))
+        else:
+            self._release(self.barriers.judge(len(self.ranks), self.last_hello, only=name))
