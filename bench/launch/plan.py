@@ -110,7 +110,7 @@ STARTUP_FLOOR_S = 120.0
 # aborts the process ("we are taking the entire process down"), so a rank's `except` never runs and the ranks
 # would die, SIGABRT, before bench's watchdog asked them anything. There bench's watchdog fires first: the
 # collective timeout is its wait (for the first step too) plus this, time enough to ask every rank for its stack
-# and flight record (bench.launch.stacks.WAIT_S, a few seconds) and to stop them.
+# and flight record (bench.launch.stacks.WAIT_S + DUMP_WAIT_S, seconds) and to stop them.
 NCCL_ORDER_S = 60.0
 
 

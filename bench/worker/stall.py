@@ -28,6 +28,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+from bench.core import conversation as talk
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
 from bench.worker import flight
@@ -72,7 +73,7 @@ def answer(run_dir: str, rank: int, host: str | None, request: str,
         position = POSITION.snapshot()
         said = {"request": request, "rank": rank, "host": host, "pid": os.getpid(), "time": time.time(),
                 "position": position, "threads": thread_stacks(skip=threading.get_ident()),
-                "flight_recorder": {"path": None, "reason": "being dumped"}}
+                "flight_recorder": {"path": None, "reason": talk.DUMPING}}
         # The stacks first: a recorder that blocks (NCCL's, asking a hung GPU) must not cost them.
         send(said)
         write_json_atomic(path, said)

@@ -134,6 +134,39 @@ def test_stack_requests_reach_running_ranks_and_their_answers_come_back(tmp_path
     assert 1.0 <= time.monotonic() - t0 < 10
 
 
+def test_bench_waits_for_the_flight_record_of_the_ranks_that_answered_and_no_longer_than_its_bound(tmp_path, hub):
+    """A rank answers twice: its stacks at once, then with its flight record dumped. Before: bench stopped the
+    group after the first answers, and on a loaded CI machine a rank was killed while it dumped, so the verdict
+    lost the recorder's word on the rank behind (test_hangs 'data, long')."""
+    from bench.launch import stacks
+
+    def twice(rank, then_s):
+        def answer(request, send):
+            said = {"rank": rank, "request": request, "flight_recorder": {"path": None, "reason": conversation.DUMPING}}
+            send(dict(said))
+            if then_s is not None:
+                time.sleep(then_s)
+                send(dict(said, flight_recorder={"path": f"flight/rank{rank}"}))
+        return answer
+
+    phones = [_dial(tmp_path, r) for r in range(3)]
+    phones[0].listen(lambda why: None, twice(0, 1.5))    # a slow dump
+    phones[1].listen(lambda why: None, twice(1, None))   # a recorder that blocks (NCCL on a hung GPU)
+    phones[2].listen(lambda why: None, twice(2, 0.0))
+    assert _until(lambda: len(hub.snapshot()) == 3)
+    t0 = time.monotonic()
+    st = stacks.collect(hub, str(tmp_path), wait_s=5.0, dump_wait_s=3.0)
+    took = time.monotonic() - t0
+    assert st.answers[0]["flight_recorder"]["path"] == "flight/rank0", "waited for the slow dump"
+    assert st.answers[2]["flight_recorder"]["path"] == "flight/rank2"
+    assert st.answers[1]["flight_recorder"]["reason"] == conversation.DUMPING, "its first answer kept"
+    assert 3.0 <= took < 10, took
+    # Every dump in: no wait past the last one.
+    t0 = time.monotonic()
+    assert set(hub.follow_up(st.request, [0, 2], stacks._dumped, 10.0)) == {0, 2}
+    assert time.monotonic() - t0 < 1.0
+
+
 def test_a_rank_that_cannot_reach_bench_says_where_it_tried(tmp_path, monkeypatch):
     (tmp_path / conversation.NAME).write_text(json.dumps({"addr": "127.0.0.1", "port": 9, "token": "t"}))
     with pytest.raises(OSError, match=r"cannot reach bench at 127.0.0.1:9 from nodeX"):

@@ -125,7 +125,7 @@ def test_on_gpus_bench_s_watchdog_fires_before_any_collective_times_out():
         assert t["first"] == "watchdog"
         # bench asks every rank (stacks.WAIT_S) before a collective issued at the run's start could time out,
         # whether the hang comes before the first step (startup) or after it (watchdog).
-        assert t["collective_timeout_s"] >= max(t["watchdog_s"], t["startup_s"]) + stacks.WAIT_S
+        assert t["collective_timeout_s"] >= max(t["watchdog_s"], t["startup_s"]) + stacks.WAIT_S + stacks.DUMP_WAIT_S
     # gloo keeps its order: the ranks' own timeouts first, bench's watchdog REPORT_GRACE_S later.
     g = plan.timeouts("cpu", 10.0)
     assert g["first"] == "collective" and g["watchdog_s"] == g["collective_timeout_s"] + plan.REPORT_GRACE_S

@@ -109,3 +109,4 @@ STRANGER_S = 1.0
 LOG_LINES = 1000
 SEND_S = 20.0
 DONE_ACK_S = 2.0
+DUMPING = "being dumped"  # a stack answer's flight_recorder reason until the rank's second answer says what it dumped

@@ -15,7 +15,7 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from bench.core import conversation as talk
 from bench.core.conversation.barriers import Barriers, Full
@@ -112,6 +112,19 @@ class Hub(Wire):
                 left = deadline - time.monotonic()
                 if len(got) == len(conns) or left <= 0:
                     return request, got
+                self._cv.wait(min(left, 0.5))
+
+    def follow_up(self, request: str, ranks: list[int], done: Callable[[Any], bool],
+                  wait_s: float) -> dict[int, Any]:
+        """The latest answers of these ranks to `request`, once done(answer) holds for each, or after wait_s
+        (a rank answers twice: its stacks at once, then again with its flight record)."""
+        deadline = time.monotonic() + wait_s
+        with self._cv:
+            while True:
+                got = {r: self.ranks[r].answers[request] for r in ranks if request in self.ranks[r].answers}
+                left = deadline - time.monotonic()
+                if all(done(a) for a in got.values()) or left <= 0:
+                    return got
                 self._cv.wait(min(left, 0.5))
 
     # -- the hub's thread -----------------------------------------------------------------------------------------
