@@ -14,8 +14,10 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,6 +104,23 @@ def _every_gpu_judged_and_healthy(rec: dict, c) -> None:
         said(not_pass(rec, "burn", "rails"))
 
 
+def _head_caches_listings_and_misses(share) -> None:
+    """What the hour-cached validate is about, seen through the head's mount: once another client's write (here the
+    server's own disk) made a file, a listing made before it still lacks it and a name looked up before it is still
+    missing, after the directory's attributes expired (within those seconds "nfs" lists stale too; after, fresh)."""
+    attr_s = float(dict(o.split("=") for o in share.opts.split(",") if "=" in o)["attr_timeout"])
+    d = Path(share.out("cache-check"))
+    head = share.fs.head_argv()
+    subprocess.run([*head, "mkdir", str(d)], check=True)
+    assert subprocess.run([*head, "ls", str(d)], capture_output=True, text=True, check=True).stdout.split() == []
+    assert subprocess.run([*head, "stat", str(d / "late")], capture_output=True).returncode != 0
+    (d / "late").write_text("made elsewhere\n")
+    time.sleep(attr_s + 1)
+    listed = subprocess.run([*head, "ls", str(d)], capture_output=True, text=True, check=True).stdout.split()
+    looked = subprocess.run([*head, "stat", str(d / "late")], capture_output=True, text=True)
+    assert listed == [] and looked.returncode != 0, (listed, looked.stdout)
+
+
 def test_validate_with_listings_cached_an_hour_starts_every_launch_and_judges_every_gpu_healthy(shared_cluster):
     """validate --level quick, 3 hosts x 2 slots, on NFS's caches ("nfs": attributes 3 s, a name looked up as missing
     stays missing 60 s) with listings cached an hour (sharedfs.HOUR_LISTINGS), asking two things of one run.
@@ -126,6 +145,7 @@ def test_validate_with_listings_cached_an_hour_starts_every_launch_and_judges_ev
     # (every rank by PID), not left to wait out the next barrier too (~5 min on today's code).
     anyway: list[str] = []
     with reaped(proc):
+        _head_caches_listings_and_misses(share)  # while bench starts: its own folder, a few seconds of waiting
         deadline = time.monotonic() + 900
         while proc.poll() is None and not anyway and time.monotonic() < deadline:
             time.sleep(1)
