@@ -110,11 +110,22 @@ def assert_bad_input(proc: subprocess.CompletedProcess, *needles: str) -> None:
 
 # Small, fast runs for the tests: the smallest preset, a small synthetic set.
 FAST = ("--model", "vit-micro-p4-32", "--synthetic-size", "512", "--micro-batch", "16")
+# A sweep's points at their smallest on this machine's two ranks (tests/multiproc/test_sweep.py).
+SWEEP_POINT = ("--gpus", "2", "--dataset", "synthetic", *FAST, "--steps", "6", "--timing-warmup", "2", "--no-eval")
 
 
 @pytest.fixture
 def out_dir(tmp_path):
     return str(tmp_path / "results")
+
+
+@pytest.fixture(scope="session")
+def ddp_sweep(tmp_path_factory) -> tuple[str, subprocess.CompletedProcess]:
+    """(--out, the finished process) of one `bench sweep ddp`: DeepSpeed ZeRO-0, DDP and FSDP2 on the same two ranks.
+    test_sweep checks the suite on it; test_engines compares FSDP2 with DDP on its points, which are the runs it
+    would otherwise launch itself (the suite's budget: two launches)."""
+    out = str(tmp_path_factory.mktemp("ddp-sweep"))
+    return out, bench("sweep", "ddp", *SWEEP_POINT, "--out", out, "--json")
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:

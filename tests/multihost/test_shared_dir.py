@@ -2,7 +2,8 @@
 
 Two profiles of cache options, as a site's mounts differ: "nfs" (a default
 Linux NFS mount: listings fresh, attributes 3 s, negative lookups 60 s) and
-"strict" (listings, attributes and negative lookups all cached 30 s). Each
+"strict" (listings, attributes and negative lookups all cached 30 s); the
+healthy validate runs on "nfs" with listings cached an hour. Each
 test asks what the same command asks on the local disk (test_run_multihost,
 test_validate): the same record, the same verdicts. The share of a profile
 is mounted once per session (conftest.shared_cluster).
@@ -13,8 +14,10 @@ from __future__ import annotations
 import glob
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -90,25 +93,6 @@ def test_run_inside_slurm_each_slurmd_its_own_client(shared_slurm, shared_cluste
     assert where.stdout.split() == ["1"] * 3, where.stdout + where.stderr
 
 
-def test_validate_on_a_default_nfs_mount_judges_every_gpu(shared_cluster):
-    """validate --level quick, 3 hosts x 2 slots, on the "nfs" profile (test_validate's healthy run, on the local
-    disk: exit 0, every node healthy). Before bench's ranks talked to it over the network, every GPU's throughput
-    row was an ERROR ("could not be measured: no report", exit 3): bench.launch.left_behind listed run_dir/alone
-    every 2 s from the launch's start, the head's client cached "alone: no such file" (negative_timeout=60, as
-    NFS's lookupcache=all does until the parent's attributes expire), and when the launch ended 20-40 s later
-    bench.jobs.alone read alone/rank<R>.json through that cached miss."""
-    share = shared_cluster("nfs")
-    c = share.cluster
-    out = share.out("validate")
-    proc = share.bench("validate", "--hostfile", str(c.write_hostfile(2)), "--level", "quick", "--json",
-                       "--out", out, env=c.env, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
-    rec = one_json(proc.stdout)
-    results.validate(rec)
-    _every_gpu_judged_and_healthy(rec, c)
-    assert not _lines(out, "starting anyway")
-
-
 def _every_gpu_judged_and_healthy(rec: dict, c) -> None:
     gpus = {f"{h}:{s}" for h in c.hosts for s in range(2)}
     for check in PER_GPU:
@@ -120,10 +104,38 @@ def _every_gpu_judged_and_healthy(rec: dict, c) -> None:
         said(not_pass(rec, "burn", "rails"))
 
 
-def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_every_rank(shared_cluster):
-    """No client ever sees another's new files by listing: a barrier, a count of started ranks or a glob of
-    records made by listing the shared directory never fills. Every launch's steps must still start together
-    (no rank's barrier runs out: 'starting anyway' in no log), and every rank's record is collected."""
+def _head_caches_listings_and_misses(share) -> None:
+    """What the hour-cached validate is about, seen through the head's mount: once another client's write (here the
+    server's own disk) made a file, a listing made before it still lacks it and a name looked up before it is still
+    missing, after the directory's attributes expired (within those seconds "nfs" lists stale too; after, fresh)."""
+    attr_s = float(dict(o.split("=") for o in share.opts.split(",") if "=" in o)["attr_timeout"])
+    d = Path(share.out("cache-check"))
+    head = share.fs.head_argv()
+    subprocess.run([*head, "mkdir", str(d)], check=True)
+    assert subprocess.run([*head, "ls", str(d)], capture_output=True, text=True, check=True).stdout.split() == []
+    assert subprocess.run([*head, "stat", str(d / "late")], capture_output=True).returncode != 0
+    (d / "late").write_text("made elsewhere\n")
+    time.sleep(attr_s + 1)
+    listed = subprocess.run([*head, "ls", str(d)], capture_output=True, text=True, check=True).stdout.split()
+    looked = subprocess.run([*head, "stat", str(d / "late")], capture_output=True, text=True)
+    assert listed == [] and looked.returncode != 0, (listed, looked.stdout)
+
+
+def test_validate_with_listings_cached_an_hour_starts_every_launch_and_judges_every_gpu_healthy(shared_cluster):
+    """validate --level quick, 3 hosts x 2 slots, on NFS's caches ("nfs": attributes 3 s, a name looked up as missing
+    stays missing 60 s) with listings cached an hour (sharedfs.HOUR_LISTINGS), asking two things of one run.
+
+    No client ever sees another's new files by listing: a barrier, a count of started ranks or a glob of records made
+    by listing the shared directory never fills. Every launch's steps must still start together (no rank's barrier
+    runs out: 'starting anyway' in no log), and every rank's record is collected.
+
+    And what test_validate's healthy run asks on the local disk: exit 0, every GPU judged, every node healthy. Before
+    bench's ranks talked to it over the network, every GPU's throughput row was an ERROR here ("could not be
+    measured: no report", exit 3): bench.launch.left_behind listed run_dir/alone every 2 s from the launch's start,
+    the head's client cached "alone: no such file" (negative_timeout=60, as NFS's lookupcache=all does until the
+    parent's attributes expire), and when the launch ended 20-40 s later bench.jobs.alone read alone/rank<R>.json
+    through that cached miss. Negative lookups cached 60 s catch that here as on "nfs". (These were two validates of
+    52 s each, on "nfs" and on listings an hour: bench lists nothing, so fresh listings give it nothing to use.)"""
     share = shared_cluster("hour", sharedfs.HOUR_LISTINGS)
     c = share.cluster
     out = share.out("validate")
@@ -133,6 +145,7 @@ def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_
     # (every rank by PID), not left to wait out the next barrier too (~5 min on today's code).
     anyway: list[str] = []
     with reaped(proc):
+        _head_caches_listings_and_misses(share)  # while bench starts: its own folder, a few seconds of waiting
         deadline = time.monotonic() + 900
         while proc.poll() is None and not anyway and time.monotonic() < deadline:
             time.sleep(1)
@@ -142,18 +155,11 @@ def test_validate_with_listings_cached_an_hour_starts_every_launch_and_collects_
         stdout, stderr = proc.communicate(timeout=120)
     anyway += [line for line in _lines(out, "starting anyway") if line not in anyway]
     assert not anyway, anyway
-    # Every rank's record collected: every GPU judged, none an ERROR, every node a verdict (never unknown: exit
-    # 3). Whether each PASSes is the healthy tests' question (nfs above, test_validate): six ranks time-slicing
-    # two cores beside the suite can make one a straggler (a clean-clone run FAILed one at +19% a step).
-    assert proc.returncode in (0, 1), stderr[-3000:] + stdout[-3000:]
-    rec = one_json(stdout)
+    rec = one_json(stdout) if stdout.strip() else None
+    assert proc.returncode == 0, stderr[-3000:] + (said(not_pass(rec, "burn", "rails")) if rec else stdout[-3000:])
     results.validate(rec)
-    gpus = {f"{h}:{s}" for h in c.hosts for s in range(2)}
-    for check in PER_GPU:
-        rows = [r for r in rec["checks"] if r["check"] == check and r["gpu"] is not None]
-        assert {r["node"] for r in rows} == gpus and not [r for r in rows if r["status"] == "ERROR"], rows
+    _every_gpu_judged_and_healthy(rec, c)
     assert rec["unknown"] == [] and rec["exit_status"] == proc.returncode
-    assert proc.returncode == 0 or rec["drain"], rec["drain"]
 
 
 def test_a_slow_slot_is_drained_alone_on_a_strict_mount(shared_cluster):

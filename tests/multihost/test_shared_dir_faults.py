@@ -1,10 +1,10 @@
 """When things go wrong with `--out` on a real network filesystem (sharedfs.py's profiles "nfs" and "strict"):
 bench Ctrl-C'd and SIGKILLed, a rank that hangs, a sweep stopped and resumed, and `bench report` of it.
 
-The three faults of a profile run at once (3 hosts x 1 slot each, pdsh), as test_faults and test_hangs run
-theirs on the local disk; each asks what those ask: exit 130 and an `interrupted` record; nothing left on
-any host; the stopped rank named, with the collective the others waited in. The sweep runs over the same
-hosts. Every client of a profile (the head, each host) keeps its own caches.
+The three faults of each profile, six runs, start at once (3 hosts x 1 slot each, pdsh), as test_faults and
+test_hangs run theirs on the local disk; each asks what those ask: exit 130 and an `interrupted` record;
+nothing left on any host; the stopped rank named, with the collective the others waited in. The sweep runs
+over the same hosts. Every client of a profile (the head, each host) keeps its own caches.
 """
 
 from __future__ import annotations
@@ -62,44 +62,51 @@ def _nothing_left(run_dir: str, limit_s: float) -> list[str]:
     return left
 
 
+PROFILES = ("nfs", "strict")
+
+
 @pytest.fixture(scope="module")
 def faulted(shared_cluster):
-    """Per profile: one run Ctrl-C'd, one SIGKILLed, one with rank 1 SIGSTOPped, all faulted once they train."""
-    got = {}
-    for profile in ("nfs", "strict"):
-        share = shared_cluster(profile)
-        runs = {"int": _Run(share, "int"), "kill": _Run(share, "kill"),
-                "hang": _Run(share, "hang", "--timeout", str(HANG_T), "--collective-timeout", "600")}
-        pids: dict[str, dict] = {}
-        deadline = time.monotonic() + START_LIMIT_S
-        try:
-            while len(pids) < len(runs):
-                assert time.monotonic() < deadline, f"{profile}: not training after {START_LIMIT_S} s: {sorted(pids)}"
-                for name, run in runs.items():
-                    if name not in pids and (p := run.training()) is not None:
-                        pids[name] = p
-                        if name == "int":
-                            run.proc.send_signal(signal.SIGINT)
-                        elif name == "kill":
-                            run.proc.kill()
-                        else:
-                            os.kill(p[1][1], signal.SIGSTOP)
-                time.sleep(0.2)
-            for run in runs.values():
-                run.finish(HANG_T + 600)
-        finally:
-            for name, run in runs.items():
-                if run.proc.poll() is None:
-                    run.proc.kill()
-                    run.proc.communicate()
-            if "hang" in pids:  # never leave a stopped process, were bench to fail to stop it
-                for sig in (signal.SIGKILL, signal.SIGCONT):
-                    with_pid = pids["hang"][1][1]
-                    if os.path.exists(f"/proc/{with_pid}") and runs["hang"].run_dir.encode() in \
-                            Path(f"/proc/{with_pid}/cmdline").read_bytes():
-                        os.kill(with_pid, sig)
-        got[profile] = (share, runs, {n: _nothing_left(r.run_dir, 60) for n, r in runs.items()})
-    return got
+    """Per profile: one run Ctrl-C'd, one SIGKILLed, one with rank 1 SIGSTOPped, all faulted once they train.
+
+    Both profiles' six runs start together (the suite's budget: a profile's hung run waits out its watchdog and
+    bench stops it, about 25 s, while the other's ranks start, not after). As with one profile's three, every run
+    is faulted as it trains, so the hung runs' watchdogs fire, and bench asks their ranks where they are, once the
+    starts are over."""
+    shares = {profile: shared_cluster(profile) for profile in PROFILES}
+    runs = {(profile, name): _Run(shares[profile], name, *extra) for profile in PROFILES for name, extra in (
+        ("int", ()), ("kill", ()), ("hang", ("--timeout", str(HANG_T), "--collective-timeout", "600")))}
+    pids: dict[tuple[str, str], dict] = {}
+    deadline = time.monotonic() + START_LIMIT_S
+    try:
+        while len(pids) < len(runs):
+            assert time.monotonic() < deadline, f"not training after {START_LIMIT_S} s: {sorted(pids)}"
+            for key, run in runs.items():
+                if key not in pids and (p := run.training()) is not None:
+                    pids[key] = p
+                    if key[1] == "int":
+                        run.proc.send_signal(signal.SIGINT)
+                    elif key[1] == "kill":
+                        run.proc.kill()
+                    else:
+                        os.kill(p[1][1], signal.SIGSTOP)
+            time.sleep(0.2)
+        for run in runs.values():
+            run.finish(HANG_T + 600)
+    finally:
+        for run in runs.values():
+            if run.proc.poll() is None:
+                run.proc.kill()
+                run.proc.communicate()
+        for key in [k for k in pids if k[1] == "hang"]:  # never leave a stopped process, were bench to fail to stop it
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                with_pid = pids[key][1][1]
+                if os.path.exists(f"/proc/{with_pid}") and runs[key].run_dir.encode() in \
+                        Path(f"/proc/{with_pid}/cmdline").read_bytes():
+                    os.kill(with_pid, sig)
+    return {profile: (shares[profile], {name: runs[(profile, name)] for name in ("int", "kill", "hang")},
+                      {name: _nothing_left(runs[(profile, name)].run_dir, 60) for name in ("int", "kill", "hang")})
+            for profile in PROFILES}
 
 
 @pytest.mark.parametrize("profile", ["nfs", "strict"])

@@ -1,10 +1,12 @@
 """The memory-wall engines end to end on 2 CPU ranks with gloo: FSDP2, DeepSpeed pipeline stages, ZeRO-Infinity.
 
 Each run is a real `bench run`; the runs are shared by the module (one each)
-so the checks cost five short runs. Losses are compared to the tolerance the
-engines' arithmetic allows: FSDP2 and DDP reduce the same fp32 gradients
-(1e-6), a pipeline computes the unsplit model's forward in two processes
-(1e-5 over a few steps).
+so the checks cost two short runs of their own. DDP and FSDP2 are the points
+of the session's `bench sweep ddp` (tests/conftest.py ddp_sweep: the same
+runs, six steps), which test_sweep checks as a suite. Losses are compared to the
+tolerance the engines' arithmetic allows: FSDP2 and DDP reduce the same fp32
+gradients (1e-6), a pipeline computes the unsplit model's forward in two
+processes (1e-5 over a few steps).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import os
 
 import pytest
 
-from bench.core import collectives
-from tests.conftest import FAST, assert_bad_input, bench, ok_record
+from bench.core import collectives, results
+from tests.conftest import FAST, SWEEP_POINT, assert_bad_input, bench, ok_record
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +28,20 @@ def _run(out: str, *args: str, env=None, cwd=None) -> dict:
     return ok_record(bench(*SHORT, "--out", out, *args, env=env, cwd=cwd))
 
 
+def _points(ddp_sweep) -> dict[str, dict]:
+    """The sweep's DDP and FSDP2 points by engine: ok, schema-valid records of `bench run`s."""
+    out, proc = ddp_sweep
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = {}
+    for rec in results.read(os.path.join(out, "ddp", "results.jsonl")).records:
+        results.validate(rec)
+        assert rec["status"] == "ok" and rec["figures"]["world_size"] == 2, rec.get("error")
+        got[rec["config"]["engine"]] = rec
+    return {"ddp": got["ddp"], "fsdp2": got["fsdp2"]}
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, ddp_sweep):
     tmp = tmp_path_factory.mktemp("engines")
     out = str(tmp / "results")
     # Gradient clipping off for the pipeline pair: its engine sums the squared norms stage by stage, in another
@@ -36,8 +50,7 @@ def runs(tmp_path_factory):
     noclip = tmp / "noclip.json"
     noclip.write_text(json.dumps({"gradient_clipping": 0.0}))
     return {
-        "ddp": _run(out, "--gpus", "2", "--engine", "ddp"),
-        "fsdp2": _run(out, "--gpus", "2", "--engine", "fsdp2"),
+        **_points(ddp_sweep),
         "pipeline": _run(out, "--gpus", "2", "--pipeline-stages", "2", "--grad-accum", "2",
                          "--deepspeed-config", str(noclip)),
         # A relative path, as a user types it: ranks start in their run directory, and still find it.
@@ -150,10 +163,14 @@ def test_every_engine_resets_its_memory_peak_at_warm_ups_end_and_counts_skipped_
     # Issue 21: the pipeline engine never reset its peak statistics after warm-up. Every engine's loop now
     # starts the steady window (on_steady: torch.cuda.reset_peak_memory_stats on GPUs) at --timing-warmup,
     # and asks the engine whether each step's update was applied (fp16's loss scaler skips some).
+    def asked(argv: tuple[str, ...]) -> tuple[int, int]:
+        return int(argv[argv.index("--timing-warmup") + 1]), int(argv[argv.index("--steps") + 1])
+
     for name, rec in runs.items():
+        warm, steps = asked(SWEEP_POINT if name in ("ddp", "fsdp2") else SHORT)  # 2 of 6 (the sweep's), 1 of 4
         for r in range(rec["figures"]["world_size"]):
             with open(os.path.join(rec["run_dir"], "ranks", f"rank{r}.json")) as f:
                 rank = json.load(f)
-            assert rank["steady_from"] == 1 and rank["warmup_steps"] == 1, (name, r)
-            assert rank["skipped_steps"] == 0 and rank["steady_steps"] == 3, (name, r)  # fp32: nothing skipped
+            assert rank["steady_from"] == warm and rank["warmup_steps"] == warm, (name, r)
+            assert rank["skipped_steps"] == 0 and rank["steady_steps"] == steps - warm, (name, r)  # fp32: none skipped
         assert rec["figures"]["skipped_steps"] == 0

@@ -8,6 +8,13 @@ this test, or the run directory removed. What must hold every time: exit 1
 with one line on stderr naming the path and the error, never a traceback;
 the record that could not be written whole on stdout; no rank temporary
 left; results.jsonl without a torn line; a sweep keeps its finished points.
+
+A fault "mid run" goes in at the run's first progress.json (bench writes it
+within half a second of rank 0's first step), and the test checks there that
+the run is short of its end (the step bench heard of below the total, no
+summary.json yet). MID_STEPS and MID_ITERS leave the ranks about ten times
+that half second to go on with after the fault (0.1 s a step, ~12 ms a comm
+iteration on two quiet cores); more only adds steps that run on a full disk.
 """
 
 from __future__ import annotations
@@ -79,6 +86,28 @@ def run_until(args: list[str], when, then, timeout: float = 300):
     return p.returncode, out, err
 
 
+# The run's length after a fault made at its first progress (module docstring). It came at step 1 of 60 (comm: 0 of
+# 13 sizes done) in two runs here; 400 steps and 200 iterations cost the suite some 80 s more for nothing.
+MID_STEPS = "60"
+MID_ITERS = "50"
+
+
+def while_running(progress_glob: str, fault):
+    """then() for run_until: check the run has not reached its end (bench's progress short of the total, rank 0's
+    summary.json not written), then make the fault: a fault after the ranks' last write is another test's."""
+
+    def then() -> None:
+        (path,) = glob.glob(progress_glob)
+        with open(path) as f:
+            doc = json.load(f)
+        assert doc["step"] < doc["total"], ("the fault came after the last step", doc)
+        assert not os.path.exists(os.path.join(os.path.dirname(path), "summary.json")), "the run had ended"
+        fault()
+        print(f"fault at step {doc['step']} of {doc['total']}")
+
+    return then
+
+
 def one_line(err: str, progress: str | None = None) -> str:
     """The one line bench printed on stderr, beside a sweep's own progress lines (starting `progress`)."""
     lines = [line for line in err.splitlines() if line.strip() and not (progress and line.startswith(progress))]
@@ -123,10 +152,11 @@ def test_read_only_out_is_refused(tmp_path):
 
 
 def filled_at(mnt: str, args: list[str], trigger: str) -> tuple[str, str, dict]:
-    """Run bench on mnt, fill mnt when <run>/trigger appears; what every such run must show, then
-    (run dir, the stderr line, the record printed on stdout)."""
-    rc, out, err = run_until([*args, "--out", mnt, "--json"], lambda: glob.glob(os.path.join(mnt, "*", trigger)),
-                             lambda: fill(mnt))
+    """Run bench on mnt, fill mnt when <run>/trigger appears (at progress.json: while the run is short of its
+    end); what every such run must show, then (run dir, the stderr line, the record printed on stdout)."""
+    where = os.path.join(mnt, "*", trigger)
+    then = while_running(where, lambda: fill(mnt)) if trigger == "progress.json" else lambda: fill(mnt)
+    rc, out, err = run_until([*args, "--out", mnt, "--json"], lambda: glob.glob(where), then)
     line = one_line(err)
     (run_dir,) = run_dirs(mnt)
     assert rc == 1, (out[-2000:], err)
@@ -148,7 +178,7 @@ def test_disk_full_after_training_prints_the_record(tmp_path):
 
 def test_disk_full_mid_training(tmp_path):
     with tmpfs(tmp_path / "out", 2048) as mnt:
-        run_dir, _, rec = filled_at(mnt, [*RUN, "--steps", "400"], "progress.json")
+        run_dir, _, rec = filled_at(mnt, [*RUN, "--steps", MID_STEPS], "progress.json")
         assert rec["status"] == "failed"
         assert rec["error"]["storage"].startswith(f"the file system of {run_dir} is full"), rec["error"]
         assert rec["error"]["reason"].startswith(rec["error"]["storage"]), rec["error"]
@@ -161,8 +191,9 @@ def test_run_directory_removed_mid_run(tmp_path):
         (progress,) = glob.glob(str(out_root / "*" / "progress.json"))
         shutil.rmtree(os.path.dirname(progress))
 
-    rc, out, err = run_until([*RUN, "--steps", "400", "--out", str(out_root), "--json"],
-                             lambda: glob.glob(str(out_root / "*" / "progress.json")), remove)
+    rc, out, err = run_until([*RUN, "--steps", MID_STEPS, "--out", str(out_root), "--json"],
+                             lambda: glob.glob(str(out_root / "*" / "progress.json")),
+                             while_running(str(out_root / "*" / "progress.json"), remove))
     line = one_line(err)
     assert rc == 1, (out[-2000:], err)
     assert line.startswith("bench: failed: cannot write ") and "(No such file or directory)" in line, line
@@ -204,5 +235,5 @@ def test_sweep_stops_at_the_point_and_keeps_the_finished_ones(tmp_path):
 
 def test_comm_disk_full_mid_run(tmp_path):
     with tmpfs(tmp_path / "out", 2048) as mnt:
-        _, _, rec = filled_at(mnt, ["comm", "--gpus", "2", "--sizes", "1K:4M", "--iters", "200"], "progress.json")
+        _, _, rec = filled_at(mnt, ["comm", "--gpus", "2", "--sizes", "1K:4M", "--iters", MID_ITERS], "progress.json")
         assert rec["kind"] == "comm" and rec["status"] == "failed" and "storage" in rec["error"]

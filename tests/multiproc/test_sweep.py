@@ -16,14 +16,13 @@ import time
 import pytest
 
 from bench.core import results
-from tests.conftest import REPO, assert_bad_input, bench, one_json
+from tests.conftest import REPO, SWEEP_POINT, assert_bad_input, bench, one_json
 
 pytestmark = pytest.mark.slow
 
 ENV = dict(os.environ)
 
-COMMON = ("--gpus", "2", "--dataset", "synthetic", "--model", "vit-micro-p4-32", "--synthetic-size", "512",
-          "--micro-batch", "16", "--steps", "6", "--timing-warmup", "2", "--no-eval")
+COMMON = SWEEP_POINT
 
 
 def sweep(out: str, suite: str, *extra: str):
@@ -154,10 +153,10 @@ def test_zero(tmp_path):
     assert ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
 
 
-def test_ddp_baseline(tmp_path):
-    out = str(tmp_path)
-    proc, s = sweep(out, "ddp")
+def test_ddp_baseline(ddp_sweep):
+    out, proc = ddp_sweep  # the session's `bench sweep ddp` (tests/conftest.py): test_engines reads its points too
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    s = one_json(proc.stdout)
     recs = check_complete(out, "ddp", s, ["ddp/engine=deepspeed/gpus=2", "ddp/engine=ddp/gpus=2",
                                           "ddp/engine=fsdp2/gpus=2"])
     assert [r["config"]["engine"] for r in recs] == ["deepspeed", "ddp", "fsdp2"]
