@@ -30,7 +30,8 @@ GTS_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 _ADDRESS = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A sysfs file's text, stripped; None where it cannot be read."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -76,10 +77,10 @@ def link(bus_id: str | None, root: str = "/sys") -> dict:
     (what it trained to), each the least over the device and the PCI devices above it, None where no device gave
     it; "path": the PCI addresses read, the device first."""
     up = path_up(bus_id, root)
-    speed = _least([_speed(_read(os.path.join(d, "max_link_speed"))) for d in up])
-    width = _least([_width(_read(os.path.join(d, "max_link_width"))) for d in up])
-    speed_now = _least([_speed(_read(os.path.join(d, "current_link_speed"))) for d in up])
-    width_now = _least([_width(_read(os.path.join(d, "current_link_width"))) for d in up])
+    speed = _least([_speed(read_text(os.path.join(d, "max_link_speed"))) for d in up])
+    width = _least([_width(read_text(os.path.join(d, "max_link_width"))) for d in up])
+    speed_now = _least([_speed(read_text(os.path.join(d, "current_link_speed"))) for d in up])
+    width_now = _least([_width(read_text(os.path.join(d, "current_link_width"))) for d in up])
     return {"gen": GTS_GEN.get(speed) if speed else None, "width": width, "speed_gts": speed,
             "gen_now": GTS_GEN.get(speed_now) if speed_now else None, "width_now": width_now,
             "speed_now_gts": speed_now, "path": [os.path.basename(d) for d in up]}

@@ -41,14 +41,6 @@ def parse_cpu_list(text: str) -> set[int]:
     return out
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 def cpu_nodes(cpus, root: str = "/sys") -> list[int] | None:
     """The NUMA nodes of these CPUs (/sys/devices/system/node/node<N>/cpulist); None where sysfs has none."""
     base = os.path.join(root, "devices", "system", "node")
@@ -57,7 +49,7 @@ def cpu_nodes(cpus, root: str = "/sys") -> list[int] | None:
     except OSError:
         return None
     cpus = set(cpus)
-    found = {int(n[4:]) for n in names if parse_cpu_list(_read(os.path.join(base, n, "cpulist")) or "") & cpus}
+    found = {int(n[4:]) for n in names if parse_cpu_list(pcie.read_text(os.path.join(base, n, "cpulist")) or "") & cpus}
     return sorted(found) if names else None
 
 
@@ -68,7 +60,7 @@ def pci_device(bus_id: str | None, root: str = "/sys") -> dict:
     if not bus_id:
         return {"numa_node": None, "pcie_gen": None, "pcie_width": None, "pcie_gen_now": None,
                 "pcie_width_now": None, "pcie_path": []}
-    numa = _read(os.path.join(root, "bus", "pci", "devices", bus_id.lower(), "numa_node"))
+    numa = pcie.read_text(os.path.join(root, "bus", "pci", "devices", bus_id.lower(), "numa_node"))
     up = pcie.link(bus_id, root)
     return {"numa_node": int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None,
             "pcie_gen": up["gen"], "pcie_width": up["width"], "pcie_gen_now": up["gen_now"],
