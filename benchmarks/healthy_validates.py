@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -44,17 +45,34 @@ def records_under(folders: list[str]) -> list[dict]:
     return sorted(out, key=lambda r: r.get("run_id", ""))
 
 
+_FROM = re.compile(r"([+-]\d+)% from the median")
+_LINE = re.compile(r"(WARN|FAIL) below -(\d+)%")
+
+
+def margin(row: dict) -> tuple[int, int, str] | None:
+    """A row judged against its peers: (its % from their median, the first line below it, that line's status)."""
+    text = f"{row.get('reason') or ''} {row.get('reference') or ''}"
+    at, line = _FROM.search(text), _LINE.search(text)
+    return (int(at.group(1)), -int(line.group(2)), line.group(1)) if at and line else None
+
+
 def tally(recs: list[dict]) -> dict:
-    """Per run: exit, counts, the rows not PASS/SKIP; in all: WARN/FAIL/ERROR rows by check."""
-    runs, by_check = [], Counter()
+    """Per run: exit, counts, the rows not PASS/SKIP; in all: WARN/FAIL/ERROR rows by check, and per check judged
+    against peers the figure that came closest to its line (headroom: how far above the line it stayed)."""
+    runs, by_check, closest = [], Counter(), {}
     for rec in recs:
+        for c in rec["checks"]:
+            m = margin(c) if c["status"] != "SKIP" else None
+            if m is not None and (c["check"] not in closest or m[0] - m[1] < closest[c["check"]]["headroom"]):
+                closest[c["check"]] = {"node": c["node"], "from_median_pct": m[0], "line_pct": m[1],
+                                       "line": m[2], "headroom": m[0] - m[1], "run_id": rec.get("run_id")}
         odd = [{k: c.get(k) for k in ("check", "node", "status", "value", "reference", "reason")}
                for c in rec["checks"] if c["status"] in JUDGED]
         by_check.update((c["check"], c["status"]) for c in odd)
         runs.append({"run_id": rec.get("run_id"), "exit": rec.get("exit_status"), "result": rec.get("result"),
                      "counts": rec.get("counts"), "rows": odd, "load": rec.get("load")})
     return {"runs": runs, "not_pass": {f"{c}:{s}": n for (c, s), n in sorted(by_check.items())},
-            "runs_with_alarm": sum(bool(r["rows"]) for r in runs), "n": len(runs)}
+            "runs_with_alarm": sum(bool(r["rows"]) for r in runs), "n": len(runs), "closest": closest}
 
 
 def one(cluster, out: str) -> dict:
@@ -74,6 +92,9 @@ def show(t: dict) -> None:
         print(f"{r['run_id']}: exit {r['exit']} {r['result']} load {r['load']} counts {r['counts']}", flush=True)
         for c in r["rows"]:
             print(f"    {c['check']} {c['node']} {c['status']} | {c['value']} | {c['reference']} | {c['reason']}")
+    for check, c in sorted(t.get("closest", {}).items()):
+        print(f"closest to its line: {check} {c['node']} {c['from_median_pct']:+d}% from its peers' median, "
+              f"{c['line']} below {c['line_pct']}%: {c['headroom']} points of headroom ({c['run_id']})")
     print(f"{t['n']} run(s), {t['runs_with_alarm']} with a row not PASS/SKIP; by check: {t['not_pass'] or 'none'}")
 
 
@@ -83,6 +104,8 @@ def main() -> int:
     p.add_argument("--records", nargs="+", metavar="DIR", help="tally the validate records under these folders "
                    "instead of running any")
     p.add_argument("--json", metavar="FILE", help="write the tally as JSON too")
+    p.add_argument("--out", metavar="DIR", help="keep the validates' records there (default: the hosts' own "
+                   "folder, removed with them); --records DIR tallies them again later")
     args = p.parse_args()
     if args.records:
         t = tally(records_under(args.records))
@@ -92,7 +115,7 @@ def main() -> int:
         print(machine(), flush=True)
         recs = []
         with netns.build_cluster(3) as cluster:
-            out = os.path.join(cluster.tmp, "results")
+            out = os.path.abspath(args.out) if args.out else os.path.join(cluster.tmp, "results")
             for k in range(args.runs):
                 t0 = time.time()
                 recs.append(one(cluster, out))

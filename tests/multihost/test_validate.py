@@ -59,6 +59,8 @@ def test_the_false_alarm_benchmark_tallies_the_healthy_run(healthy_validate):
                            str(healthy_validate.out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "1 run(s), 0 with a row not PASS/SKIP; by check: none" in proc.stdout, proc.stdout
+    assert re.search(r"closest to its line: throughput \S+ [+-]\d+% from its peers' median, (WARN|FAIL) below "
+                     r"-\d+%: \d+ points of headroom", proc.stdout), proc.stdout
 
 
 def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_validate, cluster):
