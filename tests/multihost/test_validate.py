@@ -14,6 +14,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
