@@ -5,8 +5,8 @@
     stop_ranks(run_dir)                  # here directly; every other host of plan.json over ssh
 
 Each rank writes ranks/pid-<R> = "<hostname> <pid>" as it starts
-(bench.worker.bootstrap), once, by rename. Stopping the launcher's process group ends pdsh and
-ssh on this machine, but a remote command has no tty and gets no SIGHUP:
+(bench.worker.bootstrap), once, by rename. Stopping the launcher's process group ends pdsh, and
+bench stops its ssh children by PID (bench.launch.strays), but a remote command has no tty and gets no SIGHUP:
 its ranks run on, blocked in a collective, until their timeout. So bench
 runs this module on each host over ssh, and it kills only PIDs from that
 host's pid files whose /proc/PID/cmdline still names bench.worker and this

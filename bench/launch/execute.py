@@ -1,8 +1,9 @@
 """Start the launcher, watch the ranks, and say how it ended.
 
 The launcher process gets its own session, so bench can stop it and
-everything it forked (pdsh, ssh, local ranks) by process group, never by
-`pkill -f`. While it runs, bench's hub (bench.core.conversation) holds a
+everything it forked (pdsh, local ranks) by process group, never by
+`pkill -f`; its children that left the group (pdsh's ssh: setsid) by PID
+(bench.launch.strays). While it runs, bench's hub (bench.core.conversation) holds a
 connection from every rank: who started, its barriers, its end and its
 report, bench's pulse and the stack request all go over it, never through
 the shared directory. Ranks record their PIDs in ranks/pid-<R>; a
@@ -31,7 +32,7 @@ from bench.core import storage
 from bench.core.conversation.hub import Hub, RankState
 from bench.core.errors import RunFailed, StorageFailed
 from bench.core.results import write_json_atomic
-from bench.launch import flight_dumps, memcg, records, stacks
+from bench.launch import flight_dumps, memcg, records, stacks, strays
 from bench.launch.base import LaunchPlan
 from bench.launch.cleanup import kill_here
 from bench.launch.diagnose import diagnose
@@ -60,12 +61,21 @@ class Outcome:
         return (s := self.ranks.get(rank)) is not None and s.status == "ok"
 
 
-def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "local") -> None:
-    """SIGTERM the launcher's process group, SIGKILL what is left after `grace` s."""
+def stop_group(proc: subprocess.Popen, grace: float = 5.0, launcher: str = "local") -> dict[int, int]:
+    """SIGTERM the launcher's process group, SIGKILL what is left after `grace` s. Returns its children that had
+    left the group (pdsh's ssh, bench.launch.strays), for strays.stop once the ranks are stopped: each relays its
+    host's ranks' output until then, and the one to a host that no longer answers would wait on forever."""
+    kids = strays.before(proc.pid)
+    _stop_group(proc, grace, launcher)
+    return kids
+
+
+def _stop_group(proc: subprocess.Popen, grace: float, launcher: str) -> None:
     if not get(launcher).stop_with_sigterm:
         # pdsh first, by SIGKILL: nothing of it needs a graceful stop (its ssh
-        # sessions, in this group, get SIGTERM next; the remote ranks outlive
-        # them and kill_here / kill_remote_ranks stop them by PID). DeepSpeed's pdsh runner, which
+        # children, each in a session of its own, end with their remote command or
+        # are stopped by PID after the ranks; the remote ranks outlive them and
+        # kill_here / kill_remote_ranks stop them by PID). DeepSpeed's pdsh runner, which
         # bench no longer starts, answered SIGTERM with `pkill -f` on every host.
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
@@ -102,6 +112,7 @@ class _Watch:
     timeline: dict[str, float] = field(default_factory=dict)  # seconds after the watchdog fired
     waited: float | None = None  # the silence it fired on, where shorter than the watchdog's (bench.launch.left_behind)
     hub_stopped: str | None = None  # why bench's hub stopped serving the ranks: the launch's cause
+    strays: dict[int, int] = field(default_factory=dict)  # the stopped launcher's children outside its group
 
 
 def _waits(plan: dict[str, Any], timeout: float) -> tuple[float, float]:
@@ -126,7 +137,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
         hub.flush_log()
         w.hub_stopped = hub.trouble()
         if w.hub_stopped is not None:  # the ranks lost bench: that, not their orphaning, is why the launch ends
-            stop_group(proc, launcher=lp.launcher)
+            w.strays = stop_group(proc, launcher=lp.launcher)
             return
         prog = hub.progress
         marker = (prog or {}).get("time")
@@ -148,7 +159,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
             w.stalled = stacks.collect(hub, run_dir)
             w.timeline["answers"] = time.time() - w.fired
             w.analyzer = flight_dumps.start_analyzer(run_dir, str(plan.get("device")))  # GPUs: meanwhile
-            stop_group(proc, launcher=lp.launcher)
+            w.strays = stop_group(proc, launcher=lp.launcher)
             w.timeline["stopped"] = time.time() - w.fired
             return
 
@@ -235,8 +246,9 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
             if w.analyzer is not None:
                 w.analyzer.kill()
             with shielded():
-                stop_group(proc, launcher=lp.launcher)
+                kids = stop_group(proc, launcher=lp.launcher)
                 cleanup = kill_remote_ranks(lp, run_dir)
+                strays.stop(kids)
             return Outcome("interrupted", proc.returncode, time.time() - t0,
                            error={"where": "bench", "reason": f"interrupted ({got[0]})", **cleanup},
                            ranks=hub.snapshot())
@@ -246,6 +258,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     with shielded():
         cleanup = kill_remote_ranks(lp, run_dir, ranks) if rc != 0 or w.hung or w.hub_stopped else {}
         kill_here(run_dir)  # this machine's ranks that outlived their launcher, by the PIDs they recorded
+        strays.stop(w.strays)  # the ranks stopped: an ssh still waiting is on a host that does not answer
     records.keep_ranks(run_dir, ranks)
     summary, missing = (records.read_rank(run_dir, "summary.json", 0, ranks) if expect_summary and rc == 0
                         else (None, None))

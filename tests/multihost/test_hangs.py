@@ -67,6 +67,7 @@ class Hang:
     earlier: tuple = ()               # (path, bytes) of an earlier run's results.jsonl in the same --out
     ended: threading.Event = field(default_factory=threading.Event)   # bench exited
     forged: dict | None = None        # what tests/hostile.py's forger saw ("sigstop, long": issue 46)
+    head_ssh: list[str] = field(default_factory=list)  # pdsh's ssh clients still running when bench exited
 
     @property
     def took_s(self) -> float:
@@ -106,11 +107,28 @@ def _forge(h: Hang) -> None:
     threading.Thread(target=forge, daemon=True).start()
 
 
+def _ssh_of(run_dir: str) -> list[str]:
+    """ssh clients on this machine (the head) whose command names the run's directory: pdsh's, one per host. Each
+    runs in a session of its own (pdsh's ssh module calls setsid), out of the launcher's group that bench stops;
+    before bench stopped them by PID, the one to the dropped host waited on after bench had exited."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == b"ssh" and run_dir.encode() in b" ".join(argv):
+            out.append(f"{pid}: {b' '.join(argv)[:160].decode(errors='replace')}")
+    return out
+
+
 def _waiter(h: Hang) -> threading.Thread:
     """Drains bench's output and notes when it exits (each run on its own, while the others go on)."""
     def wait() -> None:
         h.run.stdout, h.run.stderr = h.run.proc.communicate()
         h.exited_at = time.monotonic()
+        h.head_ssh = _ssh_of(h.run.run_dir)
         h.ended.set()
     t = threading.Thread(target=wait, daemon=True)
     t.start()
@@ -206,6 +224,7 @@ def _check_common(h: Hang) -> dict:
     assert h.rec["status"] == "failed"
     assert h.took_s <= h.watchdog_s + GRACE_S, (h.took_s, h.watchdog_s)
     assert h.left == [], h.left
+    assert h.head_ssh == [], h.head_ssh  # bench exits once nothing it started is left, here too
     assert "Traceback" not in h.run.stderr
     assert results.read(os.path.join(h.run.run_dir, "results.jsonl")).records == [h.rec]
     earlier, earlier_bytes = h.earlier
