@@ -105,25 +105,23 @@ class Hub(Wire):
             conns = {r: c for r in ranks if (c := self._by_rank.get(r)) is not None}
         for c in conns.values():
             self._send(c, {"op": "stacks?", "request": request})
-        deadline = time.monotonic() + wait_s
-        with self._cv:
-            while True:
-                got = {r: self.ranks[r].answers[request] for r in conns if request in self.ranks[r].answers}
-                left = deadline - time.monotonic()
-                if len(got) == len(conns) or left <= 0:
-                    return request, got
-                self._cv.wait(min(left, 0.5))
+        return request, self._answers(request, list(conns), lambda got: len(got) == len(conns), wait_s)
 
     def follow_up(self, request: str, ranks: list[int], done: Callable[[Any], bool],
                   wait_s: float) -> dict[int, Any]:
         """The latest answers of these ranks to `request`, once done(answer) holds for each, or after wait_s
         (a rank answers twice: its stacks at once, then again with its flight record)."""
+        return self._answers(request, ranks, lambda got: all(done(a) for a in got.values()), wait_s)
+
+    def _answers(self, request: str, ranks: list[int], enough: Callable[[dict[int, Any]], bool],
+                 wait_s: float) -> dict[int, Any]:
+        """These ranks' latest answers to `request`, once enough(them) holds or wait_s has passed."""
         deadline = time.monotonic() + wait_s
         with self._cv:
             while True:
                 got = {r: self.ranks[r].answers[request] for r in ranks if request in self.ranks[r].answers}
                 left = deadline - time.monotonic()
-                if all(done(a) for a in got.values()) or left <= 0:
+                if enough(got) or left <= 0:
                     return got
                 self._cv.wait(min(left, 0.5))
 
