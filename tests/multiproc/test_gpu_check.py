@@ -68,3 +68,12 @@ def test_the_copies_section_s_dry_run_on_cpu(tmp_path):
     assert "[ok] copies and memory rows for the GPU" in proc.stdout
     assert "[WRONG]" not in proc.stdout and "stopped at its budget" not in proc.stdout
     assert re.search(r"^   copies: \d+ s of its 450 s$", proc.stdout, re.M)
+
+
+def test_both_scripts_parse_every_section_included():
+    """bash -n over gpu-check.sh and the sections it sources (benchmarks/gpu-check-sections.sh): the suite runs only
+    the plan, the check and the copies section's dry run, so a syntax error in another section would first show on
+    a lent GPU, inside its one device call."""
+    for name in ("gpu-check.sh", "gpu-check-sections.sh"):
+        proc = subprocess.run(["bash", "-n", os.path.join(REPO, "benchmarks", name)], capture_output=True, text=True)
+        assert proc.returncode == 0 and proc.stderr == "", (name, proc.stderr)
