@@ -62,6 +62,14 @@ with its reason (measured 2026-12-06 on this project's runs):
   waiting is as good as two), so what waits is a go per barrier (at most
   MAX_BARRIERS 64 of at most MAX_NAME 200 characters: under 26 KB), a
   welcome, a stack request. A peer past it stopped reading: it is dropped.
+- SNDBUF 32 KiB, the send buffer bench asks the kernel for on every
+  accepted connection (Linux doubles it: 64 KiB; less where
+  net.core.wmem_max is lower). Without it the kernel grows a socket's
+  buffer up to net.ipv4.tcp_wmem's maximum (4 MiB here, more on tuned
+  nodes) before bench's own MAX_OUT sees a byte, so what a peer that
+  stopped reading holds was up to the kernel's autotuning. With it, what
+  one peer holds is at most MAX_OUT + twice SNDBUF (+ what its own receive
+  window took), whatever the sysctls say. The hub sends only short lines.
 - ACCEPT_PAUSE_S 0.5 s without accepting after an accept that failed with
   no descriptor left and no pending connection to close (the kernel keeps
   the connects queued, 4,096 of them). A pending connection is closed for
@@ -102,6 +110,7 @@ MAX_PENDING = 256
 PER_PEER = 128
 ACCEPT_BATCH = 64
 MAX_OUT = 64 << 10
+SNDBUF = 32 << 10
 MAX_BARRIERS = 64
 MAX_NAME = 200
 ACCEPT_PAUSE_S = 0.5

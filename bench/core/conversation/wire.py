@@ -13,7 +13,8 @@ accept that fails for lack of descriptors closes the oldest pending
 connection (one that said nothing for STRANGER_S), or pauses accepting for
 ACCEPT_PAUSE_S (the kernel queues the connects meanwhile); it never ends
 the thread. What waits to go to a peer is
-at most MAX_OUT bytes: a peer that stops reading is dropped, not buffered.
+at most MAX_OUT bytes, and the kernel's send buffer for it is fixed at
+SNDBUF (never autotuned): a peer that stops reading is dropped, not buffered.
 """
 
 from __future__ import annotations
@@ -207,6 +208,9 @@ class Wire:
                 self._note("hub", f"accept failed ({e.strerror}): not accepting for {talk.ACCEPT_PAUSE_S} s")
                 return
             sock.setblocking(False)
+            # Fixed, not autotuned: MAX_OUT bounds bench's buffer, this the kernel's (conversation.SNDBUF).
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, talk.SNDBUF)
             c = Conn(sock, peer)
             self._conns[sock] = c
             self._sel.register(sock, _R, c)
