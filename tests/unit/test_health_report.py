@@ -48,7 +48,7 @@ def test_from_dir_gives_the_union_of_its_files_tied_to_the_gpus_of_nvidia_smi_q(
         ("ib-port-down", "fail", "reseat", None, None, "mlx5_8/1"),
     ])
     assert [f["severity"] for f in r["findings"]][:6] == ["fail"] * 6 and r["findings"][6]["severity"] == "warn"
-    assert set(r["read"]) == {"nvidia-smi -q", "nvidia-smi nvlink", "kernel-log", "infiniband", "dcgm"}
+    assert set(r["read"]) == {"nvidia-smi -q", "nvidia-smi nvlink", "kernel-log", "infiniband", "dcgm", "fabric"}
     assert {n["source"]: n["expected"] for n in r["not_read"]} == {"gpudirect-rdma": False}
     assert all(set(f) == set(FIELDS) for f in r["findings"])
     json.dumps(r)   # JSON-able

@@ -12,7 +12,8 @@ reasons that are faults (HW slowdown, HW thermal, power brake, SW thermal;
 idle, application clocks, SW power cap, sync boost and display clock are
 not), the PCIe link (a narrower link is a fault; a lower generation only
 while the GPU is busy, since an idle GPU lowers it to save power), the
-driver's reset/drain/reboot flags, and the NVSwitch fabric state.
+driver's reset/drain/reboot flags. The NVSwitch fabric state is judged by fabric_state,
+which also reads its health bits, ClusterUUID and clique.
 """
 
 from __future__ import annotations
@@ -104,6 +105,4 @@ def gpu_findings(g: GpuHealth, source: str) -> list[dict]:
         add("gpu-drain-and-reset", "GPU Reset Status: Drain and Reset Recommended: Yes")
     if g.reboot_required:
         add("gpu-reboot-required", "the driver's recovery action is a node reboot")
-    if g.fabric_state and (g.fabric_state.lower() != "completed" or (g.fabric_status or "success").lower() != "success"):
-        add("fabric-not-ready", f"Fabric State: {g.fabric_state}, Status: {g.fabric_status}")
     return out

@@ -21,7 +21,7 @@ import shutil
 import socket
 import subprocess
 
-from bench.cluster.health import dcgm, host, infiniband, kernel_log, nvlink, nvml, smi_status
+from bench.cluster.health import dcgm, fabric_state, host, infiniband, kernel_log, nvlink, nvml, smi_status
 from bench.cluster.health.findings import finding
 from bench.cluster.health.gpu_state import gpu_findings
 from bench.cluster.health.report import Report
@@ -103,6 +103,7 @@ def _gpus_smi(r: Report, got: nvml.NvmlRead, on_pci: int) -> None:
     for g in gpus:
         r.add(gpu_findings(g, "nvidia-smi -q"))
     r.read_ok("nvidia-smi -q", f"{len(gpus)} GPU(s)")
+    fabric_state.to_report(r, fabric_state.from_smi_q(a.stdout), "nvidia-smi -q")
     links = run_smi(["nvlink", "-s"])
     if links.failure is None:
         r.add(nvlink.status_findings(links.stdout))

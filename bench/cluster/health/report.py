@@ -21,6 +21,8 @@ The report's keys:
              "pcie_gen_max", "pcie_width", "pcie_width_max"}]: copy figures a saved nvbandwidth.txt gave (GB/s;
              kind h2d, d2h, h2d_bidir, d2d_read, local, ...; gpu the CUDA ordinal, gpu_index the NVML index
              by bus id; peer the other GPU of a device-to-device figure), [] if none
+  fabric     [{"gpu_index", "bus_id", "uuid", "state", "status", "clique_id", "cluster_uuid", "summary",
+             "health"}]: each GPU's NVLink fabric info where nvidia-smi -q or gpud gave it (fabric_state), else []
   findings   [{"code", "source", "severity", "action", "meaning", "what", "gpu_index", "bus_id",
              "port", "count", "first_seen", "last_seen", "reference"}], worst first:
                code        the table's code (bench/data/health_actions.json), e.g. "xid-79", "row-remap-pending"
@@ -56,6 +58,7 @@ class Report:
         self.host, self.since = host, since
         self.gpus: list[dict] = []
         self.copies: list[dict] = []
+        self.fabric: list[dict] = []
         self.links: dict = {}   # bus id -> the GPU's readings (GpuHealth) for later readers; not in the report
         self._read: dict[str, str] = {}
         self._not_read: list[dict] = []
@@ -73,4 +76,5 @@ class Report:
     def done(self) -> dict:
         findings = sorted(attach_gpus(self._findings, self.gpus), key=sort_key)
         return {"host": self.host, "since": iso(self.since), "gpus": self.gpus, "read": self._read,
-                "not_read": self._not_read, "copies": self.copies, "findings": findings}  # fmt: skip
+                "not_read": self._not_read, "copies": self.copies, "fabric": self.fabric,
+                "findings": findings}  # fmt: skip

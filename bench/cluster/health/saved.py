@@ -8,7 +8,10 @@ The folder may hold any of: nvidia-smi.txt, nvidia-smi-q.txt, nvidia-smi-nvlink.
 (`nvidia-smi nvlink -s`), dmesg.txt (any kernel-log format kernel_log reads),
 ibstat.txt, infiniband/ (a copy of /sys/class/infiniband, counters included),
 ibqueryerrors.txt, dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
-`-j` JSON), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
+`-j` JSON), gpud-fabric.txt (gpud's fabric-manager state, its JSON whole or cut,
+or `gpud scan`'s fabric table: NVML's fabric info where nvidia-smi -q was not
+saved; each GPU's fabric state, ClusterUUID and clique are the report's "fabric",
+from nvidia-smi -q where both are saved), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
 report's "copies", one per GPU and test, each with the GPU's PCIe link where
 nvidia-smi -q was saved beside it; bench.validate.health judges them). A file
 that is absent is "not_read" with expected=False. Bad input raises BadInput
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-from bench.cluster.health import dcgm, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
+from bench.cluster.health import dcgm, fabric_state, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
 from bench.cluster.health.findings import bus_key, gpu_index_for_bus
 from bench.cluster.health.gpu_state import gpu_findings
 from bench.cluster.health.report import Report
@@ -32,7 +35,7 @@ from bench.cluster.smi import parse_nvidia_smi_table, smi_failure
 from bench.core.errors import BadInput
 
 FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "dmesg.txt", "ibstat.txt", "infiniband",
-         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt")  # fmt: skip
+         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt")  # fmt: skip
 
 
 def _text(path: str) -> str:
@@ -63,6 +66,7 @@ def _smi_q(r: Report, path: str) -> None:
     for g in gpus:
         r.add(gpu_findings(g, "nvidia-smi -q"))
     r.read_ok("nvidia-smi -q", f"{len(gpus)} GPU(s) from {os.path.basename(path)}")
+    fabric_state.to_report(r, fabric_state.from_smi_q(text), "nvidia-smi -q")
 
 
 def _smi(r: Report, path: str) -> None:
@@ -134,6 +138,19 @@ def _dcgm(r: Report, folder: str) -> None:
         return
 
 
+def _gpud(r: Report, path: str) -> None:
+    gpus, about = fabric_state.from_gpud(_text(path))
+    if not gpus and not about:
+        raise BadInput(f"{path}: neither gpud's fabric-manager state nor its fabric table")
+    if r.fabric:
+        r.read_ok("gpud fabric", f"{len(gpus)} GPU(s), not used: nvidia-smi -q's fabric section was read")
+        return
+    fabric_state.to_report(r, gpus, "gpud", about)
+    if not any(g.state for g in gpus):
+        r.read_ok("fabric", f"gpud: {len(gpus)} GPU(s), none with a fabric state (Not Supported, or cut before "
+                            f"its fabric_states): {about.get('health', '')} {about.get('reason', '')}".strip())
+
+
 def _copies(r: Report, path: str) -> None:
     out = nvbandwidth.parse(_text(path))
     if not out.tests:
@@ -177,6 +194,8 @@ def from_dir(path: str, since: float | None = None) -> dict:
         _dcgm(r, path)
     if "nvbandwidth.txt" in present:
         _copies(r, join("nvbandwidth.txt"))
+    if "gpud-fabric.txt" in present:
+        _gpud(r, join("gpud-fabric.txt"))
     for source, files in (("gpu", ("nvidia-smi-q.txt", "nvidia-smi.txt")), ("kernel-log", ("dmesg.txt",)),
                           ("infiniband", ("ibstat.txt", "infiniband", "ibqueryerrors.txt")),
                           ("dcgm", ("dcgmi-diag.json", "dcgmi-diag.txt"))):  # fmt: skip
