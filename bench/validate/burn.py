@@ -27,7 +27,7 @@ import time
 
 
 from bench.analysis import burn as judge_burn
-from bench.cluster.health.findings import bus_key, entry, xid_code
+from bench.cluster.findings import bus_key, entry, xid_code
 from bench.validate import runs
 from bench.validate.state import RANK, Validation
 

@@ -22,7 +22,7 @@ import time
 
 
 from bench.analysis import copies as judge_copies
-from bench.cluster.health.findings import bus_key, entry
+from bench.cluster.findings import bus_key, entry
 from bench.validate import runs
 from bench.validate.state import RANK, Validation
 

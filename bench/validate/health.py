@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from bench.analysis import copies
-from bench.cluster.health.findings import finding, sort_key
+from bench.cluster.findings import finding, sort_key
 from bench.cluster.inventory import HealthAsk
 from bench.cluster.slurm import job_start
 from bench.validate.state import Validation

@@ -12,7 +12,7 @@ the judging uses the SM clock, as it does for any series without throughput (and
 from __future__ import annotations
 
 from bench.analysis import burn
-from bench.cluster.health.findings import entry
+from bench.cluster.findings import entry
 from bench.cluster.health.smi_query import _blocks
 from tests.health_fixtures import HEALTH, text
 

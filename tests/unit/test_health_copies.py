@@ -9,7 +9,7 @@ import pytest
 
 from bench.analysis import copies
 from bench.cluster.health import from_dir, nvbandwidth
-from bench.cluster.health.findings import entry
+from bench.cluster.findings import entry
 from bench.core.gpus import lookup
 from bench.core.errors import BadInput
 from tests.health_fixtures import HEALTH, codes, text

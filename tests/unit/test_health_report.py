@@ -12,7 +12,7 @@ import pytest
 
 from bench.cluster.health import collect_live, from_dir, gpu_index_for_bus, worst
 from bench.cluster.health import live
-from bench.cluster.health.findings import ACTIONS, FIELDS, bus_key, table
+from bench.cluster.findings import ACTIONS, FIELDS, bus_key, table
 from bench.cluster.health.host import disk_findings
 from bench.cluster.health.nvml import NvmlRead
 from bench.cluster.smi import SmiAnswer

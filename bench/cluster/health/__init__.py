@@ -9,13 +9,13 @@ One small module per source, as gpud does: kernel_log (Xid, SXid, fallen off
 the bus, RmInitAdapter, AER), smi_query (`nvidia-smi -q`), nvml (the same
 readings live), smi_status (nvidia-smi's failure messages), nvlink,
 infiniband, dcgm, host (free disk). gpu_state holds one GPU's readings and
-their rules; findings the table of meanings (bench/data/health_actions.json)
+their rules; bench.cluster.findings the table of meanings (bench/data/health_actions.json)
 and the shared helpers; report the report's shape (every key documented
 there); live and saved build it from this node or from a folder. No module
 imports torch.
 """
 
-from bench.cluster.health.findings import bus_key, gpu_index_for_bus, worst
+from bench.cluster.findings import bus_key, gpu_index_for_bus, worst
 from bench.cluster.health.live import collect_live
 from bench.cluster.health.saved import from_dir
 

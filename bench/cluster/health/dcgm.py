@@ -32,7 +32,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 
 SOURCE = "dcgm"
 _STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip", "skipped": "skip",

@@ -30,7 +30,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 _NA = {"", "n/a", "[n/a]", "not supported", "[not supported]", "none"}

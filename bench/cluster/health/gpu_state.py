@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 
 # Clocks event reasons that are faults, as (reason, code); a finer reason wins over HW Slowdown, its umbrella.
 FAULT_REASONS = (("hw_thermal", "throttle-hw-thermal"), ("hw_power_brake", "throttle-power-brake"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 from bench.core.storage import floor_bytes, free_bytes
 
 SOURCE = "disk"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 from bench.cluster.interconnect import read_ib_dir
 
 SOURCE = "infiniband"

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from bench.cluster.health.findings import bus_key, finding, xid_code
+from bench.cluster.findings import bus_key, finding, xid_code
 
 SOURCE = "kernel-log"
 _BUSRE = r"(?:PCI:)?([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)"

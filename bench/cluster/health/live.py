@@ -22,7 +22,7 @@ import socket
 import subprocess
 
 from bench.cluster.health import dcgm, fabric_state, host, infiniband, kernel_log, nvlink, nvml, smi_status
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 from bench.cluster.health.gpu_state import gpu_findings
 from bench.cluster.health.report import Report
 from bench.cluster.health.smi_query import parse as parse_q

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 
 SOURCE = "nvbandwidth"
 _DEVICE = re.compile(r"^Device (\d+): (.+?) \(([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\)\s*$")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 from bench.cluster.interconnect import parse_nvlink_status
 
 SOURCE = "nvidia-smi nvlink"

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from bench.cluster.health.findings import attach_gpus, sort_key
+from bench.cluster.findings import attach_gpus, sort_key
 
 
 def iso(t: float | None) -> str | None:

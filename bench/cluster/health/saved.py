@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 from bench.cluster.health import dcgm, fabric_state, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
-from bench.cluster.health.findings import bus_key, gpu_index_for_bus
+from bench.cluster.findings import bus_key, gpu_index_for_bus
 from bench.cluster.health.gpu_state import gpu_findings
 from bench.cluster.health.report import Report
 from bench.cluster.health.smi_query import parse as parse_q

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from bench.cluster.health.findings import finding
+from bench.cluster.findings import finding
 
 SOURCE = "nvidia-smi"
 _HANDLE = re.compile(r"Unable to determine the device handle for (?:GPU )?([0-9A-Fa-f:.]+): (.+)$")

@@ -1,6 +1,6 @@
 """One finding of a node's health check, its meaning from one table, and the helpers every source shares.
 
-    from bench.cluster.health.findings import finding, worst, gpu_index_for_bus, bus_key
+    from bench.cluster.findings import finding, worst, gpu_index_for_bus, bus_key
     f = finding("xid-79", "kernel-log", "Xid 79 at 16:24:18: GPU has fallen off the bus.", bus_id="0000:02:00")
     f["severity"], f["action"]          # ('fail', 'reboot'), from bench/data/health_actions.json
     worst({"findings": [f]})            # 'fail'
@@ -26,8 +26,8 @@ ACTIONS = ("drain", "reset-gpu", "reseat", "replace-gpu", "reboot", "check-fabri
 FIELDS = ("code", "source", "severity", "action", "meaning", "what", "gpu_index", "bus_id", "port", "count",
           "first_seen", "last_seen", "reference")  # fmt: skip
 
-# NVIDIA prints a GPU's PCI address in three spellings: the kernel's Xid lines "0000:9b:00" (no function),
-# NVML/nvidia-smi "00000000:9B:00.0" (8-digit domain, upper case) and short "9b:00.0" (no domain).
+# A GPU's PCI address comes in three spellings: the kernel's Xid lines "0000:9b:00" (no function),
+# the driver's library and tool "00000000:9B:00.0" (8-digit domain, upper case) and short "9b:00.0" (no domain).
 _BUS = re.compile(r"^(?:PCI:)?(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})(?:\.[0-7])?$")
 
 

@@ -1,0 +1,63 @@
+"""accel: one backend per accelerator vendor behind one interface (base.Accelerator); imports core and cluster.
+
+    from bench.cluster.accel import backend, detect, names
+    backend("nvidia").visible_devices_env       # the variable that picks a rank's GPUs
+    detect(probe_output)                        # the backend a probed node needs: its vendor's, else "cpu"
+    detect()                                    # the same, asking this node now (each backend's detect())
+
+A backend is a module or package bench.cluster.accel.<name> with a class
+that subclasses base.Accelerator; REGISTRY names them, in the order detect()
+asks them, the CPU backend last (it claims every node no other does). They
+are imported when first asked for, so importing this package reads no tool
+and loads no vendor library. The figures ranks need too are in
+bench.core.accel_names (bench/data/accelerators.json).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any, Mapping
+
+from bench.cluster.accel.base import Accelerator, Detection, Links, Sampler
+
+# name -> "module:Class"; detect() asks them in this order, cpu last.
+REGISTRY: dict[str, str] = {
+    "nvidia": "bench.cluster.accel.nvidia:Nvidia",
+    "cpu": "bench.cluster.accel.cpu:Cpu",
+}
+
+__all__ = ["REGISTRY", "Accelerator", "Detection", "Links", "Sampler", "backend", "detect", "names", "register"]
+
+
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def register(name: str, where: str) -> None:
+    """Add a backend ("module:Class") before the CPU one; a name already known is replaced."""
+    rest = {k: v for k, v in REGISTRY.items() if k not in (name, "cpu")}
+    REGISTRY.clear()
+    REGISTRY.update({**rest, name: where, "cpu": "bench.cluster.accel.cpu:Cpu"})
+    backend.cache_clear()
+
+
+@functools.cache
+def backend(name: str) -> Accelerator:
+    """The backend called `name`; KeyError names the known ones."""
+    if name not in REGISTRY:
+        raise KeyError(f"no accelerator backend {name!r} (known: {', '.join(REGISTRY)})")
+    module, cls = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def detect(probe_output: Mapping[str, Any] | None = None) -> Accelerator:
+    """The backend whose accelerators a node has: from a probe's inventory when given, else asking this
+    node now; the CPU backend where none claims it."""
+    for name in REGISTRY:
+        b = backend(name)
+        if probe_output is not None and b.claims(probe_output):
+            return b
+        if probe_output is None and b.detect().found:
+            return b
+    return backend("cpu")

@@ -1,0 +1,130 @@
+"""The one interface a GPU vendor implements: what bench asks of a node's accelerators, vendor by vendor.
+
+    from bench.cluster.accel import backend, detect
+    acc = detect(inventory)                 # the backend a probed node's GPUs need ("cpu" where it has none)
+    acc.visible_devices_env                 # the variable that picks a rank's devices, as the ranks read it
+    acc.inventory()                         # {"gpus": [...], "driver_version", "error", ...}: this node, now
+    acc.health_live(report); acc.health_saved(report, folder, present)
+
+Everything a vendor's tools say is read by that vendor's backend (one folder
+under bench/cluster/accel/); the rest of bench asks the backend. A backend
+answers in bench's own words: an inventory is the probe's dict (gpus with
+index, name, memory_mib, compute_capability, bus_id, source), health is
+findings added to a health Report (bench.cluster.health.report), a sampler
+gives the burn's columns (bench.core.accel_names.SAMPLER_FIELDS).
+
+What a rank needs (the visible-devices variable, the collective backend's
+name, the sampler's columns) lives in bench.core.accel_names, read from
+bench/data/accelerators.json, because ranks import bench.core only; a
+backend takes those figures from there, so there is one table.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+from bench.core.accel_names import vendor
+from bench.core.gpus import GpuSpec, lookup
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """How a backend knows a node is its own: the tool or file a probe asks, and what answered."""
+
+    tool: str                     # the command or sysfs path asked ("nvidia-smi -L", "/sys/bus/pci/devices")
+    found: bool                   # the node has this vendor's accelerators
+    count: int = 0                # how many the tool listed
+    how: str = ""                 # in words, for the operator: "nvidia-smi -L: 8 GPU(s)"
+    failed: bool = False          # the tool is there and failed (a driver fault, not an absent vendor)
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """How a node's accelerators reach each other, as a backend reads it: its matrix and per-device links."""
+
+    matrix: dict = field(default_factory=dict)      # {"devices", "links": {dev: {peer: kind}}, "nics", "error"}
+    per_device: dict = field(default_factory=dict)  # {device index: [{"link": n, "gbps": float | None}]}
+    errors: dict = field(default_factory=dict)      # {tool: why it gave nothing}
+
+
+class Sampler(Protocol):
+    """The burn's sampler: every device of the node once per interval, in a thread of local rank 0."""
+
+    error: str | None             # why nothing is sampled on this node (the vendor's library absent), else None
+
+    def open(self) -> bool: ...   # False (error says why) where the vendor's library is absent
+    def start(self) -> None: ...
+    def stop(self) -> dict: ...   # the record's part: columns per bus id (SAMPLER_FIELDS), findings, events
+
+
+class Accelerator(ABC):
+    """One vendor's accelerators. Subclasses set `name` and implement the methods; the figures a rank
+    needs too (visible-devices variable, collective backend, device type) come from bench.core.accel_names."""
+
+    name: str = ""                # "nvidia", "cpu"; the key of bench/data/accelerators.json
+
+    # -- figures shared with the ranks (one table: bench/data/accelerators.json) --------------------------
+    @property
+    def device(self) -> str:
+        """torch's device type for this vendor's accelerators ("cuda", "cpu")."""
+        return vendor(self.name)["device"]
+
+    @property
+    def visible_devices_env(self) -> str | None:
+        """The environment variable that picks a process's devices; None where there is none (CPU)."""
+        return vendor(self.name)["visible_devices_env"]
+
+    @property
+    def collective_backend(self) -> str:
+        """torch.distributed's backend over these devices ("nccl", "gloo")."""
+        return vendor(self.name)["collective_backend"]
+
+    @property
+    def container_flags(self) -> Mapping[str, tuple[str, ...]]:
+        """Per container runtime ("apptainer", "docker"), the flags that give the container these devices."""
+        return {k: tuple(v) for k, v in vendor(self.name)["container_flags"].items()}
+
+    @property
+    def probe_tools(self) -> tuple[str, ...]:
+        """The commands a node answers through (for the operator's messages: what to install or check)."""
+        return tuple(vendor(self.name)["probe_tools"])
+
+    # -- the node side ------------------------------------------------------------------------------------
+    @abstractmethod
+    def detect(self) -> Detection:
+        """Ask this node now (torch-free, bounded in time): does it have this vendor's accelerators?"""
+
+    @abstractmethod
+    def claims(self, probe_output: Mapping[str, Any]) -> bool:
+        """Whether a probe's inventory (bench.cluster.probe's dict, possibly recorded) is this vendor's."""
+
+    @abstractmethod
+    def inventory(self) -> dict:
+        """This node's accelerators now: {"gpus": [...], "driver_version", "cuda_version", "error", "source"}."""
+
+    @abstractmethod
+    def links(self) -> Links:
+        """How this node's accelerators reach each other, read now (empty where the vendor has no links)."""
+
+    @abstractmethod
+    def health_live(self, report, root: str = "/sys") -> None:
+        """Read this node's accelerators' health now into `report` (gpus, findings, read/not_read)."""
+
+    @abstractmethod
+    def health_saved(self, report, folder: str, present: set[str]) -> None:
+        """Read the vendor's saved outputs among `present` (file names in `folder`) into `report`."""
+
+    @property
+    @abstractmethod
+    def saved_files(self) -> tuple[str, ...]:
+        """The file names of a saved report folder this backend reads (e.g. its tool's outputs)."""
+
+    @abstractmethod
+    def sampler(self, every: float) -> Sampler | None:
+        """The burn's sampler for this node's devices, None where the vendor has none (CPU)."""
+
+    def peak(self, name: str | None, memory_mib: int | None = None) -> GpuSpec | None:
+        """The device's peak figures (bench/data/gpu_specs.json's entry) by its name as the tools print it."""
+        return lookup(name, memory_mib=memory_mib) if name else None
