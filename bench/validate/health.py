@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from bench.analysis import copies
+from bench.cluster.accel.nvidia_fabric import domains
 from bench.cluster.findings import finding, sort_key
 from bench.cluster.inventory import HealthAsk
 from bench.cluster.slurm import job_start
@@ -130,14 +131,31 @@ def judge_copies(report: dict[str, Any]) -> dict[str, Any]:
                 copies_judged=[{"gpu": r.gpu, "kind": r.kind, "status": r.status, "line": r.line} for r in verdicts])
 
 
+def nvlink_domains(v: Validation, reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The reports with each node's NVLink-domain findings added (its GPUs disagree, or it is alone in its
+    domain), the domains in the record (figures "nvlink_domains") and, where there are any, as leaves of the
+    topology the pairs are chosen by (bench.cluster.accel.nvidia_fabric.domains)."""
+    d = domains.group({h: r.get("fabric") or [] for h, r in reports.items()})
+    if not (d.domains or d.split or d.alone):
+        return reports
+    v.figures["nvlink_domains"] = d.record()
+    if d.domains:
+        v.tree = d.tree(v.tree)
+    extra = d.findings()
+    return {h: dict(r, findings=sorted([*(r.get("findings") or ()), *extra[h]], key=sort_key)) if h in extra else r
+            for h, r in reports.items()}  # fmt: skip
+
+
 def health(v: Validation) -> None:
     t0 = time.time()
     v.skip_left_out("health")
+    reports = {}
     for host in v.good:
         report = v.health_reports.get(host) or (v.inventory.get(host) or {}).get("health")
         if report is None:
             v.add_node("health", host, "ERROR", reason="its probe brought no health report", t0=t0)
             continue
-        report = judge_copies(report)
+        reports[host] = judge_copies(report)
+    for host, report in nvlink_domains(v, reports).items():
         v.figures.setdefault("health", {})[host] = report
         judge(v, host, report, t0)
