@@ -24,6 +24,7 @@ from bench.cluster.accel.base import Accelerator, Detection, Links, Sampler
 # name -> "module:Class"; detect() asks them in this order, cpu last.
 REGISTRY: dict[str, str] = {
     "nvidia": "bench.cluster.accel.nvidia:Nvidia",
+    "amd": "bench.cluster.accel.amd:Amd",
     "cpu": "bench.cluster.accel.cpu:Cpu",
 }
 

@@ -11,7 +11,9 @@ ibqueryerrors.txt, dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
 `-j` JSON), gpud-fabric.txt (gpud's fabric-manager state, its JSON whole or cut,
 or `gpud scan`'s fabric table: NVML's fabric info where nvidia-smi -q was not
 saved; each GPU's fabric state, ClusterUUID and clique are the report's "fabric",
-from nvidia-smi -q where both are saved), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
+from nvidia-smi -q where both are saved), an AMD node's amd-smi-static.txt,
+amd-smi-metric.txt, amd-smi-topology.txt, amd-smi-xgmi.txt and rocm-smi.json
+(bench.cluster.accel.amd.health), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
 report's "copies", one per GPU and test, each with the GPU's PCIe link where
 nvidia-smi -q was saved beside it; bench.validate.health judges them). A file
 that is absent is "not_read" with expected=False. Bad input raises BadInput
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import os
 
+from bench.cluster.accel.amd import health as amd
 from bench.cluster.health import dcgm, fabric_state, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
 from bench.cluster.findings import bus_key, gpu_index_for_bus
 from bench.cluster.health.gpu_state import gpu_findings
@@ -35,7 +38,7 @@ from bench.cluster.smi import parse_nvidia_smi_table, smi_failure
 from bench.core.errors import BadInput
 
 FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "dmesg.txt", "ibstat.txt", "infiniband",
-         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt")  # fmt: skip
+         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt", *amd.SAVED)  # fmt: skip
 
 
 def _text(path: str) -> str:
@@ -196,7 +199,9 @@ def from_dir(path: str, since: float | None = None) -> dict:
         _copies(r, join("nvbandwidth.txt"))
     if "gpud-fabric.txt" in present:
         _gpud(r, join("gpud-fabric.txt"))
-    for source, files in (("gpu", ("nvidia-smi-q.txt", "nvidia-smi.txt")), ("kernel-log", ("dmesg.txt",)),
+    if set(amd.SAVED) & set(present):
+        amd.read_saved(r, path, set(present))
+    for source, files in (("gpu", ("nvidia-smi-q.txt", "nvidia-smi.txt", *amd.SAVED)), ("kernel-log", ("dmesg.txt",)),
                           ("infiniband", ("ibstat.txt", "infiniband", "ibqueryerrors.txt")),
                           ("dcgm", ("dcgmi-diag.json", "dcgmi-diag.txt"))):  # fmt: skip
         if not set(files) & set(present):

@@ -4,7 +4,7 @@
     d = group({"tray01": report["fabric"], ...})    # each node's health report's "fabric" (fabric_state)
     d.domains        # {"9c6f5af3-.../4026": ["tray01", ..., "tray18"]}: two nodes or more each
     d.split          # {host: why}: its GPUs name different domains, or some a domain and others none
-    d.alone          # {host: why}: its GPUs agree on a domain no other node of this run names
+    d.alone          # {host: why}: its GPUs agree on a domain no other node names, where other nodes share one
     d.findings()     # {host: [finding]}: nvlink-domain-split (fail) and nvlink-domain-alone (warn)
     d.tree(base)     # a topology.Tree whose "leaf" of a domain's node is the domain (validate's pairing)
 
@@ -104,8 +104,9 @@ def group(fabric_of: dict[str, list[dict]]) -> Domains:
             d.of[host] = key
     d.domains = {k: hosts for k, hosts in members.items() if len(hosts) > 1}
     for key, hosts in members.items():
-        if len(hosts) > 1:
-            continue
+        if len(hosts) > 1 or not d.domains:   # one node's report alone (--health-from), or no domain of two: no
+            continue                          # node of it can be told to be outside the others'
+
         (host,) = hosts
         uuid, clique = key.split("/")
         near = [f"{k} ({len(d.domains[k])} nodes)" for k in d.domains if uuid == k.split("/")[0] or
