@@ -15,7 +15,8 @@ from pathlib import Path
 from bench.cluster.accel.nvidia_fabric import domains
 from bench.cluster.health.saved import from_dir
 from bench.jobs.plan import HostSelection
-from bench.validate import budget, health, tree
+from bench.render.html import validate_view
+from bench.validate import budget, health, stages, tree
 from bench.validate.config import ValidateConfig
 from bench.validate.state import Validation
 from bench.validate.verdicts import node_verdicts
@@ -84,6 +85,12 @@ def test_an_nvl72_rack_and_two_other_domains(tmp_path):
     assert set(reports) - set(leaves) == {"tray11", "tray14"} and "NVLink domains (3)" in plan["topology"]["source"]
     inter = next(s for s in plan["stages"] if s.get("pairs"))
     assert "pairs across leaf switches" in inter["pairing"]
+    # The record's topology is the same tree: report.html's grid groups the nodes by their domain.
+    rec = stages.record(v, "validate-domains", 1.0)
+    view = validate_view.validate_view(rec)
+    assert {g["name"]: len(g["cells"]) for g in view["groups"]} == {
+        f"nvlink:{A_UUID}/4026": 16, "no leaf given": 2, f"nvlink:{B_UUID}/2": 4, f"nvlink:{A_UUID}/4027": 4}
+    assert view["grouped_by"] == "NVLink domain"
 
 
 def test_a_single_node_nvswitch_system_and_nodes_without_fabric_are_in_no_domain():

@@ -71,6 +71,15 @@ def groups(rec: dict[str, Any], fabric: list[dict[str, Any]]) -> list[dict[str, 
              "counts": Counter(c["verdict"] for c in cs)} for name, cs in by.items()]
 
 
+def _grouped_by(leaves: dict[str, str] | None) -> str:
+    """What the grid's groups are: leaf switches, NVLink domains (bench names those leaves "nvlink:<ClusterUUID>/
+    <clique>", bench.cluster.accel.nvidia_fabric.domains), both, or the hostfile's order."""
+    if not leaves:
+        return "hostfile order"
+    kinds = {"NVLink domain" if str(x).startswith("nvlink:") else "leaf switch" for x in leaves.values()}
+    return " / ".join(sorted(kinds, reverse=True))
+
+
 def split_rows(rec: dict[str, Any]) -> tuple[list[dict], list[dict], list[dict]]:
     """(rows to read: not PASS and not a check not asked for, those about the cluster, those about switches or
     anything else that is not a node)."""
@@ -132,7 +141,7 @@ def validate_view(rec: dict[str, Any]) -> dict[str, Any]:
         # The drain table says what footer's "drain:" line says.
         "footer": [line for line, _ in footer(rec) if not line.startswith("drain: ")],
         "drain_lines": drain_lines(rec), "drain_nodes": drain_nodes(rec),
-        "groups": groups(rec, fabric), "grouped_by": "leaf switch" if leaf_of(rec) else "hostfile order",
+        "groups": groups(rec, fabric), "grouped_by": _grouped_by(leaf_of(rec)),
         "topology_source": (rec.get("topology") or {}).get("source") if isinstance(rec.get("topology"), dict) else
         rec.get("topology"),
         "rows": shown[:SHOWN_ROWS], "rows_more": max(0, len(shown) - SHOWN_ROWS), "cluster_rows": cluster,
