@@ -43,6 +43,9 @@ RECORDED = [
      "healthy", []),
     # (this one's findings are its power-brake throttling, none about the fabric: test_validate_health's)
     ("health/nvidia-smi-q_h100x8_hw-slowdown-power-brake-active.txt", "nvidia-smi-q.txt", 0, "degraded", []),
+    # IMEX domains of 2 GH200 nodes and of one, both UP: healthy.
+    ("fabric/nvidia-imex-ctl-N_gh200_2-node-domain_imex570.00_up.txt", "nvidia-imex-ctl.txt", 0, "healthy", []),
+    ("fabric/nvidia-imex-ctl-N_gh200_1-node-domain_imex570.00_up.txt", "nvidia-imex-ctl.txt", 0, "healthy", []),
 ]
 
 
@@ -62,6 +65,9 @@ def test_health_from_each_recorded_fabric_output(tmp_path, recording, name, stat
     report = rec["measured"]["health"]["node7"]
     assert [(f["code"], f["severity"], f["action"]) for f in report["findings"]
             if f["code"].startswith("fabric")] == codes
+    if name == "nvidia-imex-ctl.txt":
+        assert report["read"]["imex"].startswith("domain UP") and report["fabric"] == []
+        return
     assert bool(report["fabric"]) == ("fm-not-active" not in recording)
     assert ("fabric" in report["read"]) == (any(g["state"] for g in report["fabric"]) or name == "gpud-fabric.txt")
     if status:
@@ -123,3 +129,24 @@ def test_a_file_that_is_not_gpuds_fabric_state_is_refused_in_one_line(tmp_path):
     (node / "gpud-fabric.txt").write_text("hello\n")
     got = cli("validate", "--health-from", str(node), "--out", str(tmp_path / "results"))
     assert got.returncode == 2 and "gpud-fabric.txt" in got.stderr and "Traceback" not in got.stderr
+
+
+def test_imex_down_is_judged_only_on_a_node_in_a_multi_node_domain(tmp_path):
+    # Not recorded (no IMEX failure output exists): the recorded 2-node table with node #1 UNAVAILABLE, its
+    # cells N (never connected) and the domain DOWN, values from the output's own legend.
+    up = (FABRIC / "nvidia-imex-ctl-N_gh200_2-node-domain_imex570.00_up.txt").read_text()
+    down = (up.replace("10.136.206.48   - READY", "10.136.206.48   - UNAVAILABLE")
+              .replace("       0        C  C", "       0        C  N").replace("       1        C  C", "       1        N  C")
+              .replace("Domain State: UP", "Domain State: DOWN"))  # fmt: skip
+    gb200 = (FABRIC / "gpud-state_gb200_nvml-fabric-info_clique4026_cluster-uuid_excerpt.json.txt").read_text()
+    hgx = (FABRIC / "gpud-state_h100x8_nvml-fabric-info_clique0_no-cluster-uuid_truncated.json.txt").read_text()
+    for fabric, codes in ((gb200, ["imex-domain-down", "imex-node-not-ready", "imex-not-connected"]), (hgx, [])):
+        node = tmp_path / ("gb200" if fabric is gb200 else "hgx")
+        node.mkdir()
+        (node / "nvidia-imex-ctl.txt").write_text(down)
+        (node / "gpud-fabric.txt").write_text(fabric)
+        got = cli("validate", "--health-from", str(node), "--out", str(tmp_path / "results"), "--json")
+        report = json.loads(got.stdout)["measured"]["health"][node.name]
+        assert [f["code"] for f in report["findings"]] == codes and got.returncode == (1 if codes else 0)
+        if not codes:   # the single-node NVSwitch system: the false IMEX failure users report, not made here
+            assert "not judged: no GPU of this node is in a multi-node NVLink domain" in report["read"]["imex"]

@@ -11,7 +11,9 @@ ibqueryerrors.txt, dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
 `-j` JSON), gpud-fabric.txt (gpud's fabric-manager state, its JSON whole or cut,
 or `gpud scan`'s fabric table: NVML's fabric info where nvidia-smi -q was not
 saved; each GPU's fabric state, ClusterUUID and clique are the report's "fabric",
-from nvidia-smi -q where both are saved), an AMD node's amd-smi-static.txt,
+from nvidia-smi -q where both are saved), nvidia-imex-ctl.txt (`nvidia-imex-ctl -N`:
+judged where the node's GPUs are in a multi-node NVLink domain, or where no fabric
+was saved beside it), an AMD node's amd-smi-static.txt,
 amd-smi-metric.txt, amd-smi-topology.txt, amd-smi-xgmi.txt and rocm-smi.json
 (bench.cluster.accel.amd.health), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
 report's "copies", one per GPU and test, each with the GPU's PCIe link where
@@ -28,7 +30,7 @@ from __future__ import annotations
 import os
 
 from bench.cluster.accel.amd import health as amd
-from bench.cluster.health import dcgm, fabric_state, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
+from bench.cluster.health import dcgm, fabric_state, imex, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
 from bench.cluster.findings import bus_key, gpu_index_for_bus
 from bench.cluster.health.gpu_state import gpu_findings
 from bench.cluster.health.report import Report
@@ -38,7 +40,8 @@ from bench.cluster.smi import parse_nvidia_smi_table, smi_failure
 from bench.core.errors import BadInput
 
 FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "dmesg.txt", "ibstat.txt", "infiniband",
-         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt", *amd.SAVED)  # fmt: skip
+         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt", "nvidia-imex-ctl.txt",
+         *amd.SAVED)  # fmt: skip
 
 
 def _text(path: str) -> str:
@@ -154,6 +157,15 @@ def _gpud(r: Report, path: str) -> None:
                             f"its fabric_states): {about.get('health', '')} {about.get('reason', '')}".strip())
 
 
+def _imex(r: Report, path: str) -> None:
+    state = imex.parse(_text(path))
+    if not state.nodes and state.domain_state is None:
+        raise BadInput(f"{path}: no 'Node #N' line or 'Domain State': not `nvidia-imex-ctl -N` output")
+    found, said = imex.findings(state, r.fabric if r.fabric else None)
+    r.add(found)
+    r.read_ok("imex", said)
+
+
 def _copies(r: Report, path: str) -> None:
     out = nvbandwidth.parse(_text(path))
     if not out.tests:
@@ -199,6 +211,8 @@ def from_dir(path: str, since: float | None = None) -> dict:
         _copies(r, join("nvbandwidth.txt"))
     if "gpud-fabric.txt" in present:
         _gpud(r, join("gpud-fabric.txt"))
+    if "nvidia-imex-ctl.txt" in present:
+        _imex(r, join("nvidia-imex-ctl.txt"))
     if set(amd.SAVED) & set(present):
         amd.read_saved(r, path, set(present))
     for source, files in (("gpu", ("nvidia-smi-q.txt", "nvidia-smi.txt", *amd.SAVED)), ("kernel-log", ("dmesg.txt",)),
