@@ -12,7 +12,7 @@ count rose during the burn FAILs; Xids NVML delivered are named in its
 node's row (the health check's kernel log judges them). On a CPU node there
 is no NVML: the rows say so, and the throughput over time is judged alone, WARN
 at most (without clocks, a rank that fell behind its node may be the scheduler's).
-NVML is read per GPU (bench.worker.nvml_sampler): a GPU NVML could not open
+NVML is read per GPU (bench.cluster.accel.nvidia.sampler): a GPU NVML could not open
 FAILs (gpu-unreachable, its finding in its row), one a call failed on WARNs
 with the function and NVML's words, and the others are judged as sampled; a
 sampler thread that died, or a pynvml that lacks a function, makes the node's

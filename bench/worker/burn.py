@@ -5,7 +5,7 @@
     rec["intervals"]          # [[t, images/s], ...]: t the interval's end, seconds since the epoch
     rec["nvml"]               # local rank 0 only: {bus id: {"t": [...], "sm_mhz": [...], ...}}, or None
     rec["nvml_error"]         # why there is none ("no NVML here: ...")
-    rec["nvml_findings"]      # per GPU, what NVML failed on it (bench.worker.nvml_sampler); nvml_died, nvml_api
+    rec["nvml_findings"]      # per GPU, what NVML failed on it (bench.cluster.accel.nvidia.sampler); nvml_died, nvml_api
 
 Run by validate's per-GPU launch after its timed steps (bench.worker.main),
 behind a barrier held by bench, so every GPU of every node is busy at once
@@ -15,7 +15,7 @@ that reads every GPU of the node through NVML once per interval: SM and
 memory clocks, temperature, power and its enforced limit, the clocks event
 reasons bitmask, and at the end the Xid events NVML delivered meanwhile and
 the volatile ECC counts raised (end less start). Each GPU is read on its
-own (bench.worker.nvml_sampler): one that NVML cannot open or read is that
+own (bench.cluster.accel.nvidia.sampler): one that NVML cannot open or read is that
 GPU's finding, the others are sampled; a field NVML cannot read
 (NotSupported: GeForce cards) is None, unknown. On a CPU node there is no
 NVML: nvml is None and nvml_error says so; the throughput series runs.
@@ -30,7 +30,7 @@ import time
 
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
-from bench.worker.nvml_sampler import FIELDS, Sampler  # noqa: F401 - the record's columns; the sampler's home
+from bench.cluster.accel.nvidia.sampler import FIELDS, Sampler  # noqa: F401 - the record's columns; the sampler's home
 
 
 class _Stop(Exception):

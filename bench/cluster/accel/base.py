@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from bench.core.accel_names import vendor
 from bench.core.gpus import GpuSpec, lookup
@@ -38,15 +38,16 @@ class Detection:
     count: int = 0                # how many the tool listed
     how: str = ""                 # in words, for the operator: "nvidia-smi -L: 8 GPU(s)"
     failed: bool = False          # the tool is there and failed (a driver fault, not an absent vendor)
+    missing: bool = False         # the tool is not installed (no driver: not a failure)
 
 
 @dataclass(frozen=True, slots=True)
 class Links:
     """How a node's accelerators reach each other, as a backend reads it: its matrix and per-device links."""
 
-    matrix: dict = field(default_factory=dict)      # {"devices", "links": {dev: {peer: kind}}, "nics", "error"}
-    per_device: dict = field(default_factory=dict)  # {device index: [{"link": n, "gbps": float | None}]}
-    errors: dict = field(default_factory=dict)      # {tool: why it gave nothing}
+    matrix: dict | None = None       # {"devices", "links": {dev: {peer: kind}}, "nics", "error"}; None: not read
+    per_device: dict | None = None   # {device index: [{"link": n, "gbps": float | None}]}; None: not read
+    errors: dict = field(default_factory=dict)      # {"topo" | "nvlink" | ...: why it gave nothing}
 
 
 class Sampler(Protocol):
@@ -105,21 +106,28 @@ class Accelerator(ABC):
         """This node's accelerators now: {"gpus": [...], "driver_version", "cuda_version", "error", "source"}."""
 
     @abstractmethod
-    def links(self) -> Links:
-        """How this node's accelerators reach each other, read now (empty where the vendor has no links)."""
+    def links(self, timeout: float) -> Links:
+        """How this node's accelerators reach each other, read now, each tool within `timeout` seconds
+        (Links() where the vendor has no links to read)."""
 
     @abstractmethod
     def health_live(self, report, root: str = "/sys") -> None:
         """Read this node's accelerators' health now into `report` (gpus, findings, read/not_read)."""
 
     @abstractmethod
-    def health_saved(self, report, folder: str, present: set[str]) -> None:
-        """Read the vendor's saved outputs among `present` (file names in `folder`) into `report`."""
+    def health_saved(self, report, folder: str, present: set[str], read_text: Callable[[str], str]) -> None:
+        """Read the vendor's saved outputs among `present` (file names in `folder`) into `report`, each file
+        through `read_text` (bench.cluster.health.saved's: size cap, UTF-8, a one-line BadInput naming it)."""
 
     @property
     @abstractmethod
     def saved_files(self) -> tuple[str, ...]:
-        """The file names of a saved report folder this backend reads (e.g. its tool's outputs)."""
+        """The file names of a saved report folder this backend reads (its tools' outputs), in reading order."""
+
+    @property
+    def saved_gpu_files(self) -> tuple[str, ...]:
+        """Those of saved_files that list the GPUs (a folder without any: the "gpu" source not read)."""
+        return self.saved_files
 
     @abstractmethod
     def sampler(self, every: float) -> Sampler | None:

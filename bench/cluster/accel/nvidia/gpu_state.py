@@ -1,6 +1,6 @@
 """One GPU's health counters, whichever way they were read (nvidia-smi -q text or NVML), and what they mean.
 
-    from bench.cluster.health.gpu_state import GpuHealth, gpu_findings
+    from bench.cluster.accel.nvidia.gpu_state import GpuHealth, gpu_findings
     g = GpuHealth(index=0, bus_id="00000000:07:00.0", name="NVIDIA A10", remap_pending=True, remap_uncorrectable=4)
     gpu_findings(g, "nvidia-smi -q")[0]["code"]     # 'row-remap-pending'
 
