@@ -28,15 +28,36 @@ from typing import Any, Callable, Mapping, Protocol
 from bench.core.accel_names import vendor
 from bench.core.gpus import GpuSpec, lookup
 
+# PCIe path types of the matrix's legend, nearest first.
+PCIE_PATHS = {"PIX": "at most one PCIe bridge", "PXB": "several PCIe bridges", "PHB": "through a PCIe host bridge",
+              "NODE": "between host bridges of one NUMA node", "SYS": "across the CPUs' interconnect"}  # fmt: skip
+
+
+def intra_result(kind: str, n: int, detail: str, evidence: str, **extra) -> dict:
+    """The shape of a node's intra kind (bench.cluster.linkkind; Accelerator.intra)."""
+    out = {"kind": kind, "gpus": n, "detail": detail, "generation": None, "evidence": evidence,
+           "links_per_gpu": None, "link_gbps": None, "nv_pair_links": None, "all_pairs": False,
+           "pcie": None}  # fmt: skip
+    out.update(extra)
+    return out
+
+
+def slowest_pcie(gpus: list[dict], pcie: dict) -> dict | None:
+    """The slowest of the GPUs' PCIe links (bench.core.pcie's, by bus id); None unless every GPU's is known."""
+    links = [pcie[g["pci_bus_id"]] for g in gpus if g.get("pci_bus_id") in pcie]
+    if len(links) != len(gpus) or not links:
+        return None
+    return min(links, key=lambda p: (p["speed_gts"] * p["width"], p["width"]))
+
 
 @dataclass(frozen=True, slots=True)
 class Detection:
     """How a backend knows a node is its own: the tool or file a probe asks, and what answered."""
 
-    tool: str                     # the command or sysfs path asked ("nvidia-smi -L", "/sys/bus/pci/devices")
+    tool: str                     # the command or sysfs path asked (the vendor's list command, "/sys/bus/pci/devices")
     found: bool                   # the node has this vendor's accelerators
     count: int = 0                # how many the tool listed
-    how: str = ""                 # in words, for the operator: "nvidia-smi -L: 8 GPU(s)"
+    how: str = ""                 # in words, for the operator: "<tool>: 8 GPU(s)"
     failed: bool = False          # the tool is there and failed (a driver fault, not an absent vendor)
     missing: bool = False         # the tool is not installed (no driver: not a failure)
 
@@ -132,6 +153,13 @@ class Accelerator(ABC):
     @abstractmethod
     def sampler(self, every: float) -> Sampler | None:
         """The burn's sampler for this node's devices, None where the vendor has none (CPU)."""
+
+    def intra(self, gpus: list[dict], topo: dict | None, nvlink: dict | None, pcie: dict) -> dict:
+        """How two or more of this vendor's GPUs reach each other, as a kind (intra_result's shape), from the
+        links() a node gave (topo the matrix, nvlink the per-device links; either None where not read) and the
+        GPUs' PCIe links by bus id. A backend that reads no links says unknown."""
+        return intra_result("unknown", len(gpus), "the GPU links could not be read",
+                            f"the {self.name} backend reads no links between GPUs")
 
     def peak(self, name: str | None, memory_mib: int | None = None) -> GpuSpec | None:
         """The device's peak figures (bench/data/gpu_specs.json's entry) by its name as the tools print it."""

@@ -48,6 +48,11 @@ class Nvidia(Accelerator):
         topo, nvlink, errors = read_links(timeout)
         return Links(matrix=topo, per_device=nvlink, errors=errors)
 
+    def intra(self, gpus: list[dict], topo: dict | None, nvlink: dict | None, pcie: dict) -> dict:
+        from bench.cluster.accel.nvidia.intra import intra
+
+        return intra(gpus, topo, nvlink, pcie)
+
     def health_live(self, report, root: str = "/sys") -> None:
         from bench.cluster.accel.nvidia.health_live import read
 
