@@ -109,7 +109,7 @@ ours = (r.get("phases") or {}).get("alone") or {}
 together = (r.get("phases") or {}).get("together") or {}
 theirs = {}
 if os.path.exists(f"{out}/nvbandwidth.txt"):
-    from bench.cluster.health import nvbandwidth
+    from bench.cluster.accel.nvidia import nvbandwidth
     nv = nvbandwidth.parse(open(f"{out}/nvbandwidth.txt", errors="replace").read())
     for f in nvbandwidth.figures(nv):
         if f.get("gpu") == 0 and f.get("peer") is None:

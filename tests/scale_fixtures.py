@@ -95,9 +95,10 @@ def _torch_info() -> dict[str, Any]:
 @cache
 def node_template() -> str:
     """One H200 node's inventory as bench probe --local --json gives it (JSON, for a fresh copy per host)."""
-    from bench.cluster.interconnect import classify, parse_ibstat, parse_topo_matrix
+    from bench.cluster.accel.nvidia.topo import parse_topo_matrix
+    from bench.cluster.interconnect import classify, parse_ibstat
     from bench.cluster.probe import library_versions, node_inventory
-    from bench.cluster.smi import parse_query_csv
+    from bench.cluster.accel.nvidia.smi import parse_query_csv
 
     smi = parse_query_csv((FIX / "gpu" / "nvidia-smi-query_h200x8.csv").read_text())
     inv = node_inventory("node", smi, versions=library_versions(), torch_info=_torch_info(),

@@ -2,7 +2,7 @@
 
     from bench.analysis.burn import Sample, summarize, judge
     s = Sample(t=12.0, sm_mhz=1980, mem_mhz=2619, temp_c=61, power_w=690, power_limit_w=700, reasons=0x0,
-               throughput=1520.0)                       # one NVML reading a second, the interval's images/s
+               throughput=1520.0)                       # one sampler reading a second, the interval's images/s
     summary = summarize(samples)                        # GpuBurn: first/last minute, throttled share, clock drop...
     rows = judge({"node1:0": samples0, "node1:1": samples1, ...})
     rows[0].status, rows[0].code, rows[0].line          # 'FAIL', 'burn-throttled-alone', 'node1:3: last minute ...'
@@ -17,7 +17,7 @@ from the first window to the last, the peak temperature and the peak power
 against the limit. SW power cap is no throttle: every H100 or A100 busy at
 full load runs at its power limit and shows it (the driver holds the clocks
 at what the limit allows), so it is said as "at its power limit", normal
-under load. Reasons NVML could not read (NotSupported: None) are unknown:
+under load. Reasons the sampler could not read (NotSupported: None) are unknown:
 the shares count only the samples whose reasons were read, and a GPU with
 none read says so instead of "throttled 0%". The bits are nvml.h's
 (nvmlClocksEventReason*, nvmlClocksThrottleReasonHw*: NVIDIA/go-nvml @2f9e261f
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from bench.analysis.peer_lines import FLOOR
 
-# NVML's clocks event reasons that mean the GPU was held back (nvml.h: HwSlowdown 0x8, SwThermalSlowdown 0x20,
+# The driver's clocks event reasons that mean the GPU was held back (nvml.h: HwSlowdown 0x8, SwThermalSlowdown 0x20,
 # HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80); Idle 0x1, application clocks 0x2, sync boost 0x10 and
 # display clock 0x100 are settings or idleness; SwPowerCap 0x4 is the power limit at work (POWER_CAP).
 REASONS = {0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake"}
@@ -57,7 +57,7 @@ class Sample:
     temp_c: float | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
-    reasons: int | None = None      # the clocks event reasons bitmask as NVML gives it; None: not read (unknown)
+    reasons: int | None = None      # the clocks event reasons bitmask as the sampler gives it; None: not read (unknown)
     throughput: float | None = None  # the interval's throughput (images/s), None where not measured
 
 
@@ -75,7 +75,7 @@ class GpuBurn:
     n: int
     window: float = WINDOW_S        # the seconds of the first and last windows
     at_power_limit: float | None = None  # share of the samples whose reasons were read with SW power cap set
-    reasons_read: int = 0           # the samples whose reasons NVML gave
+    reasons_read: int = 0           # the samples whose reasons the sampler gave
 
     @property
     def span(self) -> str:
@@ -137,7 +137,7 @@ def _said(gpu: str, b: GpuBurn) -> str:
     parts = [f"{gpu}: first {b.span} {b.first:.4g}{unit}, last {b.last:.4g} ({0.0 - (b.fall or 0):+.1%}, noise line "
              f"{b.noise:.1%})" if b.first is not None and b.last is not None else f"{gpu}: no figure sampled"]
     if b.throttled is None:
-        if b.peak_temp_c is not None or b.clock_drop is not None:  # NVML read this GPU, but not its reasons
+        if b.peak_temp_c is not None or b.clock_drop is not None:  # the sampler read this GPU, but not its reasons
             parts.append("clocks event reasons unknown (not read)")
     else:
         parts.append(f"throttled {b.throttled:.0%} of {b.reasons_read} samples ({reasons})")

@@ -20,7 +20,7 @@ import json
 import socket
 import sys
 
-from bench.cluster.health import dcgm
+from bench.cluster.accel.nvidia import dcgm
 from bench.cluster.health.report import Report
 
 

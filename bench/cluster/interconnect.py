@@ -1,11 +1,12 @@
 """How a node's GPUs reach each other and the node reaches the others, from what the node shows.
 
-    from bench.cluster.interconnect import collect, parse_topo_matrix
+    from bench.cluster.interconnect import collect, parse_ibstat
     collect(inv["gpus"], os.environ)            # {"raw", "intra", "inter", "errors"}: inv["interconnect"]
-    parse_topo_matrix(open("topo.txt").read())["links"]["GPU0"]["GPU1"]    # 'NV18'
+    parse_ibstat(open("ibstat.txt").read())     # [{"ca", "port", "state", "rate_gbps", ...}]
 
-What collect reads, each cheap and none needing root: `nvidia-smi topo -m` and
-`nvidia-smi nvlink -s` (only when the node has GPUs), `ibstat` (only where it
+What collect reads, each cheap and none needing root: the GPUs' own links as
+their vendor's backend reads them (bench.cluster.accel: Accelerator.links,
+only when the node has GPUs; raw "topo" and "nvlink"), `ibstat` (only where it
 is installed), and sysfs: /sys/class/infiniband/*/ports/*/{rate,state,
 phys_state,link_layer} and /sys/class/infiniband/*/device/net/ (each HCA's
 interfaces), /sys/class/net/*/{speed,operstate,type} (an interface whose
@@ -24,8 +25,8 @@ import re
 import shutil
 import subprocess
 
+from bench.cluster import accel
 from bench.cluster.linkkind import classify
-from bench.cluster.smi import run_smi
 from bench.core import pcie
 
 __all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_topo_matrix", "read_ib_dir",
@@ -33,61 +34,7 @@ __all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_
 
 # A probe must stay fast: a healthy driver answers topo/nvlink in 1-3 s, ibstat in well under one.
 TOOL_TIMEOUT_S = 10.0
-# nvidia-smi separates the matrix's cells with tabs; copies pasted into issues often have runs of spaces instead.
-_CELL = re.compile(r"\t| {2,}")
-_MATRIX_TAIL = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _IB_STATE = {"1": "Down", "2": "Initializing", "3": "Armed", "4": "Active", "5": "ActDefer"}
-
-
-def parse_topo_matrix(text: str) -> dict:
-    """`nvidia-smi topo -m` -> {"devices", "links": {dev: {peer: "NV18"|"PIX"|...}}, "nics", "error"}.
-
-    nics maps each non-GPU device to its name from the NIC Legend ("NIC0": "mlx5_0"); older drivers
-    name the column after the device itself ("mlx5_0"), which is then its own name.
-    """
-    lines = text.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln[:1] in ("\t", " ") and _cells(ln)[:1] == ["GPU0"]), None)
-    if start is None:
-        return {"devices": [], "links": {}, "nics": {}, "error": "not nvidia-smi topo -m output (no GPU0 header)"}
-    devices = []
-    for cell in _cells(lines[start]):
-        if cell in _MATRIX_TAIL:
-            break
-        devices.append(cell)
-    links: dict[str, dict[str, str]] = {}
-    for line in lines[start + 1 :]:
-        cells = _cells(line)
-        if not cells or cells[0] not in devices:
-            break
-        links[cells[0]] = {d: v for d, v in zip(devices, cells[1 : 1 + len(devices)]) if d != cells[0]}
-    legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)\s*$", text, re.M))
-    nics = {d: legend.get(d, None if d.startswith("NIC") else d) for d in devices if not d.startswith("GPU")}
-    return {"devices": devices, "links": links, "nics": nics, "error": None}
-
-
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in _CELL.split(line.strip())] if line.strip() else []
-
-
-def parse_nvlink_status(text: str) -> dict[int, list[dict]]:
-    """`nvidia-smi nvlink -s` -> {gpu index: [{"link": n, "gbps": GB/s per direction as printed, or None}]}.
-
-    "gbps" is nvidia-smi's own unit, gigabytes per second ("25 GB/s", "25.781 GB/s"); an inactive
-    link ("<inactive>", "Inactive") is None. A GPU without NVLink is listed with no links.
-    """
-    out: dict[int, list[dict]] = {}
-    gpu = None
-    for line in text.splitlines():
-        m = re.match(r"^GPU (\d+): ", line)
-        if m:
-            gpu = int(m.group(1))
-            out[gpu] = []
-            continue
-        m = re.match(r"^\s+Link (\d+): (.*)$", line)
-        if m and gpu is not None:
-            rate = re.match(r"([\d.]+)\s*GB/s", m.group(2).strip())
-            out[gpu].append({"link": int(m.group(1)), "gbps": float(rate.group(1)) if rate else None})
-    return out
 
 
 def _port(ca: str, port: int, ca_type: str | None = None) -> dict:
@@ -203,9 +150,6 @@ def read_sysfs_pci(bus_ids: list[str], root: str = "/sys") -> dict[str, dict]:
 
 def _run(argv: list[str]) -> tuple[str | None, str | None]:
     """(stdout, None) or (None, why): the tool's one line of failure, never an exception."""
-    if argv[0] == "nvidia-smi":
-        a = run_smi(argv[1:], timeout=TOOL_TIMEOUT_S)
-        return (a.stdout, None) if a.failure is None else (None, a.failure)
     exe = shutil.which(argv[0])
     if exe is None:
         return None, f"{argv[0]} not installed"
@@ -226,16 +170,11 @@ def collect(gpus: list[dict], environ, root: str = "/sys") -> dict:
     raw: dict = {}
     errors: dict[str, str] = {}
     topo = nvlink = None
-    if gpus:
-        out, why = _run(["nvidia-smi", "topo", "-m"])
-        topo = parse_topo_matrix(out) if out is not None else None
-        if why or (topo and topo["error"]):
-            errors["topo"] = why or topo["error"]
-        out, why = _run(["nvidia-smi", "nvlink", "-s"])
-        nvlink = parse_nvlink_status(out) if out is not None else None
-        if why:
-            errors["nvlink"] = why
-        # JSON keys are strings: raw holds {"0": links} where parse_nvlink_status gives {0: links}.
+    if gpus:  # the GPUs' own links, as their vendor's backend reads them
+        links = accel.detect({"gpus": gpus}).links(TOOL_TIMEOUT_S)
+        topo, nvlink = links.matrix, links.per_device
+        errors.update(links.errors)
+        # JSON keys are strings: raw holds {"0": links} where the backend gives {0: links}.
         raw.update(topo=topo, nvlink={str(k): v for k, v in nvlink.items()} if nvlink is not None else None)
     sysfs_ib = read_sysfs_ib(root)
     out, why = None, None

@@ -10,7 +10,7 @@ GPUs come from NVML (nvidia-ml-py), else from
 `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`, else none, with
 the reason in `gpu_error`. torch is asked (in a subprocess: bench.worker.torch_probe)
 only when a GPU was found, or when asked, which architectures the installed wheel was built for;
-a node whose GPU is not among them cannot run. The text parsers (bench.cluster.smi,
+a node whose GPU is not among them cannot run. The text parsers (bench.cluster.accel.nvidia.smi,
 re-exported here) are pure so that recorded outputs (tests/fixtures/gpu)
 test them, and node_inventory() assembles an inventory from their results
 the same way for this node and for recorded ones.
@@ -42,20 +42,18 @@ import sys
 
 import bench
 from bench.core.gpus import lookup, parse_cc
+from bench.cluster import accel
 from bench.cluster.interconnect import collect as collect_interconnect
-from bench.cluster.smi import (
+from bench.cluster.accel.nvidia.smi import (
     QUERY_FIELDS,
-    gpu_record,
     parse_nvidia_smi_q,
     parse_nvidia_smi_table,
     parse_query_csv,
-    query_gpus,
-    result,
     smi_failure,
 )
 from bench.cluster.task_gpus import task_of
 
-# The parsers live in bench.cluster.smi and are re-exported: the probe's text interface.
+# The parsers live in bench.cluster.accel.nvidia.smi and are re-exported: the probe's text interface.
 __all__ = ["QUERY_FIELDS", "complete_gpus", "find_arch_lists", "local_inventory", "node_inventory",
            "parse_nvidia_smi_q", "parse_nvidia_smi_table", "parse_query_csv", "smi_failure",
            "torch_built_for", "torch_info"]  # fmt: skip
@@ -137,60 +135,6 @@ def node_inventory(host: str, smi: dict, *, versions: dict | None = None, torch_
     }
     inv.update(system or {})
     return inv
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def gpus_from_nvml() -> dict:
-    """GPUs through NVML; error says why not (no library, no driver, ...)."""
-    try:
-        import pynvml
-    except ImportError:
-        return result(error="NVML: nvidia-ml-py (pynvml) not installed")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as e:
-        return result(error=f"NVML: {e}")
-    try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        cuda_int = pynvml.nvmlSystemGetCudaDriverVersion_v2()
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            gpus.append(gpu_record(i, _text(pynvml.nvmlDeviceGetName(h)),
-                             pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20, f"{major}.{minor}",
-                             _text(pynvml.nvmlDeviceGetPciInfo(h).busId), "nvml", _mig_mode(pynvml, h)))  # fmt: skip
-        return {**result(gpus, driver, f"{cuda_int // 1000}.{cuda_int % 1000 // 10}"), "source": "nvml"}
-    except pynvml.NVMLError as e:
-        return result(error=f"NVML: {e}")
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
-
-
-def _mig_mode(pynvml, handle) -> str | None:
-    """'Enabled' or 'Disabled' as NVML reports the current MIG mode; None where the GPU has none (pre-Ampere)."""
-    try:
-        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
-    except pynvml.NVMLError:
-        return None
-    return "Enabled" if current == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1) else "Disabled"
-
-
-def local_gpus() -> dict:
-    """NVML, else nvidia-smi; both reasons kept when neither gives GPUs."""
-    nvml = gpus_from_nvml()
-    if nvml["gpus"]:
-        return nvml
-    smi = query_gpus()
-    if smi["gpus"]:
-        return smi
-    return {**smi, "error": f"{nvml['error'] or 'NVML lists no GPU'}; {smi['error'] or 'nvidia-smi lists no GPU'}"}
 
 
 def torch_info(timeout: float = TORCH_PROBE_TIMEOUT_S) -> dict | None:
@@ -280,7 +224,7 @@ def local_inventory(with_torch: bool | None = None, health=None) -> dict:
     bench.cluster.inventory.HealthAsk): also the node's health report, read once per node (the task that
     asks torch, under srun's task per slot)."""
     facts = system_facts()
-    smi = local_gpus()
+    smi = accel.inventory()
     info = torch_info() if with_torch or (with_torch is None and smi["gpus"] and _torch_task()) else None
     inv = node_inventory(facts["hostname"], smi, versions=library_versions(), torch_info=info,
                          image=os.environ.get(IMAGE_ENV) or None, system=facts)  # fmt: skip

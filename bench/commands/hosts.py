@@ -17,7 +17,7 @@ import json
 import sys
 
 from bench.cluster.hostfile import HostSelection
-from bench.cluster.smi import gpu_count
+from bench.cluster import accel
 from bench.commands.common import add_json_flag
 from bench.core.options import add_options, from_args
 
@@ -25,15 +25,15 @@ HELP = "show the hosts and slots a hostfile with --include/--exclude/--num-nodes
 
 
 def local_slot_count() -> tuple[int, str, bool]:
-    """(slots of this machine, how they were found, whether nvidia-smi failed).
+    """(slots of this machine, how they were found, whether the GPU vendor's tool failed).
 
-    GPUs from `nvidia-smi -L`; 1 slot (a CPU rank) without it or when it fails,
-    because a driverless node can still run the CPU benchmark.
+    GPUs as the accelerator backend's tool lists them (bench.cluster.accel); 1 slot (a CPU rank)
+    without the tool or when it fails, because a driverless node can still run the CPU benchmark.
     """
-    n, how, failed = gpu_count()
-    if n == 0:
-        return 1, f"{how}: 1 {'CPU ' if how == 'no nvidia-smi' else ''}slot", failed
-    return n, how, failed
+    d = accel.local_detection()
+    if d.count == 0:
+        return 1, f"{d.how}: 1 {'CPU ' if d.missing else ''}slot", d.failed
+    return d.count, d.how, d.failed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

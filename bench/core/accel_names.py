@@ -63,3 +63,6 @@ def visible_devices(environ: Mapping[str, str]) -> str | None:
 
 
 VISIBLE_ENVS: tuple[str, ...] = tuple(e["visible_devices_env"] for e in table().values() if e["visible_devices_env"])
+# The burn's sampler on GPU ranks, by name ("the sampler" in records' words): what its lines call it.
+GPU_SAMPLER: str = by_device("cuda")["sampler"]
+GPU_SAMPLER_ABSENT: str = by_device("cuda")["sampler_absent"]

@@ -12,7 +12,7 @@ Shared with the ranks: imports nothing of bench.
 from __future__ import annotations
 
 # How a rank finds its GPU (plan.json "gpu_by"): bench's node launcher shows each node only the GPUs of its
-# selected slots (CUDA_VISIBLE_DEVICES, as DeepSpeed's launch.py), so there the local rank is the index; mpirun and srun
+# selected slots (the visible-devices variable, as DeepSpeed's launch.py), so there the local rank is the index; mpirun and srun
 # show a rank every GPU of its node (or the one a Slurm task was bound to), so there the rank takes its slot.
 BY_LOCAL_RANK, BY_SLOT = "local_rank", "slot"
 

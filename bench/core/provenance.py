@@ -12,9 +12,10 @@ from importlib import metadata
 from typing import Any
 
 from bench import __version__
+from bench.core.accel_names import VISIBLE_ENVS
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
-ENV_NAMES = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "DS_ACCELERATOR", "TP_SOCKET_IFNAME",
+ENV_NAMES = ("OMP_NUM_THREADS", *VISIBLE_ENVS, "DS_ACCELERATOR", "TP_SOCKET_IFNAME",
              "VITBENCH_IMAGE", "SLURM_JOB_ID", "SLURM_NNODES")
 # Names that mark a secret. Forwarding to ranks (bench.launch.environment) drops these; the
 # record is stricter and drops *KEY* names too (which would also drop a real

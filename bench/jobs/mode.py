@@ -42,4 +42,4 @@ class Mode:
     after the numerics job, alone on its node and then all at once; the record's "copies"."""
     burn: dict[str, Any] | None = None
     """plan.json "burn" (bench.worker.burn): every rank trains on for a fixed time after its timed steps, all at
-    once, its node's NVML sampled; the record's "burn"."""
+    once, its node's GPUs sampled; the record's "burn"."""

@@ -14,8 +14,9 @@ import os
 from dataclasses import dataclass
 
 from bench.cluster.hostfile import HostSelection, parse_hostfile, resolve_resources
-from bench.cluster.smi import gpu_count
+from bench.cluster import accel
 from bench.core.config import LaunchConfig
+from bench.core.accel_names import by_device
 from bench.core.errors import BadInput
 from bench.launch.registry import default_for, get
 
@@ -32,30 +33,35 @@ class Placement:
         return sum(len(s) for s in self.resources.values())
 
 
-def visible_gpus(environ: dict[str, str] | None = None) -> list[int]:
-    """The GPUs of this node a job may use, by nvidia-smi's index (PCI bus order), torch-free.
+# The GPU backend's words: its visible-devices variable and the tool that counts its GPUs.
+_GPU = by_device("cuda")
 
-    All that `nvidia-smi -L` lists, or those a CUDA_VISIBLE_DEVICES set here
-    names: the user's choice is the GPUs the ranks use (bench.launch.local
-    passes them to DeepSpeed as --include localhost:IDS, which sets each
-    rank's CUDA_VISIBLE_DEVICES, with CUDA_DEVICE_ORDER=PCI_BUS_ID so an index
-    means what nvidia-smi and NVML number).
+def visible_gpus(environ: dict[str, str] | None = None) -> list[int]:
+    """The GPUs of this node a job may use, by the vendor tool's index (PCI bus order), torch-free.
+
+    All that the accelerator backend's tool lists (bench.cluster.accel), or
+    those its visible-devices variable set here names: the user's choice is
+    the GPUs the ranks use (bench.launch.local passes them to DeepSpeed as
+    --include localhost:IDS, which sets each rank's variable, with the
+    backend's device order so an index means what the vendor's tools number).
     """
     env = os.environ if environ is None else environ
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    cvd = env.get(_GPU["visible_devices_env"])
     if cvd is not None and not cvd.strip():
         return []
-    count = gpu_count()[0]
+    count = accel.local_detection().count
     if cvd is None:
         return list(range(count))
     ids = []
     for item in cvd.split(","):
         item = item.strip()
         if not item.isdigit():
-            raise BadInput(f"CUDA_VISIBLE_DEVICES: {item!r}: bench picks GPUs by their index as nvidia-smi -L "
-                           "numbers them; give indices (GPU UUIDs and MIG instances are not supported)")
+            raise BadInput(f"{_GPU['visible_devices_env']}: {item!r}: bench picks GPUs by their index as "
+                           f"{_GPU['count_tool']} numbers them; give indices (GPU UUIDs and MIG instances are not "
+                           "supported)")
         if count and int(item) >= count:
-            raise BadInput(f"CUDA_VISIBLE_DEVICES: GPU {item} does not exist (nvidia-smi -L lists {count})")
+            raise BadInput(f"{_GPU['visible_devices_env']}: GPU {item} does not exist ({_GPU['count_tool']} lists "
+                           f"{count})")
         ids.append(int(item))
     return ids
 
@@ -80,9 +86,9 @@ def plan_resources(cfg: LaunchConfig, hosts: HostSelection) -> Placement:
             raise BadInput(f"--launcher local: the hostfile selects {len(resources)} hosts; use pdsh, openmpi or slurm")
         if not get(launcher).remote:
             # This machine: the hostfile's slots are its GPUs' indices, kept as given (host:0,2 is GPUs 0 and 2).
-            if device == "cuda" and os.environ.get("CUDA_VISIBLE_DEVICES"):
-                raise BadInput("CUDA_VISIBLE_DEVICES: set here while the hostfile's slots choose the GPUs too; "
-                               "give one of them")
+            if device == "cuda" and os.environ.get(_GPU["visible_devices_env"]):
+                raise BadInput(f"{_GPU['visible_devices_env']}: set here while the hostfile's slots choose the GPUs "
+                               "too; give one of them")
             resources = {"localhost": next(iter(resources.values()))}
         return Placement(resources, slots_of, launcher, device)
     for option, given in (("--include", hosts.include), ("--exclude", hosts.exclude),
@@ -92,7 +98,7 @@ def plan_resources(cfg: LaunchConfig, hosts: HostSelection) -> Placement:
     if cfg.launcher is not None and get(cfg.launcher).remote:
         raise BadInput(f"--launcher {cfg.launcher}: needs --hostfile")
     if device == "cuda" and cfg.device == "cuda" and not gpus_here:
-        raise BadInput("--device cuda: no GPU is visible on this node (nvidia-smi -L lists none)")
+        raise BadInput(f"--device cuda: no GPU is visible on this node ({_GPU['count_tool']} lists none)")
     n = cfg.gpus or (gpus_here if device == "cuda" else 2)
     if device == "cuda" and n > gpus_here:
         raise BadInput(f"--gpus {n}: this node has {gpus_here} GPU(s)")

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 
+from bench.core.accel_names import VISIBLE_ENVS, by_device
 from bench.core.errors import BadInput
 from bench.core.provenance import SECRET_WORDS
 
@@ -20,7 +21,7 @@ from bench.core.provenance import SECRET_WORDS
 # size, dump file), which torch 2.8+ reads before the TORCH_NCCL_* ones.
 FORWARD_PREFIXES = ("NCCL_", "GLOO_", "TP_SOCKET_IFNAME", "CUDA_", "TORCH_NCCL_", "TORCH_FR_", "OMP_NUM_THREADS",
                     "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR", "DEEPSPEED_TIMEOUT")
-NOT_FORWARDED = ("CUDA_VISIBLE_DEVICES",)
+NOT_FORWARDED = VISIBLE_ENVS   # every backend's visible-devices variable (bench/data/accelerators.json)
 # DeepSpeed's runner double-quotes values outside this set, which still lets a
 # remote shell expand $(...): refuse them instead.
 # "^" is NCCL's exclusion syntax (NCCL_SOCKET_IFNAME=^lo,docker); no POSIX shell expands it.
@@ -55,13 +56,15 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
     else:
-        # A GPU index means what nvidia-smi and NVML number (CUDA's default order, fastest first, can differ
-        # on a node of mixed GPUs): the slots of a hostfile and CUDA_VISIBLE_DEVICES are those indices.
-        env["CUDA_DEVICE_ORDER"] = environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        # A GPU index means what the vendor's tools number (the runtime's default order, fastest first, can
+        # differ on a node of mixed GPUs): the slots of a hostfile and the visible-devices variable are those
+        # indices (the backend's device_order_env, bench/data/accelerators.json).
+        for k, v in by_device(device)["device_order_env"].items():
+            env[k] = environ.get(k, v)
     for k, v in environ.items():
         # DeepSpeed's launcher logs every forwarded NCCL_* value: a secret set
         # under such a name would land in the run's logs, so it stays here.
-        # CUDA_VISIBLE_DEVICES is this shell's choice of its own GPUs: each node's
+        # The visible-devices variable is this shell's choice of its own GPUs: each node's
         # launcher sets the ranks' from the slots (bench.launch.local for this one).
         if k.startswith(FORWARD_PREFIXES) and k not in env and not is_secret(k) and k not in NOT_FORWARDED:
             env[k] = v

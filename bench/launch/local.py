@@ -9,7 +9,7 @@ No DeepSpeed runner and no launch.py: bench.launch.node gives the ranks what
 launch.py would, without two interpreters importing torch and DeepSpeed first
 (5 s of a core a launch). On GPUs the slots are the GPUs' indices
 (bench.jobs.plan.visible_gpus): each rank sees exactly those
-(CUDA_VISIBLE_DEVICES), as DeepSpeed's --include gave them. CPU ranks have no
+(their backend's visible-devices variable), as DeepSpeed's --include gave them. CPU ranks have no
 index: N slots start N, as DeepSpeed's --num_gpus N did.
 """
 

@@ -6,8 +6,8 @@
 The world is DeepSpeed's --world_info (base64 JSON of {host: slots}, hosts in
 rank order), and each rank gets what DeepSpeed's launch.py (0.19.8) gives it:
 RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE, CROSS_RANK, CROSS_SIZE, MASTER_ADDR,
-MASTER_PORT, and CUDA_VISIBLE_DEVICES set to the node's slots (DeepSpeed's CPU
-accelerator sets that same variable). What differs, and why:
+MASTER_PORT, and the GPU backend's visible-devices variable set to the node's
+slots (bench.core.accel_names; DeepSpeed's CPU accelerator sets that same variable). What differs, and why:
 
 - no torch and no DeepSpeed are imported here: launch.py spends 2.5 s of a
   core on them, on every node of every launch, before any rank starts;
@@ -45,6 +45,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from bench.core.accel_names import visible_env
 
 GRACE_S = 30.0   # as launch.py: how long a stopped rank has before SIGKILL
 POLL_S = 0.2
@@ -84,7 +86,7 @@ def rank_envs(world: dict[str, list[int]], node_rank: int, master_addr: str, mas
     common = dict(environ, MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
                   WORLD_SIZE=str(sum(len(s) for s in world.values())), CROSS_RANK=str(node_rank),
                   CROSS_SIZE=str(len(hosts)), LOCAL_SIZE=str(len(slots)),
-                  CUDA_VISIBLE_DEVICES=",".join(str(s) for s in slots))
+                  **{visible_env("cuda"): ",".join(str(s) for s in slots)})
     return [dict(common, RANK=str(first + i), LOCAL_RANK=str(i)) for i in range(len(slots))]
 
 

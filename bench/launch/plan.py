@@ -23,6 +23,7 @@ from bench.cluster import container
 from bench.cluster.container import ContainerExec
 from bench.cluster.slurm import in_allocation, node_addr
 from bench.core import conversation
+from bench.core.accel_names import visible_env
 from bench.launch.base import Job, LaunchPlan, Launcher
 from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
 from bench.launch.registry import get
@@ -88,8 +89,8 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and is_secret(k))}
     if device == "cuda":
         # The ranks' GPUs are the slots (--include, the hostfile): the node launcher sets each rank's
-        # CUDA_VISIBLE_DEVICES from them (DeepSpeed's runner would drop this shell's choice in silence).
-        env.pop("CUDA_VISIBLE_DEVICES", None)
+        # visible-devices variable from them (DeepSpeed's runner would drop this shell's choice in silence).
+        env.pop(visible_env(device), None)
     env.update(rank_env)
     env.update(kind.environment(job))
     return LaunchPlan(argv=kind.command(job), env=env, env_file=kind.env_file(job),

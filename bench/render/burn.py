@@ -1,11 +1,11 @@
-"""A node hot at once, as a plot per node: each GPU's throughput over the burn and, where NVML was read, its SM
+"""A node hot at once, as a plot per node: each GPU's throughput over the burn and, where its sampler read it, its SM
 clock, temperature and power against its limit (throttled seconds marked).
 
     paths = plots(rec, out_dir)       # burn-<host>.png for each node of rec["measured"]["burn"]
 
 Draws what the record holds (bench.validate.burn keeps every interval and
-NVML sample); nothing is re-derived but the time axis, seconds from the
-node's burn start. A node without NVML gets the throughput panel alone,
+sampler's reading); nothing is re-derived but the time axis, seconds from the
+node's burn start. A node without a sampler gets the throughput panel alone,
 titled so.
 """
 
@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from bench.analysis.burn import THROTTLE
+from bench.core.accel_names import GPU_SAMPLER_ABSENT
 
 
 def _slug(text: str) -> str:
@@ -54,7 +55,7 @@ def plot(path: str, host: str, node: dict[str, Any]) -> str:
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=6, ncol=4)
     axes[-1, 0].set_xlabel("seconds since the burn began")
-    said = "" if nvml else f"\n{node.get('nvml_error') or 'no NVML here'}: throughput only"
+    said = "" if nvml else f"\n{node.get('nvml_error') or GPU_SAMPLER_ABSENT}: throughput only"
     axes[0, 0].set_title(f"{host}: every GPU at once for {node.get('seconds', 0):.0f} s (x: a throttle reason "
                          f"active){said}", fontsize=9)
     return _save(plt, fig, path)

@@ -32,7 +32,7 @@ import os
 from typing import Any
 
 from bench.cluster import topology
-from bench.cluster.health.dcgm import DOCUMENTED_S, timeout_for
+from bench.cluster.accel.nvidia.dcgm import DOCUMENTED_S, timeout_for
 from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model

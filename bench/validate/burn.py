@@ -1,21 +1,21 @@
-"""validate's burn check: every GPU of a node trains at once for --burn DURATION, its throughput and NVML watched.
+"""validate's burn check: every GPU of a node trains at once for --burn DURATION, its throughput and clocks watched.
 
 The per-GPU launch trains on after its timed steps (bench.worker.burn),
 every rank at once behind a barrier, for the burn's seconds; each rank
 keeps its throughput per second, and its node's local rank 0 samples every
-GPU of the node through NVML each second (clocks, temperature, power and
+GPU of the node through its backend's sampler each second (clocks, temperature, power and
 its limit, the clocks event reasons, Xids and ECC raised meanwhile). Here
 the two are joined per GPU by bus id and time (samples) and judged by
 bench.analysis.burn against the GPU's first window (a minute, or a third
 of a shorter burn) and the node's other GPUs. A GPU whose uncorrectable ECC
-count rose during the burn FAILs; Xids NVML delivered are named in its
+count rose during the burn FAILs; Xids the sampler delivered are named in its
 node's row (the health check's kernel log judges them). On a CPU node there
-is no NVML: the rows say so, and the throughput over time is judged alone, WARN
+is no sampler: the rows say so, and the throughput over time is judged alone, WARN
 at most (without clocks, a rank that fell behind its node may be the scheduler's).
-NVML is read per GPU (bench.worker.nvml_sampler): a GPU NVML could not open
-FAILs (gpu-unreachable, its finding in its row), one a call failed on WARNs
-with the function and NVML's words, and the others are judged as sampled; a
-sampler thread that died, or a pynvml that lacks a function, makes the node's
+Each GPU is read on its own (bench.cluster.accel.nvidia.sampler): a GPU the library could not
+open FAILs (gpu-unreachable, its finding in its row), one a call failed on WARNs
+with the function and the library's words, and the others are judged as sampled; a
+sampler thread that died, or a binding that lacks a function, makes the node's
 row WARN with what happened (the tool's failure, kept apart from the node's
 health). Everything sampled lands in the record (measured.burn), for a plot
 per node.
@@ -28,10 +28,11 @@ import time
 
 from bench.analysis import burn as judge_burn
 from bench.cluster.findings import bus_key, entry, xid_code
+from bench.core.accel_names import GPU_SAMPLER, GPU_SAMPLER_ABSENT
 from bench.validate import runs
 from bench.validate.state import RANK, Validation
 
-NO_NVML = "no NVML here"
+NO_NVML = GPU_SAMPLER_ABSENT   # "no ... here": the GPU backend's sampler absent (bench/data/accelerators.json)
 
 
 def window_of(seconds: float) -> float:
@@ -41,7 +42,7 @@ def window_of(seconds: float) -> float:
 
 def samples(intervals: list[list[float]], nvml: dict[str, list] | None, t0: float,
             every: float = 1.0) -> list[judge_burn.Sample]:
-    """One GPU's samples: each throughput interval [t, images/s] with the NVML reading nearest it in time (within
+    """One GPU's samples: each throughput interval [t, images/s] with the sampler's reading nearest it in time (within
     an interval; none: throughput alone), t made relative to t0. Pure (tests)."""
     cols = nvml or {}
     ts = cols.get("t") or []
@@ -51,7 +52,7 @@ def samples(intervals: list[list[float]], nvml: dict[str, list] | None, t0: floa
         if k is not None and abs(ts[k] - t) <= every:
             def col(name):
                 return (cols.get(name) or [None] * len(ts))[k]
-            reasons = col("reasons")   # None: NVML did not give it (NotSupported): unknown, not 0
+            reasons = col("reasons")   # None: the sampler did not give it (NotSupported): unknown, not 0
             out.append(judge_burn.Sample(t - t0, col("sm_mhz"), col("mem_mhz"), col("temp_c"), col("power_w"),
                                          col("power_limit_w"), None if reasons is None else int(reasons), ips))
         else:
@@ -99,16 +100,16 @@ def _node(v: Validation, host: str, slots: list[int], mine: dict[int, dict], sec
             continue
         status, line, code = x.status, x.line + no_nvml, x.code
         if unsupported.get(gpu):
-            line += f"; NVML gives no {', '.join(unsupported[gpu])} for it (NotSupported: unknown)"
+            line += f"; {GPU_SAMPLER} gives no {', '.join(unsupported[gpu])} for it (NotSupported: unknown)"
         if nvml_said:
             line += f"; {nvml_said}"
             if gpu in lost:
                 status, code = "FAIL", "gpu-unreachable"
             elif status == "PASS":
-                status = "WARN"  # a reading NVML failed on: what was not read cannot be said fine
+                status = "WARN"  # a reading the sampler failed on: what was not read cannot be said fine
         if status == "FAIL" and nvml is None:
             # Throughput alone cannot tell a throttle from a scheduler's slice (CPU ranks on shared cores): without
-            # NVML's clocks and reasons a burn FAIL is not earned.
+            # the sampler's clocks and reasons a burn FAIL is not earned.
             status, line = "WARN", line + "; WARN at most: no clocks to tell a throttle from the scheduler"
         raised = ecc.get(bus_key(e.get("bus_id"))) or 0
         if raised > 0:
@@ -122,7 +123,7 @@ def _node(v: Validation, host: str, slots: list[int], mine: dict[int, dict], sec
     xids = sampler.get("xids") or []
     said = (f"{len(slots)} GPU(s) at once for {seconds:.0f} s; " +
             (f"{why_not}: throughput over time only" if nvml is None else
-             f"NVML sampled each second, {len(cols)} GPU(s)")
+             f"{GPU_SAMPLER} sampled each second, {len(cols)} GPU(s)")
             + (f"; Xid {', '.join(str(x['xid']) + ' on ' + str(x['bus_id']) for x in xids)} raised meanwhile "
                f"({', '.join(sorted({xid_code(x['xid']) for x in xids}))}: the health check's kernel log judges "
                "them)" if xids else "; no Xid raised" if nvml is not None else ""))
@@ -139,11 +140,11 @@ def _node(v: Validation, host: str, slots: list[int], mine: dict[int, dict], sec
 
 
 def _tool_said(sampler: dict) -> str:
-    """The sampler's own failures, for the node's row: its thread's death and pynvml functions it could not use."""
+    """The sampler's own failures, for the node's row: its thread's death and the binding's functions it could not use."""
     parts = []
     if sampler.get("nvml_died"):
-        parts.append(f"NVML's sampler thread died: {sampler['nvml_died']}; the clocks after it are missing")
-    parts += [f"NVML API: {a}" for a in sampler.get("nvml_api") or []]
+        parts.append(f"{GPU_SAMPLER}'s sampler thread died: {sampler['nvml_died']}; the clocks after it are missing")
+    parts += [f"{GPU_SAMPLER} API: {a}" for a in sampler.get("nvml_api") or []]
     return "; ".join(parts)
 
 

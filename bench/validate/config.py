@@ -25,7 +25,7 @@ CHECKS = ("health", "dcgm", "throughput", "numerics", "copies", "memory", "burn"
 # How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
 LAUNCHERS = ("slurm", "openmpi", "pdsh")
 # --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level: at quick the level that fits its
-# minutes (1: seconds), at full the long one (3: about 15 minutes; bench.cluster.health.dcgm.DOCUMENTED_S).
+# minutes (1: seconds), at full the long one (3: about 15 minutes; bench.cluster.accel.nvidia.dcgm.DOCUMENTED_S).
 DCGM = ("auto", "off", "1", "2", "3")
 DCGM_AUTO = {"prolog": 1, "health": None, "quick": 1, "full": 3}
 # A rail is an interface (IFNAMSIZ: 15 characters) or an HCA (IB_DEVICE_NAME_MAX: 63); neither holds a character

@@ -4,7 +4,7 @@
     bench validate --hostfile H --level full --dcgm-timeout 2400
 
 `dcgmi diag -r N` runs for seconds (level 1), about two minutes (2) or about
-fifteen (3) by NVIDIA's dcgmi reference (bench.cluster.health.dcgm.DOCUMENTED_S):
+fifteen (3) by NVIDIA's dcgmi reference (bench.cluster.accel.nvidia.dcgm.DOCUMENTED_S):
 too long for the inventory's wait, so it is a stage of its own, after the
 health check and before anything trains (it loads the GPUs itself). Every
 node that passed so far and whose inventory found dcgmi runs it at once
@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 
 from bench.cluster.dcgm_node import diagnose_all
-from bench.cluster.health.dcgm import DOCUMENTED_S, timeout_for
+from bench.cluster.accel.nvidia.dcgm import DOCUMENTED_S, timeout_for
 from bench.cluster.preflight import inventory_wait_s
 from bench.launch.registry import get
 from bench.validate.budget import reach_timeout

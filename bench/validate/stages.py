@@ -17,7 +17,7 @@ PASS, WARN, FAIL, ERROR or SKIP rows with a reason, per GPU, node, pair and clus
   numerics     the same deterministic job on every GPU, bit for bit; the exact matmul (bench.validate.numerics)
   copies       each GPU's copies to and from its host, alone on its node and all at once (bench.validate.copies)
   memory       a copy within each GPU's memory (bench.validate.copies)
-  burn         every GPU of a node trains at once for --burn, NVML sampled each second (bench.validate.burn)
+  burn         every GPU of a node trains at once for --burn, its GPUs sampled each second (bench.validate.burn)
   intra-node   each node's all-reduce over its own GPUs, every node at once (bench.validate.links)
   inter-node   node pairs in rounds of disjoint pairs, bisection to the node (bench.validate.pairs)
   training     a short data-parallel run over what is still good (bench.validate.training)

@@ -1,24 +1,25 @@
-"""A node hot at once: every rank trains for a fixed time after its timed steps, one thread per node samples NVML.
+"""A node hot at once: every rank trains for a fixed time after its timed steps, one thread per node samples its GPUs.
 
     rec = run(run_dir, rank, plan, engine, batches, device, local, cfg)   # plan.json "burn": {"seconds",
                                                                          #   "interval_s", "barrier"}
     rec["intervals"]          # [[t, images/s], ...]: t the interval's end, seconds since the epoch
     rec["nvml"]               # local rank 0 only: {bus id: {"t": [...], "sm_mhz": [...], ...}}, or None
-    rec["nvml_error"]         # why there is none ("no NVML here: ...")
-    rec["nvml_findings"]      # per GPU, what NVML failed on it (bench.worker.nvml_sampler); nvml_died, nvml_api
+    rec["nvml_error"]         # why there is none (the sampler's "no ... here: ...")
+    rec["nvml_findings"]      # per GPU, what the sampler failed on (bench.cluster.accel.nvidia.sampler); nvml_died, nvml_api
 
 Run by validate's per-GPU launch after its timed steps (bench.worker.main),
 behind a barrier held by bench, so every GPU of every node is busy at once
 for the whole burn. Each rank keeps its step ends and turns them into its
 throughput per interval (intervals). The node's local rank 0 runs a thread
-that reads every GPU of the node through NVML once per interval: SM and
-memory clocks, temperature, power and its enforced limit, the clocks event
-reasons bitmask, and at the end the Xid events NVML delivered meanwhile and
-the volatile ECC counts raised (end less start). Each GPU is read on its
-own (bench.worker.nvml_sampler): one that NVML cannot open or read is that
-GPU's finding, the others are sampled; a field NVML cannot read
+that reads every GPU of the node through the vendor's management library
+once per interval (the GPU backend's sampler): SM and memory clocks,
+temperature, power and its enforced limit, the clocks event reasons bitmask,
+and at the end the Xid events delivered meanwhile and the volatile ECC
+counts raised (end less start). Each GPU is read on its own
+(bench.cluster.accel.nvidia.sampler): one the library cannot open or read is
+that GPU's finding, the others are sampled; a field it cannot read
 (NotSupported: GeForce cards) is None, unknown. On a CPU node there is no
-NVML: nvml is None and nvml_error says so; the throughput series runs.
+sampler: nvml is None and nvml_error says so; the throughput series runs.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ import os
 import socket
 import time
 
+from bench.core.accel_names import GPU_SAMPLER
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
-from bench.worker.nvml_sampler import FIELDS, Sampler  # noqa: F401 - the record's columns; the sampler's home
+from bench.cluster.accel.nvidia.sampler import FIELDS, Sampler  # noqa: F401 - the record's columns; the sampler's home
 
 
 class _Stop(Exception):
@@ -103,10 +105,10 @@ def run(run_dir: str, rank: int, plan: dict, engine, batches, device, local: int
 
 
 def _said(part: dict) -> str:
-    """The sampler's part in the rank's one log line: never "NVML sampled" where a GPU or the thread failed."""
+    """The sampler's part in the rank's one log line: never "... sampled" where a GPU or the thread failed."""
     if part.get("nvml_error"):
         return part["nvml_error"]
     bad = [f for fs in (part.get("nvml_findings") or {}).values() for f in fs] + list(part.get("nvml_api") or [])
-    head = f"NVML's sampler died: {part['nvml_died']}" if part.get("nvml_died") else \
-        f"NVML sampled {len(part.get('nvml') or {})} GPU(s)"
+    head = f"{GPU_SAMPLER}'s sampler died: {part['nvml_died']}" if part.get("nvml_died") else \
+        f"{GPU_SAMPLER} sampled {len(part.get('nvml') or {})} GPU(s)"
     return head + (f"; {'; '.join(bad)}" if bad else "")

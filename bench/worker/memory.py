@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import resource
 
+from bench.core.accel_names import visible_devices
+
 
 def reset_peak(device) -> None:
     import torch
@@ -43,5 +45,5 @@ def snapshot(device) -> dict:
             "memory_note": "peak allocated and reserved are torch's caching allocator's over the steady training "
                            "steps (reset at warm-up's end, read before evaluation): without the CUDA context and "
                            "NCCL's buffers; device_used (total - free then, every process on the GPU) includes them",
-            "gpu": {"index": device.index, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "gpu": {"index": device.index, "cuda_visible_devices": visible_devices(os.environ),
                     "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"), "pci_bus_device": bus}}

@@ -33,6 +33,7 @@ import socket
 import sys
 import time
 
+from bench.core.accel_names import visible_devices
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
 from bench.worker.bootstrap import env_local_rank, env_rank, mark_started, progress, rank_main
@@ -212,7 +213,7 @@ def measure(torch, run_dir: str, rank: int, spec: dict, barrier: dict | None, de
         _restore(torch, saved)
     return {"rank": rank, "local_rank": local, "host": socket.gethostname(), "pid": os.getpid(), "status": "ok",
             "device_index": device.index, "stack": stack(torch, device), "losses": losses, "params_sha256": digest,
-            "matmul_exact": exact, "matmul": timed, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+            "matmul_exact": exact, "matmul": timed, "cuda_visible_devices": visible_devices(os.environ)}
 
 
 def first(run_dir: str, rank: int, plan: dict, device, local: int) -> dict:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bench.analysis import burn
 from bench.cluster.findings import entry
-from bench.cluster.health.smi_query import _blocks
+from bench.cluster.accel.nvidia.smi_query import _blocks
 from tests.health_fixtures import HEALTH, text
 
 BRAKE = HEALTH / "nvidia-smi-q_h100x8_hw-slowdown-power-brake-active.txt"     # all 8: HW slowdown + power brake

@@ -1,4 +1,4 @@
-"""The burn's NVML per GPU (issue 48 item 2): bench.worker.nvml_sampler against a stand-in pynvml, and what
+"""The burn's NVML per GPU (issue 48 item 2): bench.cluster.accel.nvidia.sampler against a stand-in pynvml, and what
 bench.validate.burn and bench.analysis.burn make of what it gives.
 
 No GPU, driver or NVML library exists here. The stand-in answers as nvidia-ml-py's pynvml does: its function
@@ -23,7 +23,7 @@ from bench.cluster.hostfile import HostSelection
 from bench.validate import burn as vburn
 from bench.validate.config import ValidateConfig
 from bench.validate.state import Validation
-from bench.worker.nvml_sampler import Sampler
+from bench.cluster.accel.nvidia.sampler import Sampler
 from tests.unit.test_burn import CAPPED, readings
 
 NOT_SUPPORTED, UNKNOWN = 3, 999

@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from bench.analysis import copies
-from bench.cluster.health import from_dir, nvbandwidth
+from bench.cluster.accel.nvidia import nvbandwidth
+from bench.cluster.health import from_dir
 from bench.cluster.findings import entry
 from bench.core.gpus import lookup
 from bench.core.errors import BadInput

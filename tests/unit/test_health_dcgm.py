@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bench.cluster.health.dcgm import findings, parse_json, parse_table, status, parse_test
+from bench.cluster.accel.nvidia.dcgm import findings, parse_json, parse_table, status, parse_test
 from tests.health_fixtures import HEALTH, codes, text
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench.cluster.health.gpu_state import GpuHealth, gpu_findings
-from bench.cluster.health.nvlink import status_findings
-from bench.cluster.health.smi_query import parse
-from bench.cluster.health.smi_status import findings as smi_findings
+from bench.cluster.accel.nvidia.gpu_state import GpuHealth, gpu_findings
+from bench.cluster.accel.nvidia.nvlink import status_findings
+from bench.cluster.accel.nvidia.smi_query import parse
+from bench.cluster.accel.nvidia.smi_status import findings as smi_findings
 from tests.health_fixtures import GPU, HEALTH, codes, text
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bench.cluster.health.nvml import read
-from bench.cluster.health.gpu_state import gpu_findings
-from bench.cluster.health.nvlink import link_findings
+from bench.cluster.accel.nvidia.nvml import read
+from bench.cluster.accel.nvidia.gpu_state import gpu_findings
+from bench.cluster.accel.nvidia.nvlink import link_findings
 from tests.health_fixtures import codes
 
 

@@ -11,11 +11,12 @@ from datetime import datetime, timezone
 import pytest
 
 from bench.cluster.health import collect_live, from_dir, gpu_index_for_bus, worst
+from bench.cluster.accel.nvidia import health_live
 from bench.cluster.health import live
 from bench.cluster.findings import ACTIONS, FIELDS, bus_key, table
 from bench.cluster.health.host import disk_findings
-from bench.cluster.health.nvml import NvmlRead
-from bench.cluster.smi import SmiAnswer
+from bench.cluster.accel.nvidia.nvml import NvmlRead
+from bench.cluster.accel.nvidia.smi import SmiAnswer
 from bench.core.errors import BadInput
 from tests.health_fixtures import GPU, HEALTH, NET
 
@@ -162,8 +163,8 @@ def test_free_space_below_the_floors_is_low_or_full_and_says_which_floor(tmp_pat
 
 
 def stub_tools(monkeypatch, *, nvml: NvmlRead, smi: dict, tools: dict):
-    monkeypatch.setattr(live.nvml, "read", lambda: nvml)
-    monkeypatch.setattr(live, "run_smi", lambda args, timeout=20.0: smi.get(" ".join(args), SmiAnswer(None, "", "", "nvidia-smi not found", missing=True)))
+    monkeypatch.setattr(health_live.nvml, "read", lambda: nvml)
+    monkeypatch.setattr(health_live, "run_smi", lambda args, timeout=20.0: smi.get(" ".join(args), SmiAnswer(None, "", "", "nvidia-smi not found", missing=True)))
     monkeypatch.setattr(live, "run_tool", lambda argv, timeout=10.0: tools.get(argv[0], (None, f"{argv[0]} not installed")))
     monkeypatch.setattr(live.dcgm, "run", lambda level, timeout: (None, "dcgmi not installed", False))
 
@@ -205,7 +206,7 @@ def test_without_nvml_nvidia_smi_q_and_nvlink_give_the_gpus_and_their_findings(m
 
 
 def test_with_nvml_its_gpus_findings_lost_gpus_and_failed_readings_are_reported(monkeypatch, tmp_path):
-    from bench.cluster.health.gpu_state import GpuHealth
+    from bench.cluster.accel.nvidia.gpu_state import GpuHealth
     sick = GpuHealth(1, "00000000:3B:00.0", "NVIDIA H100 80GB HBM3", remap_pending=True,
                      nvlinks=[{"link": 0, "active": True, "errors": {}}, {"link": 1, "active": False, "errors": {}}],
                      unreadable={"ECC volatile": "NVML error 999"})

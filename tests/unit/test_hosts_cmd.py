@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cluster.smi import count_gpus
+from bench.cluster.accel.nvidia.smi import count_gpus
 from tests.conftest import cli
 from bench.render.hosts import _slot_text
 

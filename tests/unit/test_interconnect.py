@@ -15,14 +15,13 @@ from bench.cluster.interconnect import (
     classify,
     collect,
     parse_ibstat,
-    parse_nvlink_status,
-    parse_topo_matrix,
     read_sysfs_ib,
     read_sysfs_net,
     read_sysfs_pci,
 )
+from bench.cluster.accel.nvidia.topo import parse_nvlink_status, parse_topo_matrix
 from bench.cluster.probe import node_inventory
-from bench.cluster.smi import parse_nvidia_smi_table, parse_query_csv
+from bench.cluster.accel.nvidia.smi import parse_nvidia_smi_table, parse_query_csv
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 GPU, NET = FIX / "gpu", FIX / "net"

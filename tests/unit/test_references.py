@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import references
-from bench.cluster.interconnect import classify, parse_ibstat, parse_nvlink_status, parse_topo_matrix, read_sysfs_net
+from bench.cluster.accel.nvidia.topo import parse_nvlink_status, parse_topo_matrix
+from bench.cluster.interconnect import classify, parse_ibstat, read_sysfs_net
 from bench.cluster.probe import node_inventory
-from bench.cluster.smi import parse_nvidia_smi_table, parse_query_csv
+from bench.cluster.accel.nvidia.smi import parse_nvidia_smi_table, parse_query_csv
 from bench.core.errors import BadInput
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cluster.health import dcgm
+from bench.cluster.accel.nvidia import dcgm
 
 HEALTH = Path(__file__).resolve().parents[1] / "fixtures" / "health"
 ALL_PASS = HEALTH / "dcgmi-diag-j_dcgm3.1.0_8gpu_all-pass_dcgm-jsonresulttests.txt"

@@ -21,14 +21,14 @@ from typing import Any, Mapping
 
 from bench.cluster.accel.base import Accelerator, Detection, Links, Sampler
 
-# name -> "module:Class"; detect() asks them in this order, cpu last.
+# name -> "module:Class"; detect() asks them in this order, cpu last (register() puts a new one first).
 REGISTRY: dict[str, str] = {
+    "amd": "bench.cluster.accel.amd:Amd",       # before nvidia, whose claims() takes any probe with GPUs
     "nvidia": "bench.cluster.accel.nvidia:Nvidia",
-    "amd": "bench.cluster.accel.amd:Amd",
     "cpu": "bench.cluster.accel.cpu:Cpu",
 }
 
-__all__ = ["REGISTRY", "Accelerator", "Detection", "Links", "Sampler", "backend", "detect", "names", "register"]
+__all__ = ["REGISTRY", "Accelerator", "Detection", "Links", "Sampler", "backend", "detect", "inventory", "local_detection", "names", "register", "vendors"]
 
 
 def names() -> tuple[str, ...]:
@@ -36,11 +36,17 @@ def names() -> tuple[str, ...]:
 
 
 def register(name: str, where: str) -> None:
-    """Add a backend ("module:Class") before the CPU one; a name already known is replaced."""
-    rest = {k: v for k, v in REGISTRY.items() if k not in (name, "cpu")}
+    """Add a backend ("module:Class"), asked first: NVIDIA's claims any GPUs no backend before it claims, and
+    the CPU backend stays last. A name already known is replaced."""
+    rest = {k: v for k, v in REGISTRY.items() if k != name}
     REGISTRY.clear()
-    REGISTRY.update({**rest, name: where, "cpu": "bench.cluster.accel.cpu:Cpu"})
+    REGISTRY.update({name: where, **rest})
     backend.cache_clear()
+
+
+def vendors() -> tuple[Accelerator, ...]:
+    """Every backend but the CPU one, in the order detect() asks them."""
+    return tuple(backend(n) for n in REGISTRY if n != "cpu")
 
 
 @functools.cache
@@ -62,3 +68,22 @@ def detect(probe_output: Mapping[str, Any] | None = None) -> Accelerator:
         if probe_output is None and b.detect().found:
             return b
     return backend("cpu")
+
+
+def inventory() -> dict:
+    """This node's accelerators now: the first vendor backend's inventory that lists GPUs, else the last one's
+    (its error says why none); the CPU backend's where no vendor backend is registered."""
+    last = None
+    for b in vendors():
+        last = b.inventory()
+        if last["gpus"]:
+            return last
+    return last if last is not None else backend("cpu").inventory()
+
+
+def local_detection() -> Detection:
+    """This node asked now: the first vendor backend's Detection that found accelerators, else the first that
+    failed, else the first one's (how it found none); the CPU backend's where no vendor is registered."""
+    seen = [b.detect() for b in vendors()]
+    return next((d for d in seen if d.found), None) or next((d for d in seen if d.failed), None) or \
+        (seen[0] if seen else backend("cpu").detect())

@@ -23,30 +23,52 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from bench.core.accel_names import vendor
 from bench.core.gpus import GpuSpec, lookup
+
+# PCIe path types of the matrix's legend, nearest first.
+PCIE_PATHS = {"PIX": "at most one PCIe bridge", "PXB": "several PCIe bridges", "PHB": "through a PCIe host bridge",
+              "NODE": "between host bridges of one NUMA node", "SYS": "across the CPUs' interconnect"}  # fmt: skip
+
+
+def intra_result(kind: str, n: int, detail: str, evidence: str, **extra) -> dict:
+    """The shape of a node's intra kind (bench.cluster.linkkind; Accelerator.intra)."""
+    out = {"kind": kind, "gpus": n, "detail": detail, "generation": None, "evidence": evidence,
+           "links_per_gpu": None, "link_gbps": None, "nv_pair_links": None, "all_pairs": False,
+           "pcie": None}  # fmt: skip
+    out.update(extra)
+    return out
+
+
+def slowest_pcie(gpus: list[dict], pcie: dict) -> dict | None:
+    """The slowest of the GPUs' PCIe links (bench.core.pcie's, by bus id); None unless every GPU's is known."""
+    links = [pcie[g["pci_bus_id"]] for g in gpus if g.get("pci_bus_id") in pcie]
+    if len(links) != len(gpus) or not links:
+        return None
+    return min(links, key=lambda p: (p["speed_gts"] * p["width"], p["width"]))
 
 
 @dataclass(frozen=True, slots=True)
 class Detection:
     """How a backend knows a node is its own: the tool or file a probe asks, and what answered."""
 
-    tool: str                     # the command or sysfs path asked ("nvidia-smi -L", "/sys/bus/pci/devices")
+    tool: str                     # the command or sysfs path asked (the vendor's list command, "/sys/bus/pci/devices")
     found: bool                   # the node has this vendor's accelerators
     count: int = 0                # how many the tool listed
-    how: str = ""                 # in words, for the operator: "nvidia-smi -L: 8 GPU(s)"
+    how: str = ""                 # in words, for the operator: "<tool>: 8 GPU(s)"
     failed: bool = False          # the tool is there and failed (a driver fault, not an absent vendor)
+    missing: bool = False         # the tool is not installed (no driver: not a failure)
 
 
 @dataclass(frozen=True, slots=True)
 class Links:
     """How a node's accelerators reach each other, as a backend reads it: its matrix and per-device links."""
 
-    matrix: dict = field(default_factory=dict)      # {"devices", "links": {dev: {peer: kind}}, "nics", "error"}
-    per_device: dict = field(default_factory=dict)  # {device index: [{"link": n, "gbps": float | None}]}
-    errors: dict = field(default_factory=dict)      # {tool: why it gave nothing}
+    matrix: dict | None = None       # {"devices", "links": {dev: {peer: kind}}, "nics", "error"}; None: not read
+    per_device: dict | None = None   # {device index: [{"link": n, "gbps": float | None}]}; None: not read
+    errors: dict = field(default_factory=dict)      # {"topo" | "nvlink" | ...: why it gave nothing}
 
 
 class Sampler(Protocol):
@@ -105,25 +127,39 @@ class Accelerator(ABC):
         """This node's accelerators now: {"gpus": [...], "driver_version", "cuda_version", "error", "source"}."""
 
     @abstractmethod
-    def links(self) -> Links:
-        """How this node's accelerators reach each other, read now (empty where the vendor has no links)."""
+    def links(self, timeout: float) -> Links:
+        """How this node's accelerators reach each other, read now, each tool within `timeout` seconds
+        (Links() where the vendor has no links to read)."""
 
     @abstractmethod
     def health_live(self, report, root: str = "/sys") -> None:
         """Read this node's accelerators' health now into `report` (gpus, findings, read/not_read)."""
 
     @abstractmethod
-    def health_saved(self, report, folder: str, present: set[str]) -> None:
-        """Read the vendor's saved outputs among `present` (file names in `folder`) into `report`."""
+    def health_saved(self, report, folder: str, present: set[str], read_text: Callable[[str], str]) -> None:
+        """Read the vendor's saved outputs among `present` (file names in `folder`) into `report`, each file
+        through `read_text` (bench.cluster.health.saved's: size cap, UTF-8, a one-line BadInput naming it)."""
 
     @property
     @abstractmethod
     def saved_files(self) -> tuple[str, ...]:
-        """The file names of a saved report folder this backend reads (e.g. its tool's outputs)."""
+        """The file names of a saved report folder this backend reads (its tools' outputs), in reading order."""
+
+    @property
+    def saved_gpu_files(self) -> tuple[str, ...]:
+        """Those of saved_files that list the GPUs (a folder without any: the "gpu" source not read)."""
+        return self.saved_files
 
     @abstractmethod
     def sampler(self, every: float) -> Sampler | None:
         """The burn's sampler for this node's devices, None where the vendor has none (CPU)."""
+
+    def intra(self, gpus: list[dict], topo: dict | None, nvlink: dict | None, pcie: dict) -> dict:
+        """How two or more of this vendor's GPUs reach each other, as a kind (intra_result's shape), from the
+        links() a node gave (topo the matrix, nvlink the per-device links; either None where not read) and the
+        GPUs' PCIe links by bus id. A backend that reads no links says unknown."""
+        return intra_result("unknown", len(gpus), "the GPU links could not be read",
+                            f"the {self.name} backend reads no links between GPUs")
 
     def peak(self, name: str | None, memory_mib: int | None = None) -> GpuSpec | None:
         """The device's peak figures (bench/data/gpu_specs.json's entry) by its name as the tools print it."""

@@ -13,7 +13,7 @@ and has no sampler: a burn on CPU ranks times throughput alone.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from bench.cluster.accel.base import Accelerator, Detection, Links
 
@@ -30,13 +30,13 @@ class Cpu(Accelerator):
     def inventory(self) -> dict:
         return {"gpus": [], "driver_version": None, "cuda_version": None, "error": None, "source": "cpu"}
 
-    def links(self) -> Links:
+    def links(self, timeout: float) -> Links:
         return Links()
 
     def health_live(self, report, root: str = "/sys") -> None:
         report.not_read("gpu", "no GPU on this node (CPU backend)", False)
 
-    def health_saved(self, report, folder: str, present: set[str]) -> None:
+    def health_saved(self, report, folder: str, present: set[str], read_text: Callable[[str], str]) -> None:
         return None
 
     @property

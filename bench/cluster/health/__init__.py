@@ -6,13 +6,12 @@
     from_dir("saved/node7")                         # the same report from saved outputs
 
 One small module per source, as gpud does: kernel_log (Xid, SXid, fallen off
-the bus, RmInitAdapter, AER), smi_query (`nvidia-smi -q`), nvml (the same
-readings live), smi_status (nvidia-smi's failure messages), nvlink,
-infiniband, dcgm, host (free disk). gpu_state holds one GPU's readings and
-their rules; bench.cluster.findings the table of meanings (bench/data/health_actions.json)
-and the shared helpers; report the report's shape (every key documented
-there); live and saved build it from this node or from a folder. No module
-imports torch.
+the bus, RmInitAdapter, AER), infiniband, host (free disk); the GPUs' own
+sources are their vendor's backend's (bench.cluster.accel: health_live,
+health_saved), which live and saved ask. bench.cluster.findings holds the
+table of meanings (bench/data/health_actions.json) and the shared helpers;
+report the report's shape (every key documented there); live and saved
+build it from this node or from a folder. No module imports torch.
 """
 
 from bench.cluster.findings import bus_key, gpu_index_for_bus, worst

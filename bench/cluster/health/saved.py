@@ -13,9 +13,8 @@ or `gpud scan`'s fabric table: NVML's fabric info where nvidia-smi -q was not
 saved; each GPU's fabric state, ClusterUUID and clique are the report's "fabric",
 from nvidia-smi -q where both are saved), nvidia-imex-ctl.txt (`nvidia-imex-ctl -N`:
 judged where the node's GPUs are in a multi-node NVLink domain, or where no fabric
-was saved beside it), an AMD node's amd-smi-static.txt,
-amd-smi-metric.txt, amd-smi-topology.txt, amd-smi-xgmi.txt and rocm-smi.json
-(bench.cluster.accel.amd.health), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
+was saved beside it), each backend's own files (an AMD node's amd-smi and rocm-smi
+outputs: bench.cluster.accel.amd), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
 report's "copies", one per GPU and test, each with the GPU's PCIe link where
 nvidia-smi -q was saved beside it; bench.validate.health judges them). A file
 that is absent is "not_read" with expected=False. Bad input raises BadInput
@@ -29,19 +28,20 @@ from __future__ import annotations
 
 import os
 
-from bench.cluster.accel.amd import health as amd
-from bench.cluster.health import dcgm, fabric_state, imex, infiniband, kernel_log, nvbandwidth, nvlink, smi_status
+from bench.cluster import accel
+from bench.cluster.accel.nvidia import dcgm, nvbandwidth
+from bench.cluster.accel.nvidia_fabric import fabric_state, imex
 from bench.cluster.findings import bus_key, gpu_index_for_bus
-from bench.cluster.health.gpu_state import gpu_findings
+from bench.cluster.health import infiniband, kernel_log
 from bench.cluster.health.report import Report
-from bench.cluster.health.smi_query import parse as parse_q
 from bench.cluster.interconnect import parse_ibstat
-from bench.cluster.smi import parse_nvidia_smi_table, smi_failure
 from bench.core.errors import BadInput
 
-FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "dmesg.txt", "ibstat.txt", "infiniband",
-         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt", "nvidia-imex-ctl.txt",
-         *amd.SAVED)  # fmt: skip
+# The vendors' own files first (each backend's saved_files), then the node's.
+FILES = (*(f for b in accel.vendors() for f in b.saved_files), "dmesg.txt", "ibstat.txt", "infiniband",
+         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt",
+         "nvidia-imex-ctl.txt")  # fmt: skip
+GPU_FILES = tuple(f for b in accel.vendors() for f in b.saved_gpu_files)
 
 
 def _text(path: str) -> str:
@@ -56,43 +56,6 @@ def _text(path: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"{path}: not UTF-8 text") from None
-
-
-def _smi_q(r: Report, path: str) -> None:
-    text = _text(path)
-    if smi_failure(text) or smi_status.findings(text, "nvidia-smi -q"):
-        r.add(smi_status.findings(text, "nvidia-smi -q"))
-        r.not_read("nvidia-smi -q", f"{os.path.basename(path)} holds nvidia-smi's failure, not GPU readings", True)
-        return
-    gpus = parse_q(text)
-    if not gpus:
-        raise BadInput(f"{path}: no 'GPU <bus id>' block: not `nvidia-smi -q` output")
-    r.gpus = [g.as_gpu() for g in gpus]
-    r.links = {bus_key(g.bus_id): g for g in gpus}
-    for g in gpus:
-        r.add(gpu_findings(g, "nvidia-smi -q"))
-    r.read_ok("nvidia-smi -q", f"{len(gpus)} GPU(s) from {os.path.basename(path)}")
-    fabric_state.to_report(r, fabric_state.from_smi_q(text), "nvidia-smi -q")
-
-
-def _smi(r: Report, path: str) -> None:
-    text = _text(path)
-    found = smi_status.findings(text)
-    table = parse_nvidia_smi_table(text)
-    if not found and table["error"]:
-        raise BadInput(f"{path}: {table['error']}")
-    r.add(found)
-    if not r.gpus and table["gpus"]:
-        r.gpus = [{"index": g["index"], "bus_id": g["pci_bus_id"], "name": g["name"]} for g in table["gpus"]]
-    r.read_ok("nvidia-smi", f"{len(table['gpus'])} GPU row(s), {len(found)} failure(s) from {os.path.basename(path)}")
-
-
-def _nvlink(r: Report, path: str) -> None:
-    text = _text(path)
-    if not nvlink.parse_status(text):
-        raise BadInput(f"{path}: no 'GPU N:' line: not `nvidia-smi nvlink -s` output")
-    r.add(nvlink.status_findings(text))
-    r.read_ok("nvidia-smi nvlink", f"{len(nvlink.parse_status(text))} GPU(s) from {os.path.basename(path)}")
 
 
 def _kernel(r: Report, path: str, since: float | None) -> None:
@@ -195,12 +158,8 @@ def from_dir(path: str, since: float | None = None) -> dict:
         raise BadInput(f"{path}: none of the files a health folder may hold ({', '.join(FILES)})")
     r = Report(os.path.basename(os.path.normpath(path)), since)
     join = lambda name: os.path.join(path, name)  # noqa: E731
-    if "nvidia-smi-q.txt" in present:
-        _smi_q(r, join("nvidia-smi-q.txt"))
-    if "nvidia-smi.txt" in present:
-        _smi(r, join("nvidia-smi.txt"))
-    if "nvidia-smi-nvlink.txt" in present:
-        _nvlink(r, join("nvidia-smi-nvlink.txt"))
+    for b in accel.vendors():  # each vendor's saved tool outputs, read by its backend
+        b.health_saved(r, path, set(present), _text)
     if "dmesg.txt" in present:
         _kernel(r, join("dmesg.txt"), since)
     if {"ibstat.txt", "infiniband", "ibqueryerrors.txt"} & set(present):
@@ -213,9 +172,7 @@ def from_dir(path: str, since: float | None = None) -> dict:
         _gpud(r, join("gpud-fabric.txt"))
     if "nvidia-imex-ctl.txt" in present:
         _imex(r, join("nvidia-imex-ctl.txt"))
-    if set(amd.SAVED) & set(present):
-        amd.read_saved(r, path, set(present))
-    for source, files in (("gpu", ("nvidia-smi-q.txt", "nvidia-smi.txt", *amd.SAVED)), ("kernel-log", ("dmesg.txt",)),
+    for source, files in (("gpu", GPU_FILES), ("kernel-log", ("dmesg.txt",)),
                           ("infiniband", ("ibstat.txt", "infiniband", "ibqueryerrors.txt")),
                           ("dcgm", ("dcgmi-diag.json", "dcgmi-diag.txt"))):  # fmt: skip
         if not set(files) & set(present):

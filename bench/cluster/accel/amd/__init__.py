@@ -5,7 +5,8 @@
     amd.visible_devices_env          # "ROCR_VISIBLE_DEVICES" (bench/data/accelerators.json)
     amd.detect()                     # Detection(tool="amd-smi list", found, count, how, failed)
     amd.inventory()                  # amd-smi static, else rocm-smi --json: the probe's GPU dict
-    amd.health_saved(report, folder, present)   # amd-smi-static.txt, -metric.txt, -topology.txt, -xgmi.txt, rocm-smi.json
+    amd.health_saved(report, folder, present, read_text)   # amd-smi-static.txt, -metric.txt, -topology.txt,
+                                                           # -xgmi.txt, rocm-smi.json
     amd.peak("AMD Instinct MI300X OAM").bf16_tflops   # 1307.4 (bench/data/amd_gpu_specs.json)
 
 The readers: text (amd-smi's indented text), readings (one GPU's inventory
@@ -22,7 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from bench.cluster.accel.amd import health, links, rocm_smi
 from bench.cluster.accel.amd.readings import from_amd_smi
@@ -34,14 +35,14 @@ TIMEOUT_S = 30.0
 SOURCES = ("amd-smi", "rocm-smi")
 
 
-def _run(argv: list[str]) -> tuple[str | None, str | None]:
+def _run(argv: list[str], timeout: float = TIMEOUT_S) -> tuple[str | None, str | None]:
     """(stdout, None), or (None, why not): absent, timed out, failed."""
     if shutil.which(argv[0]) is None:
         return None, f"{argv[0]} not on PATH"
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, errors="replace")
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace")
     except subprocess.TimeoutExpired:
-        return None, f"{' '.join(argv)}: no answer in {TIMEOUT_S:g} s"
+        return None, f"{' '.join(argv)}: no answer in {timeout:g} s"
     except OSError as e:
         return None, f"{' '.join(argv)}: {e.strerror or e}"
     if p.returncode != 0:
@@ -81,30 +82,36 @@ class Amd(Accelerator):
                 "driver_version": driver or next((g.driver_version for g in gpus if g.driver_version), None),
                 "error": None if gpus else why}  # fmt: skip
 
-    def links(self) -> Links:
-        out, why = _run(["amd-smi", "topology"])
+    def links(self, timeout: float = TIMEOUT_S) -> Links:
+        out, why = _run(["amd-smi", "topology"], timeout)
         pairs = links.link_types(out) if out else {}
         return Links(matrix={"links": pairs} if pairs else {}, errors={"topology": why} if why else {})
 
     def health_live(self, report, root: str = "/sys") -> None:
+        if shutil.which("amd-smi") is None:   # no AMD tools here: not this node's vendor, nothing to say
+            return
         folder, present = {}, set()
         for name, argv in (("amd-smi-static.txt", ["amd-smi", "static"]), ("amd-smi-metric.txt", ["amd-smi", "metric"]),
                            ("amd-smi-topology.txt", ["amd-smi", "topology"])):  # fmt: skip
             out, why = _run(argv)
             if out is None:
-                report.not_read(" ".join(argv), why, shutil.which("amd-smi") is not None)
+                report.not_read(" ".join(argv), why, True)
             else:
                 folder[name] = out
                 present.add(name)
         if present:
             health.read_texts(report, folder)
 
-    def health_saved(self, report, folder: str, present: set[str]) -> None:
-        health.read_saved(report, folder, present)
+    def health_saved(self, report, folder: str, present: set[str], read_text: Callable[[str], str]) -> None:
+        health.read_saved(report, folder, present, read_text)
 
     @property
     def saved_files(self) -> tuple[str, ...]:
         return health.SAVED
+
+    @property
+    def saved_gpu_files(self) -> tuple[str, ...]:
+        return health.GPU_FILES
 
     def sampler(self, every: float):
         return None

@@ -19,6 +19,7 @@ on xGMI itself are the XGMI_WAFL block's ECC counts.
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from bench.cluster.accel.amd import links, rocm_smi
 from bench.cluster.accel.amd.readings import AmdGpu, from_amd_smi, merge
@@ -29,6 +30,7 @@ SOURCE = "amd-smi"
 # The saved files, as `amd-smi static`, `amd-smi metric` (or its -k, --ecc-blocks, --pcie, --throttle parts),
 # `amd-smi topology`, `amd-smi xgmi` and `rocm-smi --json` (-a or telegraf's list) print them.
 SAVED = ("amd-smi-static.txt", "amd-smi-metric.txt", "amd-smi-topology.txt", "amd-smi-xgmi.txt", "rocm-smi.json")
+GPU_FILES = ("amd-smi-static.txt", "amd-smi-metric.txt", "rocm-smi.json")   # those that list the GPUs
 
 
 def findings(gpus: list[AmdGpu], source: str = SOURCE) -> list[dict]:
@@ -67,22 +69,12 @@ def link_findings(pairs: dict[tuple, str], gpus: list[AmdGpu], source: str) -> l
     return out
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise BadInput(f"{path}: cannot be read ({e.strerror or e})") from None
-    if b"\0" in data:
-        raise BadInput(f"{path}: a binary file, not the text output its name says")
-    return data.decode("utf-8", errors="replace")
-
-
-def read_saved(report, folder: str, present: set[str]) -> None:
+def read_saved(report, folder: str, present: set[str], read_text: Callable[[str], str]) -> None:
     """The saved AMD outputs among `present` into `report` (bench.cluster.health.report.Report): the GPUs, their
     inventory (the report's "gpus", with memory, gfx target, driver and firmware), the findings, and what each
-    file gave."""
-    read_texts(report, {n: _read(os.path.join(folder, n)) for n in SAVED if n in present}, folder)
+    file gave; each file through `read_text` (bench.cluster.health.saved's reader)."""
+    if set(SAVED) & present:
+        read_texts(report, {n: read_text(os.path.join(folder, n)) for n in SAVED if n in present}, folder)
 
 
 def read_texts(report, texts: dict[str, str], folder: str = "") -> None:

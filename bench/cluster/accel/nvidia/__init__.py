@@ -4,77 +4,78 @@
     nv = backend("nvidia")
     nv.detect()                      # Detection(tool="nvidia-smi -L", found, count, how, failed)
     nv.inventory()                   # NVML, else nvidia-smi --query-gpu (the probe's GPU dict)
+    nv.links(10.0)                   # nvidia-smi topo -m and nvidia-smi nvlink -s
     nv.health_live(report)           # NVML, else nvidia-smi -q, and nvidia-smi nvlink -s
-    nv.health_saved(report, folder, present)   # nvidia-smi-q.txt, nvidia-smi.txt, nvidia-smi-nvlink.txt
+    nv.health_saved(report, folder, present, read_text)   # nvidia-smi-q.txt, nvidia-smi.txt, nvidia-smi-nvlink.txt
+    nv.sampler(1.0)                  # the burn's NVML sampler (sampler.py: import-light, a rank runs it)
 
-The readers are this package's modules; this class is the interface's face
-over them, and says nothing they do not.
+The readers are this package's modules (smi, topo, nvml, smi_query,
+smi_status, gpu_state, nvlink, dcgm, nvbandwidth, health_live,
+health_saved, sampler, nvml_gpus); this class is the interface's face over
+them and says nothing they do not. Imported on first use (bench.cluster.accel.backend).
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from bench.cluster.accel.base import Accelerator, Detection, Links
 
-# The GPU sources a probe's inventory names for NVIDIA GPUs (bench.cluster.probe's "source").
-SOURCES = ("nvml", "nvidia-smi")
-SAVED = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt")
-
 
 class Nvidia(Accelerator):
+    """Claims any node with GPUs that no backend asked before it claims (bench has read NVIDIA GPUs only)."""
+
     name = "nvidia"
 
     def detect(self) -> Detection:
-        from bench.cluster.smi import gpu_count
+        from bench.cluster.accel.nvidia.smi import gpu_count
 
         n, how, failed = gpu_count()
-        return Detection(tool="nvidia-smi -L", found=n > 0, count=n, how=how, failed=failed)
+        return Detection(tool="nvidia-smi -L", found=n > 0, count=n, how=how, failed=failed,
+                         missing=how == "no nvidia-smi")
 
     def claims(self, probe_output: Mapping[str, Any]) -> bool:
-        gpus = probe_output.get("gpus") or []
-        return bool(gpus) and (probe_output.get("source") in SOURCES or
-                               any(g.get("cc_source") in SOURCES or
-                                   str(g.get("name") or "").upper().startswith(("NVIDIA", "TESLA", "QUADRO"))
-                                   for g in gpus))  # fmt: skip
+        return bool(probe_output.get("gpus"))
 
     def inventory(self) -> dict:
-        from bench.cluster.probe import local_gpus
+        from bench.cluster.accel.nvidia.nvml_gpus import local_gpus
 
         return local_gpus()
 
-    def links(self) -> Links:
-        from bench.cluster.interconnect import _run, parse_nvlink_status, parse_topo_matrix
+    def links(self, timeout: float) -> Links:
+        from bench.cluster.accel.nvidia.topo import read_links
 
-        errors: dict[str, str] = {}
-        out, why = _run(["nvidia-smi", "topo", "-m"])
-        topo = parse_topo_matrix(out) if out is not None else {}
-        if why or (topo and topo["error"]):
-            errors["topo"] = why or topo["error"]
-        out, why = _run(["nvidia-smi", "nvlink", "-s"])
-        if why:
-            errors["nvlink"] = why
-        return Links(matrix=topo, per_device=parse_nvlink_status(out) if out is not None else {}, errors=errors)
+        topo, nvlink, errors = read_links(timeout)
+        return Links(matrix=topo, per_device=nvlink, errors=errors)
+
+    def intra(self, gpus: list[dict], topo: dict | None, nvlink: dict | None, pcie: dict) -> dict:
+        from bench.cluster.accel.nvidia.intra import intra
+
+        return intra(gpus, topo, nvlink, pcie)
 
     def health_live(self, report, root: str = "/sys") -> None:
-        from bench.cluster.health.live import _gpus
+        from bench.cluster.accel.nvidia.health_live import read
 
-        _gpus(report, root)
+        read(report, root)
 
-    def health_saved(self, report, folder: str, present: set[str]) -> None:
-        from bench.cluster.health import saved
+    def health_saved(self, report, folder: str, present: set[str], read_text: Callable[[str], str]) -> None:
+        from bench.cluster.accel.nvidia.health_saved import read
 
-        for name, read in (("nvidia-smi-q.txt", saved._smi_q), ("nvidia-smi.txt", saved._smi),
-                           ("nvidia-smi-nvlink.txt", saved._nvlink)):  # fmt: skip
-            if name in present:
-                read(report, os.path.join(folder, name))
+        read(report, folder, present, read_text)
 
     @property
     def saved_files(self) -> tuple[str, ...]:
-        return SAVED
+        from bench.cluster.accel.nvidia.health_saved import FILES
+
+        return FILES
+
+    @property
+    def saved_gpu_files(self) -> tuple[str, ...]:
+        from bench.cluster.accel.nvidia.health_saved import GPU_FILES
+
+        return GPU_FILES
 
     def sampler(self, every: float):
-        from bench.worker.nvml_sampler import Sampler
+        from bench.cluster.accel.nvidia.sampler import Sampler
 
         return Sampler(every)

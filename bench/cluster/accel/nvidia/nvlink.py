@@ -1,10 +1,10 @@
 """NVLink health: inactive links of a GPU that has NVLink, and non-zero link error counters.
 
-    from bench.cluster.health.nvlink import status_findings, link_findings
+    from bench.cluster.accel.nvidia.nvlink import status_findings, link_findings
     status_findings(open("nvidia-smi-nvlink.txt").read())   # from `nvidia-smi nvlink -s`
     link_findings(0, "00000000:07:00.0", [{"link": 0, "active": False, "errors": {}}], "nvml")
 
-`nvidia-smi nvlink -s` is read with bench.cluster.interconnect.parse_nvlink_status
+`nvidia-smi nvlink -s` is read with bench.cluster.accel.nvidia.topo.parse_nvlink_status
 ("<inactive>" is a link at None); "NVML: Unable to retrieve NVLink information as
 all links are inActive" under a GPU says every link of it is down. A GPU is
 judged when some of its links are inactive while others are active, or when all
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from bench.cluster.findings import finding
-from bench.cluster.interconnect import parse_nvlink_status
+from bench.cluster.accel.nvidia.topo import parse_nvlink_status
 
 SOURCE = "nvidia-smi nvlink"
 

@@ -1,6 +1,6 @@
 """nvbandwidth's text output read: each test's matrix, its unit, per GPU; and what went wrong in a test as findings.
 
-    from bench.cluster.health.nvbandwidth import parse, figures, findings
+    from bench.cluster.accel.nvidia.nvbandwidth import parse, figures, findings
     out = parse(open("nvbandwidth.txt").read())     # Output(version, driver, devices, tests)
     figures(out)    # [{"test", "kind", "method", "gpu", "peer", "gbps", "name", "bus_id"}], one per cell
     findings(out)   # nvbandwidth-data-mismatch / nvbandwidth-error, nvbandwidth's own words in "what"

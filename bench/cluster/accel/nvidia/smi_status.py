@@ -1,6 +1,6 @@
 """Plain `nvidia-smi` (and `nvidia-smi -q`) failures as findings: no driver, version mismatch, a lost GPU, ERR!.
 
-    from bench.cluster.health.smi_status import findings
+    from bench.cluster.accel.nvidia.smi_status import findings
     findings(open("nvidia-smi.txt").read())[0]["code"]     # 'driver-not-answering'
 
 What each message means: "NVIDIA-SMI has failed because it couldn't communicate

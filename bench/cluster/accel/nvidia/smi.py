@@ -1,10 +1,10 @@
 """nvidia-smi: the one place bench runs it, and pure parsers of its output, tested on recorded outputs.
 
-    from bench.cluster.smi import gpu_count, query_gpus
+    from bench.cluster.accel.nvidia.smi import gpu_count, query_gpus
     gpu_count()      # (GPUs `nvidia-smi -L` lists, how that was found, whether nvidia-smi failed)
     query_gpus()     # {"gpus", "driver_version", "cuda_version", "error", "source"} from --query-gpu
 
-    from bench.cluster.smi import parse_nvidia_smi_table, parse_query_csv, parse_nvidia_smi_q
+    from bench.cluster.accel.nvidia.smi import parse_nvidia_smi_table, parse_query_csv, parse_nvidia_smi_q
     parse_query_csv("0, NVIDIA H200, 143771, 9.0, 570.211.01, 00000000:18:00.0")["gpus"]
     parse_nvidia_smi_table(open("smi.txt").read())   # {"gpus", "driver_version", "cuda_version", "error"}
 

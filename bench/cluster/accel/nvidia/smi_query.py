@@ -1,6 +1,6 @@
 """`nvidia-smi -q` read for health: each GPU's remapped rows, retired pages, ECC, clocks reasons, PCIe, reset, fabric.
 
-    from bench.cluster.health.smi_query import parse
+    from bench.cluster.accel.nvidia.smi_query import parse
     gpus = parse(open("nvidia-smi-q.txt").read())     # [GpuHealth], in listed order (index = position)
     gpus[0].remap_pending, gpus[0].pcie_width          # (True, 16) for the A10 of the fixtures
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from bench.cluster.health.gpu_state import GpuHealth
-from bench.cluster.smi import smi_failure
+from bench.cluster.accel.nvidia.gpu_state import GpuHealth
+from bench.cluster.accel.nvidia.smi import smi_failure
 
 _GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _NA = {"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]"}

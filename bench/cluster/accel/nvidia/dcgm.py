@@ -1,6 +1,6 @@
 """DCGM's diagnostic (`dcgmi diag -r N -j`) run under a deadline, and its JSON or saved table read as findings.
 
-    from bench.cluster.health.dcgm import diag, findings, parse_json, parse_table, run, timeout_for
+    from bench.cluster.accel.nvidia.dcgm import diag, findings, parse_json, parse_table, run, timeout_for
     text, why, expected = run(level=1, timeout=120.0)   # (stdout, None, True) or (None, "dcgmi not installed", False)
     d = diag(level=2, timeout=timeout_for(2))         # the same, with its seconds and whether it ran past them
     results, runtime_error = parse_json(text)          # [DiagResult(category, test, gpu_index, status, messages)]

@@ -1,6 +1,6 @@
 """One GPU's health counters, whichever way they were read (nvidia-smi -q text or NVML), and what they mean.
 
-    from bench.cluster.health.gpu_state import GpuHealth, gpu_findings
+    from bench.cluster.accel.nvidia.gpu_state import GpuHealth, gpu_findings
     g = GpuHealth(index=0, bus_id="00000000:07:00.0", name="NVIDIA A10", remap_pending=True, remap_uncorrectable=4)
     gpu_findings(g, "nvidia-smi -q")[0]["code"]     # 'row-remap-pending'
 
@@ -12,7 +12,7 @@ reasons that are faults (HW slowdown, HW thermal, power brake, SW thermal;
 idle, application clocks, SW power cap, sync boost and display clock are
 not), the PCIe link (a narrower link is a fault; a lower generation only
 while the GPU is busy, since an idle GPU lowers it to save power), the
-driver's reset/drain/reboot flags. The NVSwitch fabric state is judged by fabric_state,
+driver's reset/drain/reboot flags. The NVSwitch fabric state is judged by bench.cluster.accel.nvidia_fabric.fabric_state,
 which also reads its health bits, ClusterUUID and clique.
 """
 

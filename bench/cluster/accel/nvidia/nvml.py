@@ -1,6 +1,6 @@
 """A node's GPU health counters read live through NVML (nvidia-ml-py's pynvml), in gpu_state's GpuHealth.
 
-    from bench.cluster.health.nvml import read
+    from bench.cluster.accel.nvidia.nvml import read
     r = read()                  # NvmlRead(gpus=[GpuHealth, ...], reason=None, no_driver=False, lost=[])
     r.gpus[0].remap_pending, r.gpus[0].reasons, r.gpus[0].nvlinks
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.cluster.health.gpu_state import GpuHealth
+from bench.cluster.accel.nvidia.gpu_state import GpuHealth
 
 # NVML's clocks event reasons bits (nvmlClocksEventReason*, the same values as nvmlClocksThrottleReason*).
 REASON_BITS = {0x1: "idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
