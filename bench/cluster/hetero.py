@@ -8,7 +8,7 @@
 Data parallelism runs every rank in lock step, so one slow, small or
 unsupported GPU sets the pace, the batch and the precision of all of them
 (the study's Tesla cluster, RTX 3070 + GTX 1070 + Tesla P4, got no speedup
-at all). Finding codes are stable, for grep: gpu-model-mixed,
+at all). Finding codes are stable, for grep: vendor-mixed, gpu-model-mixed,
 gpu-memory-mixed, gpu-cc-mixed, driver-mixed, <library>-version-mixed,
 <library>-missing, image-mixed, python-mixed, no-gpu, cpu-only, gpu-unknown,
 arch-not-built, arch-unknown, image-variant, precision-unsupported, precision-partial,
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 
-from bench.cluster import readiness, variants
+from bench.cluster import readiness, variants, vendor_mix
 from bench.core.gpus import (PRECISIONS, WHY_UNSUPPORTED, GpuSpec, is_truncated, lookup, parse_cc, peak_tflops,
                              supports)
 from bench.cluster.probe import LIBRARIES, torch_built_for
@@ -110,6 +110,7 @@ def verdict(
               f"{_names(gpu_hosts)} have: its rank cannot join the GPU job; fix its driver or --exclude {_host(inv)}",
               [_host(inv)])  # fmt: skip
     _mix(gpus, inventories, gpu_hosts, f)
+    vendor_mix.check(inventories, f)
     _arch(inventories, f)
     readiness.check(inventories, f)
     result["precisions"] = _precision(gpus, gpu_hosts, precision, f)

@@ -149,3 +149,17 @@ def test_peaks_for_the_four_instinct_models_with_their_sources():
         spec = accel.backend("amd").peak(name)
         assert (spec.bf16_tflops, spec.memory_gb) == (bf16, gb) and "https://www.amd.com/" in spec.source, name
     assert lookup("Arcturus GL-XL [Instinct MI100]") is None and lookup("AMD Instinct MI350X") is None
+
+
+def test_the_hetero_verdict_refuses_one_run_across_vendors_and_names_the_mix():
+    from bench.cluster.hetero import verdict
+
+    mi350 = [g.inventory() for g in readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())]
+    # An H100 node as the NVIDIA backend's inventory gives it (name as tests/fixtures/health's H100 -q prints it).
+    h100 = {"host": "h100", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]}
+    v = verdict([h100, {"host": "mi350", "gpus": mi350}, {"host": "mi350b", "gpus": mi350}])
+    (mixed,) = [f for f in v["findings"] if f["code"] == "vendor-mixed"]
+    assert v["level"] == "fail" and mixed["level"] == "fail" and mixed["hosts"] == ["h100", "mi350", "mi350b"]
+    assert "NVIDIA on h100; AMD on mi350, mi350b" in mixed["message"] and "RCCL" in mixed["message"]
+    assert not [f for f in verdict([{"host": "a", "gpus": mi350}, {"host": "b", "gpus": mi350}])["findings"]
+                if f["code"] == "vendor-mixed"]
