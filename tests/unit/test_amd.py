@@ -12,6 +12,7 @@ narrowed PCIe link exists: those rules are tested on the recorded tables with on
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -163,3 +164,23 @@ def test_the_hetero_verdict_refuses_one_run_across_vendors_and_names_the_mix():
     assert "NVIDIA on h100; AMD on mi350, mi350b" in mixed["message"] and "RCCL" in mixed["message"]
     assert not [f for f in verdict([{"host": "a", "gpus": mi350}, {"host": "b", "gpus": mi350}])["findings"]
                 if f["code"] == "vendor-mixed"]
+
+
+@pytest.mark.process
+def test_a_stand_in_amd_smi_makes_this_nodes_inventory_amd_and_the_verdict_names_the_mix(tmp_path, monkeypatch):
+    """The probe's own inventory on a node whose amd-smi replays the recorded `list` and MI350X `static`."""
+    from bench.cluster import probe
+    from bench.cluster.hetero import verdict
+
+    tool = tmp_path / "amd-smi"
+    tool.write_text(f"#!/bin/sh\ncase \"$1\" in\n  list) cat {AMD / 'amd-smi-list_2gpu_kfd-id_uuid-redacted.txt'} ;;\n"
+                    f"  static) cat {AMD / 'amd-smi-static_mi350x_gpu0_partial.txt'} ;;\n  *) exit 2 ;;\nesac\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    inv = probe.local_inventory(with_torch=False)
+    assert [(g["name"], g["gfx"], g["vendor"], g["bus_id"]) for g in inv["gpus"]] == [
+        ("AMD Instinct MI350X", "gfx950", "amd", "0000:05:00.0")]
+    assert inv["gpu_source"] == "amd-smi" and inv["driver_version"] == "6.18.3" and accel.detect(inv).name == "amd"
+    h100 = {"host": "h100", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]}
+    codes = {f["code"] for f in verdict([h100, dict(inv, host="mi350")])["findings"]}
+    assert {"vendor-mixed", "gpu-model-mixed"} <= codes

@@ -23,8 +23,8 @@ from bench.cluster.accel.base import Accelerator, Detection, Links, Sampler
 
 # name -> "module:Class"; detect() asks them in this order, cpu last (register() puts a new one first).
 REGISTRY: dict[str, str] = {
-    "amd": "bench.cluster.accel.amd:Amd",       # before nvidia, whose claims() takes any probe with GPUs
     "nvidia": "bench.cluster.accel.nvidia:Nvidia",
+    "amd": "bench.cluster.accel.amd:Amd",
     "cpu": "bench.cluster.accel.cpu:Cpu",
 }
 
@@ -72,13 +72,15 @@ def detect(probe_output: Mapping[str, Any] | None = None) -> Accelerator:
 
 def inventory() -> dict:
     """This node's accelerators now: the first vendor backend's inventory that lists GPUs, else the last one's
-    (its error says why none); the CPU backend's where no vendor backend is registered."""
-    last = None
+    whose tools are installed (its error says why none); the CPU backend's where no vendor backend is registered."""
+    seen = []
     for b in vendors():
-        last = b.inventory()
-        if last["gpus"]:
-            return last
-    return last if last is not None else backend("cpu").inventory()
+        inv = b.inventory()
+        if inv["gpus"]:
+            return inv
+        seen.append(inv)
+    # Of none listing GPUs, a backend whose tools are not even installed ("missing") says least.
+    return next((i for i in seen if not i.get("missing")), seen[-1]) if seen else backend("cpu").inventory()
 
 
 def local_detection() -> Detection:

@@ -54,15 +54,21 @@ class Amd(Accelerator):
     name = "amd"
 
     def detect(self) -> Detection:
-        out, why = _run(["amd-smi", "list"])
-        if out is None and shutil.which("amd-smi") is None:
-            out, why = _run(["rocm-smi", "--showid", "--json"])
+        tool = "amd-smi" if shutil.which("amd-smi") else "rocm-smi" if shutil.which("rocm-smi") else None
+        if tool is None:
+            return Detection(tool="amd-smi list", found=False, how="amd-smi: not installed", missing=True)
+        if tool == "amd-smi":
+            out, why = _run(["amd-smi", "list"])
+            n = len(from_amd_smi(out)) if out else 0
+            return Detection(tool="amd-smi list", found=n > 0, count=n, how=why or f"amd-smi list: {n} GPU(s)",
+                             failed=out is None)  # fmt: skip
+        out, why = _run(["rocm-smi", "--showid", "--json"])
+        try:
             n = len(rocm_smi.parse(out)[0]) if out else 0
-            return Detection(tool="rocm-smi", found=n > 0, count=n, how=why or f"rocm-smi: {n} GPU(s)",
-                             failed=out is None and shutil.which("rocm-smi") is not None)  # fmt: skip
-        n = len(from_amd_smi(out)) if out else 0
-        return Detection(tool="amd-smi list", found=n > 0, count=n, how=why or f"amd-smi list: {n} GPU(s)",
-                         failed=out is None)  # fmt: skip
+        except ValueError:
+            n, why = 0, "rocm-smi --showid --json: not JSON"
+        return Detection(tool="rocm-smi --showid --json", found=n > 0, count=n, how=why or f"rocm-smi: {n} GPU(s)",
+                         failed=n == 0)  # fmt: skip
 
     def claims(self, probe_output: Mapping[str, Any]) -> bool:
         gpus = probe_output.get("gpus") or []
@@ -70,6 +76,9 @@ class Amd(Accelerator):
             g.get("vendor") == "amd" or "INSTINCT" in str(g.get("name") or "").upper() for g in gpus))
 
     def inventory(self) -> dict:
+        if not (shutil.which("amd-smi") or shutil.which("rocm-smi")):
+            return {"gpus": [], "source": None, "cuda_version": None, "driver_version": None,
+                    "error": "neither amd-smi nor rocm-smi is installed", "missing": True}
         out, why = _run(["amd-smi", "static"])
         gpus, source, driver = (from_amd_smi(out), "amd-smi", None) if out else ([], None, None)
         if not gpus:

@@ -35,7 +35,8 @@ class Nvidia(Accelerator):
                          missing=how == "no nvidia-smi")
 
     def claims(self, probe_output: Mapping[str, Any]) -> bool:
-        return bool(probe_output.get("gpus"))
+        gpus = probe_output.get("gpus") or []   # not those another backend's inventory named as its own (AMD's)
+        return bool(gpus) and not all(g.get("vendor") not in (None, "nvidia") for g in gpus)
 
     def inventory(self) -> dict:
         from bench.cluster.accel.nvidia.nvml_gpus import local_gpus
