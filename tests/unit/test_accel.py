@@ -74,3 +74,11 @@ def test_the_ranks_read_the_visible_devices_variable_from_the_table():
     var = accel_names.visible_env("cuda")
     assert accel_names.visible_devices({var: "2,3"}) == "2,3" and accel_names.visible_devices({}) is None
     assert accel_names.visible_env("cpu") is None and var in accel_names.VISIBLE_ENVS
+
+
+def test_the_container_flags_are_the_backends(tmp_path):
+    from bench.cluster import container
+
+    ce = container.resolve(f"apptainer exec {tmp_path / 'img.sif'}", {})
+    assert ce.with_devices("cuda").argv[2:3] == accel.backend("nvidia").container_flags["apptainer"]
+    assert ce.with_devices("cpu") == ce and ce.with_devices("cuda").with_devices("cuda") == ce.with_devices("cuda")
