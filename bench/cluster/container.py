@@ -18,8 +18,9 @@ never by the node bench runs on, which is often a GPU-less login node: the
 probes and preflight always enter with --nv (on a node without a driver
 Apptainer warns and goes on), so a GPU node is seen as one; the ranks get
 --nv when the plan's device, taken from the nodes' inventory, is cuda
-(bench.launch.plan.build; with_nv). A prefix the user wrote with --nv or
---nvccli is left as written.
+(bench.launch.plan.build; with_devices, the flags from the GPU backend's row of
+bench/data/accelerators.json). A prefix the user wrote with --nv or --nvccli is
+left as written.
 
 `--container-exec "BIN exec [OPTIONS] IMAGE"` supplies or overrides the
 prefix (e.g. a different image path on the nodes), `--container-exec none`
@@ -35,6 +36,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from bench.core.accel_names import by_device
 from bench.core.containerspec import OPTION, SAFE_WORD, parse
 from bench.core.errors import BadInput
 
@@ -56,12 +58,21 @@ class ContainerExec:
     def image(self) -> str:
         return self.argv[-1]
 
-    def with_nv(self) -> "ContainerExec":
-        """The same prefix binding the host's NVIDIA driver (--nv), unless it already binds it (--nv, --nvccli)."""
-        if any(a in ("--nv", "--nvccli") for a in self.argv):
+    def with_devices(self, device: str = "cuda") -> "ContainerExec":
+        """The same prefix giving the container the host's `device`s (its backend's container_flags for this
+        runtime, bench/data/accelerators.json: --nv for GPUs), unless it already does (container_binds)."""
+        entry = by_device(device)
+        runtime = os.path.basename(self.argv[0])
+        flags = entry["container_flags"].get(runtime, entry["container_flags"].get("apptainer", []))
+        binds = entry["container_binds"].get(runtime, entry["container_binds"].get("apptainer", []))
+        if not flags or any(a in binds for a in self.argv):
             return self
-        return ContainerExec(argv=(self.argv[0], self.argv[1], "--nv", *self.argv[2:]), python=self.python,
+        return ContainerExec(argv=(self.argv[0], self.argv[1], *flags, *self.argv[2:]), python=self.python,
                              source=self.source, in_container=self.in_container)
+
+    def with_nv(self) -> "ContainerExec":
+        """with_devices("cuda"): the host's GPU driver bound."""
+        return self.with_devices("cuda")
 
     def prefix(self, bind: str) -> list[str]:
         """argv with `-B bind` after `exec`: the ranks write their logs and figures under bind.
@@ -122,5 +133,5 @@ def remote_python(container_exec: str | None = None, environ: dict[str, str] | N
     if ce is None:
         return [sys.executable]
     if nv:
-        ce = ce.with_nv()  # a GPU node must be seen as one by the probe (see the module docstring)
+        ce = ce.with_devices("cuda")  # a GPU node must be seen as one by the probe (see the module docstring)
     return [*(ce.prefix(os.path.abspath(bind)) if bind else ce.argv), ce.python]

@@ -25,6 +25,7 @@ from bench.cluster import readiness, variants, vendor_mix
 from bench.core.gpus import (PRECISIONS, WHY_UNSUPPORTED, GpuSpec, is_truncated, lookup, parse_cc, peak_tflops,
                              supports)
 from bench.cluster.probe import LIBRARIES, torch_built_for
+from bench.core.accel_names import by_device
 
 # Codes that make a cluster non-uniform; the others are consequences or notes.
 MISMATCH = {"gpu-model-mixed", "gpu-memory-mixed", "gpu-cc-mixed", "driver-mixed", "image-mixed",
@@ -176,7 +177,7 @@ def _mix(gpus, inventories: list[dict], gpu_hosts: list[str], f: _Findings) -> N
     for h, g, s in gpus:
         if s is None:
             cut = is_truncated(str(g.get("name") or ""))
-            why = ("nvidia-smi cut the name; NVML or --query-gpu print it whole" if cut
+            why = (by_device("cuda")["name_cut"] if cut
                    else "add it to bench/data/gpu_specs.json")  # fmt: skip
             f.add("warn", "gpu-unknown", f"GPU {g.get('index')} on {h}, {g.get('name')!r}, is not in the GPU table "
                   f"({why}): its peak is unknown and the straggler check leaves it out", [h])  # fmt: skip

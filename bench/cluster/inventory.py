@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import slurm_hosts
+from bench.core.accel_names import by_device
 from bench.core.config import LAUNCHERS
 from bench.core.errors import BadInput
 from bench.core.options import csv_parser, moment, opt
@@ -124,8 +125,9 @@ class ProbeConfig:
     timeout: float = opt(f"seconds each host may take to answer (default {DEFAULT_TIMEOUT_S:g}: importing torch on "
                          "a cold node is slow)", default=DEFAULT_TIMEOUT_S, metavar="S", flag="--probe-timeout",
                          aliases=("--timeout",))
-    health: bool = opt("also read each node's own health: GPU counters (NVML, else nvidia-smi -q), the kernel "
-                       "log's Xid events, NVLink and InfiniBand ports, free space (bench validate's health check)",
+    health: bool = opt(f"also read each node's own health: GPU counters ({by_device('cuda')['health_sources']}), "
+                       "the kernel log's Xid events, NVLink and InfiniBand ports, free space (bench validate's "
+                       "health check)",
                        default=False)
     # validate's name for the same idea; --health-since took Unix seconds only.
     since: float | None = opt("with --health: kernel-log events since TIME, ISO 8601 or Unix seconds, e.g. after a "

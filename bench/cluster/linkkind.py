@@ -6,7 +6,8 @@
 
 Inputs are the parsers' results (bench.cluster.interconnect), so recorded outputs give the same
 answer as a live node. Between two GPUs or more the GPUs' backend says the kind
-(bench.cluster.accel: Accelerator.intra; NVIDIA's in bench.cluster.accel.nvidia.intra). intra kinds: nvswitch (every GPU pair NVLinked with more links than a GPU
+(bench.cluster.accel: Accelerator.intra; NVIDIA's in bench.cluster.accel.nvidia.intra).
+intra kinds: nvswitch (every GPU pair NVLinked with more links than a GPU
 has: through switches), nvlink (direct NVLink: a full or partial mesh, a bridge), pcie (no NVLink
 between the GPUs), shared-memory (no GPU: CPU ranks on one node), none (one GPU: nothing to reduce
 across), unknown (the matrix could not be read). inter kinds: infiniband and roce (RDMA ports

@@ -6,9 +6,8 @@
     inv = local_inventory()                      # JSON-serialisable dict
     parse_nvidia_smi_table(open("smi.txt").read())["gpus"]
 
-GPUs come from NVML (nvidia-ml-py), else from
-`nvidia-smi --query-gpu=... --format=csv,noheader,nounits`, else none, with
-the reason in `gpu_error`. torch is asked (in a subprocess: bench.worker.torch_probe)
+GPUs come from the accelerator backend (bench.cluster.accel.inventory: the
+vendor's library, else its tool's query), else none, with the reason in `gpu_error`. torch is asked (in a subprocess: bench.worker.torch_probe)
 only when a GPU was found, or when asked, which architectures the installed wheel was built for;
 a node whose GPU is not among them cannot run. The text parsers (bench.cluster.accel.nvidia.smi,
 re-exported here) are pure so that recorded outputs (tests/fixtures/gpu)
@@ -16,8 +15,8 @@ test them, and node_inventory() assembles an inventory from their results
 the same way for this node and for recorded ones.
 
 inv["interconnect"] says how the GPUs reach each other and the node reaches
-the others (bench.cluster.interconnect.collect): it runs `nvidia-smi topo -m`
-and `nvidia-smi nvlink -s` (GPU nodes only) and `ibstat` (where installed),
+the others (bench.cluster.interconnect.collect): it asks the GPUs' backend for
+their links (GPU nodes only) and runs `ibstat` (where installed),
 each with a 10 s deadline, and reads /sys/class/infiniband/*/ports/*,
 /sys/class/net/* and the GPUs' PCIe links under /sys/bus/pci/devices. It
 gives {"raw", "intra", "inter", "errors"}: intra.kind nvswitch, nvlink, pcie,

@@ -2,7 +2,7 @@
 
     check(inventories, findings)   # adds "fail" / "warn" findings, each naming its node
 
-  driver-too-old     the driver's CUDA version (NVML, nvidia-smi's header) is of
+  driver-too-old     the driver's CUDA version (as the GPU backend reads it) is of
                      an older major than the CUDA torch was built for: CUDA cannot
                      start; an older minor of the same major is a warning (CUDA's
                      minor-version compatibility runs it, but PTX of the newer
@@ -20,6 +20,10 @@ Inventories are bench.cluster.probe dicts, limited to the selected GPUs
 from __future__ import annotations
 
 import re
+
+from bench.core.accel_names import by_device
+
+_GPU = by_device("cuda")   # the GPU backend's words for its tools (bench/data/accelerators.json)
 
 
 def _major_minor(text: str | None) -> tuple[int, int] | None:
@@ -53,7 +57,7 @@ def check(inventories: list[dict], f) -> None:
             if str(g.get("mig") or "").lower() == "enabled":
                 f.add("fail", "mig-enabled", f"GPU {g.get('index')} ({g.get('name') or '?'}) on {host} is in MIG "
                       "mode: bench places one rank per physical GPU by index and cannot address MIG instances; "
-                      f"disable MIG there (nvidia-smi -i {g.get('index')} -mig 0) or --exclude "
+                      f"disable MIG there ({_GPU['mig_off'].format(index=g.get('index'))}) or --exclude "
                       f"{host}:{g.get('index')}", [host])
 
 
@@ -64,10 +68,10 @@ def _slots(inv: dict, host: str, f) -> None:
         way = f"--include {host}:{','.join(map(str, keep))}" if keep else f"slots={have} at most, or --exclude {host}"
         if inv.get("probe_tasks"):  # probed through srun: the slots are the allocation's tasks (task_gpus)
             f.add("fail", "slots-beyond-gpus", f"{host}: the allocation has {len(slots)} task(s) there but they "
-                  f"were given {have} GPU(s) between them (each srun task's nvidia-smi, merged by PCI bus): some "
+                  f"were given {have} GPU(s) between them (each srun task's {_GPU['tool']}, merged by PCI bus): some "
                   "ranks would share a GPU or have none; ask for one GPU per task (--gpus-per-task=1) or "
                   f"--ntasks-per-node={have}", [host])
             return
         f.add("fail", "slots-beyond-gpus", f"{host}: the hostfile selects slot(s) {[s for s in slots if s >= have]} "
-              f"but the node has {have} GPU(s) (nvidia-smi): those ranks would have no GPU; fix its slots= or {way}",
+              f"but the node has {have} GPU(s) ({_GPU['tool']}): those ranks would have no GPU; fix its slots= or {way}",
               [host])

@@ -1,7 +1,7 @@
 """Run one argument list on many hosts at once, each with a deadline.
 
     from bench.cluster.remote import run_on_hosts
-    results = run_on_hosts(["node1", "node2"], ["nvidia-smi", "-L"], timeout=15)
+    results = run_on_hosts(["node1", "node2"], ["hostname", "-f"], timeout=15)
     for host, r in results.items():
         print(host, r.rc, r.error or r.stdout.strip())
 

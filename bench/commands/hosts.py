@@ -3,9 +3,9 @@
     bench hosts --hostfile hostfiles/tesla
     bench hosts --hostfile hostfiles/tesla --exclude tesla-node5 --json
     bench hosts --hostfile hostfiles/vector --gpus 1
-    bench hosts                     # this machine: nvidia-smi -L GPUs, else 1 CPU slot
+    bench hosts                     # this machine: its GPUs as their backend lists them, else 1 CPU slot
 
-It reads files only (and runs `nvidia-smi -L` without --hostfile): no ssh,
+It reads files only (and asks the GPU backend's tool without --hostfile): no ssh,
 no torch, so it answers at once and shows what a run would use before any
 launch.
 """

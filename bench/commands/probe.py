@@ -15,8 +15,8 @@ shows them all. Exit 0 when every host answered (whatever the verdict
 says), 1 when one could not be probed (named on stderr), 2 for bad input.
 
 Each node's inventory carries "interconnect": how its GPUs reach each other
-and it reaches the other nodes, read from `nvidia-smi topo -m`, `nvidia-smi
-nvlink -s`, `ibstat` and sysfs (bench.cluster.probe says what exactly).
+and it reaches the other nodes, read from the GPUs' backend (their link
+matrix and states), `ibstat` and sysfs (bench.cluster.probe says what exactly).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """GPU models -> compute capability, memory and peak TFLOP/s, from one table.
 
     from bench.core.gpus import lookup, peak_tflops, supports
-    spec = lookup("NVIDIA A100-SXM...", memory_mib=81920)   # nvidia-smi's cut name
+    spec = lookup("NVIDIA A100-SXM...", memory_mib=81920)   # a name the vendor's table cut
     spec.name, spec.cc, peak_tflops(spec, "bf16")            # 'NVIDIA A100-SXM4-80GB', '8.0', 312.0
     supports("6.1", "fp16")                                  # False: see supports()
 
@@ -19,7 +19,7 @@ from importlib import resources
 
 from bench.core.precision import PRECISIONS
 
-# nvidia-smi's default table cuts a long name and ends it with "..."
+# The vendor tool's default table cuts a long name and ends it with "..."
 # ("NVIDIA A100-SXM...", "NVIDIA GeForce ..."): the rest is a prefix.
 _TRUNCATED = "..."
 # Datasheet GB vs what the driver reports in MiB: a 16 GB T4 shows 15360 or
@@ -121,12 +121,12 @@ def candidates(name: str, memory_mib: float | None = None) -> list[GpuSpec]:
 
 
 def lookup(name: str, memory_mib: float | None = None) -> GpuSpec | None:
-    """The table entry for a GPU name as nvidia-smi, NVML or torch print it, or None.
+    """The table entry for a GPU name as the vendor's tool, its library or torch print it, or None.
 
-    A name cut by nvidia-smi ("NVIDIA A100-SXM...") resolves only when one
+    A name cut by the tool's table ("NVIDIA A100-SXM...") resolves only when one
     entry fits it and, if given, its memory; "NVIDIA GeForce ..." with 8 GB
     fits a GTX 1070 as well as an RTX 3070, so it stays None rather than a
-    guess (the probe asks NVML or --query-gpu for the full name).
+    guess (the probe asks the library or the tool's query for the full name).
     """
     found = candidates(name, memory_mib)
     return found[0] if len(found) == 1 else None

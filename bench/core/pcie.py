@@ -11,7 +11,7 @@ link can run at) and current_link_speed, current_link_width (what it trained
 to) is the least over the device and every PCI device above it in its sysfs
 path (/sys/bus/pci/devices/<bus> links to /sys/devices/pci0000:00/.../<bus>).
 A device without a file (a host bridge, a file the kernel does not give)
-adds nothing. A GPU lowers its link's speed when idle (nvidia-smi shows
+adds nothing. A GPU lowers its link's speed when idle (the vendor's tool shows
 "PCIe Generation Current" 1 at idle), so the speed now is read right after
 the copies, and judging goes by the maximum; the width now shows a link
 trained narrower than it can run (a riser, a bad seat). Speeds are the
@@ -49,7 +49,7 @@ def _width(text: str | None) -> int | None:
 
 
 def sysfs_name(bus_id: str | None) -> str | None:
-    """NVML's 00000000:18:00.0 (or torch's 0000:18:00.0) as sysfs names it: 0000:18:00.0; None if not an address."""
+    """The driver's 00000000:18:00.0 (or torch's 0000:18:00.0) as sysfs names it: 0000:18:00.0; None if not an address."""
     m = re.match(r"^([0-9a-fA-F]+):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$", (bus_id or "").strip())
     return f"{int(m.group(1), 16):04x}:{m.group(2).lower()}" if m else None
 

@@ -41,7 +41,7 @@ def _checked(resources: dict[str, list[int]], launcher: str, device: str, contai
     kind = get(launcher)
     ce = container.resolve(container_exec, environ) if kind.remote else None
     if ce is not None and device == "cuda":
-        ce = ce.with_nv()  # the nodes have GPUs (the plan's device came from their inventory)
+        ce = ce.with_devices(device)  # the nodes have GPUs (the plan's device came from their inventory)
     rank_env = rank_environment(device, environ)
     if ce is not None and ce.in_container:
         # This PATH is the image's, not the nodes': exported there it could only

@@ -32,7 +32,7 @@ from bench.core.accel_names import GPU_SAMPLER, GPU_SAMPLER_ABSENT
 from bench.validate import runs
 from bench.validate.state import RANK, Validation
 
-NO_NVML = GPU_SAMPLER_ABSENT   # "no ... here": the GPU backend's sampler absent (bench/data/accelerators.json)
+NO_SAMPLER = GPU_SAMPLER_ABSENT   # "no ... here": the GPU backend's sampler absent (bench/data/accelerators.json)
 
 
 def window_of(seconds: float) -> float:

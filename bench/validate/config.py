@@ -15,9 +15,12 @@ import re
 from dataclasses import dataclass
 
 from bench.analysis.compare import parse_threshold
+from bench.cluster import accel
 from bench.core.errors import BadInput
 from bench.core.options import csv_parser, moment, opt
 from bench.core.precision import PRECISIONS
+
+_GPU_FILES = ", ".join(f for b in accel.vendors() for f in b.saved_files)   # --health-from's help: the backends' files
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
 CHECKS = ("health", "dcgm", "throughput", "numerics", "copies", "memory", "burn", "intra-node", "inter-node", "rails",
@@ -105,8 +108,8 @@ class ValidateConfig:
     launcher: str | None = opt("how the nodes are reached: slurm (srun job steps; the default inside a Slurm "
                                "allocation without --hostfile: the allocation is the cluster), openmpi (mpirun), "
                                "pdsh (ssh; the default with --hostfile)", default=None, choices=LAUNCHERS)
-    health_from: str | None = opt("judge one node from its saved reports in DIR (nvidia-smi.txt, nvidia-smi-q.txt, "
-                                  "nvidia-smi-nvlink.txt, dmesg.txt, ibstat.txt, infiniband/, dcgmi-diag.txt or "
+    health_from: str | None = opt(f"judge one node from its saved reports in DIR ({_GPU_FILES}, dmesg.txt, "
+                                  "ibstat.txt, infiniband/, dcgmi-diag.txt or "
                                   ".json): the health check's verdict and exit status, nothing launched",
                                   default=None, metavar="DIR")
     since_job: bool = opt("health: report only the kernel-log events raised since this Slurm job started (an "

@@ -28,7 +28,8 @@ REGISTRY: dict[str, str] = {
     "cpu": "bench.cluster.accel.cpu:Cpu",
 }
 
-__all__ = ["REGISTRY", "Accelerator", "Detection", "Links", "Sampler", "backend", "detect", "inventory", "local_detection", "names", "register", "vendors"]
+__all__ = ["REGISTRY", "Accelerator", "Detection", "Links", "Sampler", "backend", "detect", "inventory",
+           "local_detection", "names", "register", "vendors"]
 
 
 def names() -> tuple[str, ...]:

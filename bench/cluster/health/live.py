@@ -1,4 +1,4 @@
-"""This node's health, read now: GPUs (NVML, else nvidia-smi), kernel log, InfiniBand, DCGM on request, disk.
+"""This node's health, read now: GPUs (their backend's sources), kernel log, InfiniBand, DCGM on request, disk.
 
     from bench.cluster.health.live import collect_live
     report = collect_live(since=time.time() - 3600, folders=["results", "/tmp"], dcgm_level=1)
@@ -8,9 +8,9 @@ twice the level's documented length, bounds it).
 Every command is an argv list with a timeout; a failure is a "not_read" reason,
 never an exception. Only the kernel log may need more than a user has
 (kernel.dmesg_restrict): `dmesg --time-format iso`, then `journalctl -k`, and a
-refusal of both is not_read with expected=True and their words. A node with no
-NVIDIA GPU on its PCI bus, no NVML and no nvidia-smi is a CPU node: the GPU part
-is not_read with expected=False and the rest still runs. Everything under
+refusal of both is not_read with expected=True and their words. The GPUs are
+read by each vendor's backend in turn (bench.cluster.accel: health_live); on
+a CPU node the GPU part is not_read with expected=False and the rest still runs. Everything under
 `root` (/sys) can be pointed at a copy for a test.
 """
 

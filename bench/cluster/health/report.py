@@ -10,23 +10,24 @@
 The report's keys:
   host       the node's host name
   since      the `since` bound as ISO 8601 UTC, or None (kernel-log events before it are dropped)
-  gpus       [{"index", "bus_id", "name"}]: the node's GPUs as read (NVML, nvidia-smi -q or the table), [] if none
-  read       {source: what was read, in words}: "nvml", "nvidia-smi -q", "nvidia-smi", "nvidia-smi nvlink",
-             "kernel-log", "infiniband", "dcgm", "disk"
+  gpus       [{"index", "bus_id", "name"}]: the node's GPUs as their backend read them (bench.cluster.accel:
+             the vendor's library, its tool's query or table), [] if none
+  read       {source: what was read, in words}: the GPU backend's sources (bench.cluster.accel.nvidia's:
+             health_live, health_saved), "kernel-log", "infiniband", "dcgm", "disk"
   not_read   [{"source", "reason", "expected"}]: a source that gave nothing. expected=False: nothing
              here to check (no GPU, no InfiniBand hardware, dcgmi not installed, a file not in the
              folder); expected=True: it should have been readable and was not (permission denied,
-             a tool that crashed or timed out, NVML present but failing)
+             a tool that crashed or timed out, the vendor's library present but failing)
   copies     [{"test", "kind", "method", "gpu", "gpu_index", "peer", "gbps", "name", "bus_id", "pcie_gen",
              "pcie_gen_max", "pcie_width", "pcie_width_max"}]: copy figures a saved nvbandwidth.txt gave (GB/s;
-             kind h2d, d2h, h2d_bidir, d2d_read, local, ...; gpu the CUDA ordinal, gpu_index the NVML index
+             kind h2d, d2h, h2d_bidir, d2d_read, local, ...; gpu the runtime's ordinal, gpu_index the backend's index
              by bus id; peer the other GPU of a device-to-device figure), [] if none
   fabric     [{"gpu_index", "bus_id", "uuid", "state", "status", "clique_id", "cluster_uuid", "summary",
              "health"}]: each GPU's NVLink fabric info where nvidia-smi -q or gpud gave it (fabric_state), else []
   findings   [{"code", "source", "severity", "action", "meaning", "what", "gpu_index", "bus_id",
              "port", "count", "first_seen", "last_seen", "reference"}], worst first:
                code        the table's code (bench/data/health_actions.json), e.g. "xid-79", "row-remap-pending"
-               source      which reader found it ("kernel-log", "nvidia-smi -q", "nvml", "dcgm", ...)
+               source      which reader found it ("kernel-log", "dcgm", a GPU backend's source, ...)
                severity    "fail" (drain the node), "warn" (degraded or to watch), "info" (seen, not a fault)
                action      drain, reset-gpu, reseat, replace-gpu, reboot, check-fabric, free-space,
                            restart-app, watch

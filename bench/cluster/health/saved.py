@@ -4,8 +4,8 @@
     report = from_dir("node7-health/", since=None)     # report.py's shape
     [(f["code"], f["gpu_index"]) for f in report["findings"]]
 
-The folder may hold any of: nvidia-smi.txt, nvidia-smi-q.txt, nvidia-smi-nvlink.txt
-(`nvidia-smi nvlink -s`), dmesg.txt (any kernel-log format kernel_log reads),
+The folder may hold any of: the GPU backends' saved tool outputs (each
+backend's saved_files, read by it: bench.cluster.accel), dmesg.txt (any kernel-log format kernel_log reads),
 ibstat.txt, infiniband/ (a copy of /sys/class/infiniband, counters included),
 ibqueryerrors.txt, dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
 `-j` JSON), gpud-fabric.txt (gpud's fabric-manager state, its JSON whole or cut,
@@ -16,11 +16,11 @@ judged where the node's GPUs are in a multi-node NVLink domain, or where no fabr
 was saved beside it), each backend's own files (an AMD node's amd-smi and rocm-smi
 outputs: bench.cluster.accel.amd), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
 report's "copies", one per GPU and test, each with the GPU's PCIe link where
-nvidia-smi -q was saved beside it; bench.validate.health judges them). A file
+the GPU backend's readings were saved beside it; bench.validate.health judges them). A file
 that is absent is "not_read" with expected=False. Bad input raises BadInput
 with one line naming the file: the folder missing, none of these files in it,
 a binary or unreadable file, or a file that is not what its name says
-(nvidia-smi-q.txt without a GPU block, ibstat.txt without a port, ...).
+(a GPU tool's output without a GPU block, ibstat.txt without a port, ...).
 The host is the folder's name.
 """
 
@@ -135,7 +135,7 @@ def _copies(r: Report, path: str) -> None:
         raise BadInput(f"{path}: no 'Running <test>.' line: not nvbandwidth's text output")
     figs = nvbandwidth.figures(out)
     for f in figs:
-        # nvbandwidth numbers GPUs by CUDA ordinal; its bus id is the GPU's NVML index where the GPUs were read.
+        # nvbandwidth numbers GPUs by the runtime's ordinal; its bus id is the GPU's index where the GPUs were read.
         f["bus_id"] = bus_key(f["bus_id"]) or f["bus_id"]
         f["gpu_index"] = gpu_index_for_bus(r.gpus, f["bus_id"]) if r.gpus and f["bus_id"] else f["gpu"]
         g = r.links.get(f["bus_id"])
