@@ -111,9 +111,8 @@ def verdict(
               f"{_names(gpu_hosts)} have: its rank cannot join the GPU job; fix its driver or --exclude {_host(inv)}",
               [_host(inv)])  # fmt: skip
     _mix(gpus, inventories, gpu_hosts, f)
-    vendor_mix.check(inventories, f)
-    _arch(inventories, f)
-    readiness.check(inventories, f)
+    for check in (vendor_mix.check, _arch, readiness.check):   # each (inventories, findings)
+        check(inventories, f)
     result["precisions"] = _precision(gpus, gpu_hosts, precision, f)
     if compile:
         _compile(gpus, f)

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from bench.analysis import copies
-from bench.cluster.accel.nvidia_fabric import domains
+from bench.cluster import nvlink_domains as domains
 from bench.cluster.findings import finding, sort_key
 from bench.cluster.inventory import HealthAsk
 from bench.cluster.slurm import job_start
@@ -134,7 +134,7 @@ def judge_copies(report: dict[str, Any]) -> dict[str, Any]:
 def nvlink_domains(v: Validation, reports: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The reports with each node's NVLink-domain findings added (its GPUs disagree, or it is alone in its
     domain), the domains in the record (figures "nvlink_domains") and, where there are any, as leaves of the
-    topology the pairs are chosen by (bench.cluster.accel.nvidia_fabric.domains)."""
+    topology the pairs are chosen by (bench.cluster.nvlink_domains)."""
     d = domains.group({h: r.get("fabric") or [] for h, r in reports.items()})
     if not (d.domains or d.split or d.alone):
         return reports

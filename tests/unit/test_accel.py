@@ -64,8 +64,8 @@ def test_a_backend_registered_later_is_asked_before_nvidia_which_claims_any_gpus
     monkeypatch.setattr(accel, "REGISTRY", dict(accel.REGISTRY))
     accel.register("other", "bench.cluster.accel.cpu:Cpu")
     try:
-        assert accel.names() == ("other", "nvidia", "cpu")
-        assert [b.name for b in accel.vendors()] == ["cpu", "nvidia"]   # "other" is the Cpu class here
+        assert accel.names() == ("other", "nvidia", "amd", "cpu")
+        assert [b.name for b in accel.vendors()] == ["cpu", "nvidia", "amd"]   # "other" is the Cpu class here
     finally:
         accel.backend.cache_clear()
 

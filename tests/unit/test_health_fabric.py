@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cluster.accel.nvidia_fabric import fabric_state
+from bench.cluster.accel.nvidia import fabric_state
 from tests.conftest import cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

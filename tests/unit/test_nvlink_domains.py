@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.cluster.accel.nvidia_fabric import domains
+from bench.cluster import nvlink_domains as domains
 from bench.cluster.health.saved import from_dir
 from bench.jobs.plan import HostSelection
 from bench.render.html import validate_view

@@ -23,7 +23,7 @@ The report's keys:
              kind h2d, d2h, h2d_bidir, d2d_read, local, ...; gpu the runtime's ordinal, gpu_index the backend's index
              by bus id; peer the other GPU of a device-to-device figure), [] if none
   fabric     [{"gpu_index", "bus_id", "uuid", "state", "status", "clique_id", "cluster_uuid", "summary",
-             "health"}]: each GPU's NVLink fabric info where nvidia-smi -q or gpud gave it (fabric_state), else []
+             "health"}]: each GPU's NVLink fabric info where its backend read one (NVIDIA's fabric_state), else []
   findings   [{"code", "source", "severity", "action", "meaning", "what", "gpu_index", "bus_id",
              "port", "count", "first_seen", "last_seen", "reference"}], worst first:
                code        the table's code (bench/data/health_actions.json), e.g. "xid-79", "row-remap-pending"

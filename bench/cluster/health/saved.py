@@ -8,13 +8,8 @@ The folder may hold any of: the GPU backends' saved tool outputs (each
 backend's saved_files, read by it: bench.cluster.accel), dmesg.txt (any kernel-log format kernel_log reads),
 ibstat.txt, infiniband/ (a copy of /sys/class/infiniband, counters included),
 ibqueryerrors.txt, dcgmi-diag.txt or dcgmi-diag.json (`dcgmi diag` table or
-`-j` JSON), gpud-fabric.txt (gpud's fabric-manager state, its JSON whole or cut,
-or `gpud scan`'s fabric table: NVML's fabric info where nvidia-smi -q was not
-saved; each GPU's fabric state, ClusterUUID and clique are the report's "fabric",
-from nvidia-smi -q where both are saved), nvidia-imex-ctl.txt (`nvidia-imex-ctl -N`:
-judged where the node's GPUs are in a multi-node NVLink domain, or where no fabric
-was saved beside it), each backend's own files (an AMD node's amd-smi and rocm-smi
-outputs: bench.cluster.accel.amd), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
+`-j` JSON), each GPU backend's own files (the NVLink fabric's, gpud's and IMEX's
+among NVIDIA's; an AMD node's amd-smi and rocm-smi outputs), and nvbandwidth.txt (nvbandwidth's text output: its figures become the
 report's "copies", one per GPU and test, each with the GPU's PCIe link where
 the GPU backend's readings were saved beside it; bench.validate.health judges them). A file
 that is absent is "not_read" with expected=False. Bad input raises BadInput
@@ -30,7 +25,6 @@ import os
 
 from bench.cluster import accel
 from bench.cluster.accel.nvidia import dcgm, nvbandwidth
-from bench.cluster.accel.nvidia_fabric import fabric_state, imex
 from bench.cluster.findings import bus_key, gpu_index_for_bus
 from bench.cluster.health import infiniband, kernel_log
 from bench.cluster.health.report import Report
@@ -39,8 +33,7 @@ from bench.core.errors import BadInput
 
 # The vendors' own files first (each backend's saved_files), then the node's.
 FILES = (*(f for b in accel.vendors() for f in b.saved_files), "dmesg.txt", "ibstat.txt", "infiniband",
-         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt", "gpud-fabric.txt",
-         "nvidia-imex-ctl.txt")  # fmt: skip
+         "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt")  # fmt: skip
 GPU_FILES = tuple(f for b in accel.vendors() for f in b.saved_gpu_files)
 
 
@@ -107,28 +100,6 @@ def _dcgm(r: Report, folder: str) -> None:
         return
 
 
-def _gpud(r: Report, path: str) -> None:
-    gpus, about = fabric_state.from_gpud(_text(path))
-    if not gpus and not about:
-        raise BadInput(f"{path}: neither gpud's fabric-manager state nor its fabric table")
-    if r.fabric:
-        r.read_ok("gpud fabric", f"{len(gpus)} GPU(s), not used: nvidia-smi -q's fabric section was read")
-        return
-    fabric_state.to_report(r, gpus, "gpud", about)
-    if not any(g.state for g in gpus):
-        r.read_ok("fabric", f"gpud: {len(gpus)} GPU(s), none with a fabric state (Not Supported, or cut before "
-                            f"its fabric_states): {about.get('health', '')} {about.get('reason', '')}".strip())
-
-
-def _imex(r: Report, path: str) -> None:
-    state = imex.parse(_text(path))
-    if not state.nodes and state.domain_state is None:
-        raise BadInput(f"{path}: no 'Node #N' line or 'Domain State': not `nvidia-imex-ctl -N` output")
-    found, said = imex.findings(state, r.fabric if r.fabric else None)
-    r.add(found)
-    r.read_ok("imex", said)
-
-
 def _copies(r: Report, path: str) -> None:
     out = nvbandwidth.parse(_text(path))
     if not out.tests:
@@ -168,10 +139,6 @@ def from_dir(path: str, since: float | None = None) -> dict:
         _dcgm(r, path)
     if "nvbandwidth.txt" in present:
         _copies(r, join("nvbandwidth.txt"))
-    if "gpud-fabric.txt" in present:
-        _gpud(r, join("gpud-fabric.txt"))
-    if "nvidia-imex-ctl.txt" in present:
-        _imex(r, join("nvidia-imex-ctl.txt"))
     for source, files in (("gpu", GPU_FILES), ("kernel-log", ("dmesg.txt",)),
                           ("infiniband", ("ibstat.txt", "infiniband", "ibqueryerrors.txt")),
                           ("dcgm", ("dcgmi-diag.json", "dcgmi-diag.txt"))):  # fmt: skip

@@ -73,7 +73,7 @@ def groups(rec: dict[str, Any], fabric: list[dict[str, Any]]) -> list[dict[str, 
 
 def _grouped_by(leaves: dict[str, str] | None) -> str:
     """What the grid's groups are: leaf switches, NVLink domains (bench names those leaves "nvlink:<ClusterUUID>/
-    <clique>", bench.cluster.accel.nvidia_fabric.domains), both, or the hostfile's order."""
+    <clique>", bench.cluster.nvlink_domains), both, or the hostfile's order."""
     if not leaves:
         return "hostfile order"
     kinds = {"NVLink domain" if str(x).startswith("nvlink:") else "leaf switch" for x in leaves.values()}

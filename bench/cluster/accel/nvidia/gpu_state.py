@@ -12,7 +12,7 @@ reasons that are faults (HW slowdown, HW thermal, power brake, SW thermal;
 idle, application clocks, SW power cap, sync boost and display clock are
 not), the PCIe link (a narrower link is a fault; a lower generation only
 while the GPU is busy, since an idle GPU lowers it to save power), the
-driver's reset/drain/reboot flags. The NVSwitch fabric state is judged by bench.cluster.accel.nvidia_fabric.fabric_state,
+driver's reset/drain/reboot flags. The NVSwitch fabric state is judged by fabric_state,
 which also reads its health bits, ClusterUUID and clique.
 """
 

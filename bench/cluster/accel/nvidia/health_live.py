@@ -16,7 +16,7 @@ from bench.cluster.accel.nvidia import nvlink, nvml, smi_status
 from bench.cluster.accel.nvidia.gpu_state import gpu_findings
 from bench.cluster.accel.nvidia.smi import run_smi
 from bench.cluster.accel.nvidia.smi_query import parse as parse_q
-from bench.cluster.accel.nvidia_fabric import fabric_state
+from bench.cluster.accel.nvidia import fabric_state
 from bench.cluster.findings import finding
 
 

@@ -1,4 +1,5 @@
-"""A saved report folder's NVIDIA files: nvidia-smi-q.txt, nvidia-smi.txt, nvidia-smi-nvlink.txt (`nvidia-smi nvlink -s`).
+"""A saved report folder's NVIDIA files: nvidia-smi-q.txt, nvidia-smi.txt, nvidia-smi-nvlink.txt (`nvidia-smi nvlink -s`),
+gpud-fabric.txt and nvidia-imex-ctl.txt (fabric_saved).
 
     from bench.cluster.accel.nvidia.health_saved import read, FILES, GPU_FILES
     read(report, folder, present, read_text)     # into a bench.cluster.health Report, in FILES' order
@@ -17,17 +18,18 @@ from bench.cluster.accel.nvidia import nvlink, smi_status
 from bench.cluster.accel.nvidia.gpu_state import gpu_findings
 from bench.cluster.accel.nvidia.smi import parse_nvidia_smi_table, smi_failure
 from bench.cluster.accel.nvidia.smi_query import parse as parse_q
-from bench.cluster.accel.nvidia_fabric import fabric_state
+from bench.cluster.accel.nvidia import fabric_state
+from bench.cluster.accel.nvidia.fabric_saved import gpud, imex_ctl
 from bench.cluster.findings import bus_key
 from bench.core.errors import BadInput
 
-FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt")
+FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "gpud-fabric.txt", "nvidia-imex-ctl.txt")
 GPU_FILES = FILES[:2]   # those that list the GPUs (the "gpu" source)
 
 
 def read(r, folder: str, present: set[str], read_text: Callable[[str], str]) -> None:
     """Each of FILES that is in `present`, in that order."""
-    for name, reader in zip(FILES, (_smi_q, _smi, _nvlink)):
+    for name, reader in zip(FILES, (_smi_q, _smi, _nvlink, gpud, imex_ctl)):
         if name in present:
             reader(r, os.path.join(folder, name), read_text)
 

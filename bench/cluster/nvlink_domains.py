@@ -1,6 +1,6 @@
 """Nodes whose GPUs share a ClusterUUID and clique form one NVLink domain; a node whose GPUs disagree is named.
 
-    from bench.cluster.accel.nvidia_fabric.domains import group
+    from bench.cluster.nvlink_domains import group
     d = group({"tray01": report["fabric"], ...})    # each node's health report's "fabric" (fabric_state)
     d.domains        # {"9c6f5af3-.../4026": ["tray01", ..., "tray18"]}: two nodes or more each
     d.split          # {host: why}: its GPUs name different domains, or some a domain and others none
@@ -9,7 +9,7 @@
     d.tree(base)     # a topology.Tree whose "leaf" of a domain's node is the domain (validate's pairing)
 
 A GPU is in a domain where its fabric info says so (a ClusterUUID, or a
-clique other than 0: fabric_state.GpuFabric.in_domain); a single-node
+clique other than 0: the NVIDIA backend's fabric_state.GpuFabric.in_domain); a single-node
 NVSwitch system (clique 0, zero ClusterUUID) and a GPU without fabric state
 (N/A) are in none, and a node none of whose GPUs is in one is in no domain:
 it is paired over its NICs as before, and is no finding. A GPU whose state

@@ -1,6 +1,6 @@
 """Each GPU's NVLink fabric state (NVML's fabric info): state, status, health, ClusterUUID, CliqueId, and its findings.
 
-    from bench.cluster.accel.nvidia_fabric.fabric_state import from_smi_q, from_gpud, findings
+    from bench.cluster.accel.nvidia.fabric_state import from_smi_q, from_gpud, findings
     gpus = from_smi_q(open("nvidia-smi-q.txt").read())    # [GpuFabric], one per Fabric block
     gpus[0].state, gpus[0].clique_id, gpus[0].cluster_uuid  # ('Completed', 2, 'dc6e40c4-...')
     findings(gpus, "nvidia-smi -q")                        # [finding(...)] for the bad states and health bits

@@ -1,7 +1,7 @@
 """IMEX (NVIDIA's memory export daemon across an NVLink domain's nodes) from `nvidia-imex-ctl -N`, judged only
 where a node's GPUs are in a multi-node NVLink domain.
 
-    from bench.cluster.accel.nvidia_fabric.imex import parse, findings
+    from bench.cluster.accel.nvidia.imex import parse, findings
     s = parse(open("nvidia-imex-ctl.txt").read())   # Imex(nodes=[(0, "10.136.206.47", "READY"), ...], ...)
     findings(s, fabric)                              # [finding]; fabric: the report's "fabric" (fabric_state)
 
