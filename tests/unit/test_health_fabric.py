@@ -150,3 +150,39 @@ def test_imex_down_is_judged_only_on_a_node_in_a_multi_node_domain(tmp_path):
         assert [f["code"] for f in report["findings"]] == codes and got.returncode == (1 if codes else 0)
         if not codes:   # the single-node NVSwitch system: the false IMEX failure users report, not made here
             assert "not judged: no GPU of this node is in a multi-node NVLink domain" in report["read"]["imex"]
+
+
+def test_nvml_fabric_info_is_read_as_the_smi_q_section_is():
+    # No GPU here: pynvml's own struct and constants (nvidia-ml-py is installed), its call stood in for, filled
+    # with the values of the recorded GB200 block (Completed, Success, clique 2, its ClusterUUID) and one
+    # documented fault bit each: the same findings as from `nvidia-smi -q`.
+    import ctypes
+    import uuid
+
+    pynvml = pytest.importorskip("pynvml")
+    from bench.cluster.accel.nvidia import fabric_nvml
+
+    def stand_in(state, status, clique, cluster, mask):
+        def fn(h, ref):
+            info = ref._obj
+            info.state, info.status, info.cliqueId, info.healthMask = state, status, clique, mask
+            ctypes.memmove(info.clusterUuid, uuid.UUID(cluster).bytes, 16)
+        return type("nv", (), {"c_nvmlGpuFabricInfoV_t": pynvml.c_nvmlGpuFabricInfoV_t,
+                               "nvmlGpuFabricInfo_v2": pynvml.nvmlGpuFabricInfo_v2,
+                               "nvmlDeviceGetGpuFabricInfoV": staticmethod(fn),
+                               "nvmlErrorString": staticmethod(lambda s: "Insufficient Resources")})
+
+    B = "dc6e40c4-d722-4357-9ba6-5291dd461278"
+    full = (2 << 0) | (2 << 2) | (2 << 4) | (2 << 6) | (1 << 8)        # Full, False, False, False, None
+    ok = fabric_nvml.read(stand_in(pynvml.NVML_GPU_FABRIC_STATE_COMPLETED, 0, 2, B, full), None, 0, None)
+    assert (ok.state, ok.status, ok.clique_id, ok.cluster_uuid) == ("Completed", "Success", 2, B)
+    assert ok.health == {"bandwidth": "Full", "route_recovery_in_progress": "False", "route_unhealthy": "False",
+                         "access_timeout_recovery": "False", "incorrect_configuration": "None"}
+    assert fabric_state.findings([ok], "nvml") == []
+    degraded = fabric_nvml.read(stand_in(3, 0, 2, B, full & ~3 | 1), None, 0, None)
+    route = fabric_nvml.read(stand_in(3, 0, 2, B, full & ~(3 << 4) | (1 << 4)), None, 1, None)
+    short = fabric_nvml.read(stand_in(3, 23, 0, "00000000-0000-0000-0000-000000000000", full), None, 2, None)
+    assert [f["code"] for f in fabric_state.findings([degraded, route, short], "nvml")] == [
+        "fabric-bandwidth-degraded", "fabric-route-unhealthy", "fabric-not-ready"]
+    assert short.cluster_uuid is None and short.status == "Insufficient Resources"
+    assert fabric_nvml.read(stand_in(0, 0, 0, B, 0), None, 0, None) is None    # NOT_SUPPORTED: not read

@@ -54,6 +54,7 @@ class GpuHealth:
     reboot_required: bool | None = None
     fabric_state: str | None = None                   # "Completed", "In Progress", ...
     fabric_status: str | None = None                  # "Success", or the failure
+    fabric: object | None = None                      # NVML: its fabric info (fabric_state.GpuFabric), None: not read
     nvlinks: list[dict] = field(default_factory=list)  # NVML: [{"link", "active", "errors": {name: count}}]
     unsupported: list[str] = field(default_factory=list)     # readings the GPU or driver does not offer
     unreadable: dict[str, str] = field(default_factory=dict)  # reading -> why it failed

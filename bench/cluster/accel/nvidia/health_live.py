@@ -44,6 +44,7 @@ def _gpus_nvml(r, got: nvml.NvmlRead) -> None:
     if got.reason:
         r.not_read("nvml", got.reason, True)
     r.read_ok("nvml", f"{len(got.gpus)} GPU(s), driver {got.driver}")
+    fabric_state.to_report(r, [g.fabric for g in got.gpus if g.fabric is not None], "nvml")  # NVLink fabric
 
 
 def _gpus_smi(r, got: nvml.NvmlRead, on_pci: int) -> None:

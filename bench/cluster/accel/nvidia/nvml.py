@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bench.cluster.accel.nvidia import fabric_nvml
 from bench.cluster.accel.nvidia.gpu_state import GpuHealth
 
 # NVML's clocks event reasons bits (nvmlClocksEventReason*, the same values as nvmlClocksThrottleReason*).
@@ -135,6 +136,7 @@ def _gpu(nv, index: int, h) -> GpuHealth:
     g.pcie_width_max = _get(nv, g, "PCIe max width", "nvmlDeviceGetMaxPcieLinkWidth", h)
     _recovery(nv, g, h)
     _nvlinks(nv, g, h)
+    g.fabric = fabric_nvml.read(nv, h, index, g.bus_id)
     return g
 
 
