@@ -19,6 +19,7 @@ from bench.cluster.hetero import verdict
 from bench.cluster.inventory import probe_any, selected
 from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.cluster.preflight import preflight as check_hosts
+from bench.cluster.same_machine import refuse
 from bench.cluster.shared_dir import fs_text
 from bench.core.errors import BadInput
 from bench.core.precision import cpu_refusal
@@ -39,6 +40,8 @@ def preflight(v: Validation) -> None:
                               run_root=v.cfg.out, via=via)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
         raise BadInput(f"--hostfile: {e}") from None
+    # One machine under two names would be measured twice, against itself: refused, both lines named.
+    refuse({c.host: c.hostname for c in answers if c.ok and c.hostname}, "its hostname", v.hosts.hostfile)
     for c in answers:
         if c.ok:
             v.hostname_of[c.host] = c.hostname or c.host

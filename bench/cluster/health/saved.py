@@ -29,18 +29,17 @@ from bench.cluster.health.report import Report
 from bench.cluster.health.smi_query import parse as parse_q
 from bench.cluster.interconnect import parse_ibstat
 from bench.cluster.smi import parse_nvidia_smi_table, smi_failure
+from bench.core.capped import read_capped
 from bench.core.errors import BadInput
 
 FILES = ("nvidia-smi-q.txt", "nvidia-smi.txt", "nvidia-smi-nvlink.txt", "dmesg.txt", "ibstat.txt", "infiniband",
          "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt")  # fmt: skip
+# One node's saved report: `nvidia-smi -q` of 8 GPUs is about 100 KB, a full dmesg a few MB; more is a wrong file.
+MAX_REPORT_BYTES = 64 << 20
 
 
 def _text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise BadInput(f"{path}: cannot be read ({e.strerror or e})") from None
+    data = read_capped(path, MAX_REPORT_BYTES, "--health-from", "a saved report")
     if b"\0" in data:
         raise BadInput(f"{path}: a binary file, not the text output its name says")
     try:
