@@ -46,8 +46,8 @@ def refuse(identity: dict[str, str | tuple[str, ...]], what: str, path: str | No
     seen: dict[str, str] = {}
     for host, ident in identity.items():
         keys = [ident] if isinstance(ident, str) else list(ident)
-        for key in (k.strip().lower() for k in keys if k and k.strip()):
-            first = seen.setdefault(key, host)
+        for key in (k.strip() for k in keys if k and k.strip()):
+            first = seen.setdefault(key.lower(), host)
             if first != host:
                 raise BadInput(f"{_where(first, lines, path)} and {_where(host, lines, path)} reach one machine "
                                f"({what} {key!r}): name each machine once in the hostfile")

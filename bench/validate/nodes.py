@@ -98,6 +98,9 @@ def inventory(v: Validation) -> None:
         v.figures.setdefault("gpu_model", {})[host] = ", ".join(sorted({g.get("name") or "?" for g in gpus})) or "cpu"
         v.add_node("inventory", host, "FAIL" if host in failing else "PASS", _value(inv), reason=failing.get(host, ""),
                    t0=t0)
+    # Two names whose GPUs share a UUID are one machine (a hostname the machine reports per interface, a VM).
+    refuse({n["host"]: tuple(g.get("uuid") or "" for g in n.get("gpus") or []) for n in nodes}, "a GPU UUID",
+           v.hosts.hostfile)
     shown = [f"{f['level']} {f['code']}" for f in verdict_["findings"] if f["level"] in ("warn", "fail")]
     status = {"ok": "PASS", "warn": "WARN", "fail": "FAIL"}[verdict_["level"]]
     v.add("heterogeneity", CLUSTER, status, "uniform" if verdict_["uniform"] else "heterogeneous",

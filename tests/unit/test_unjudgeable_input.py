@@ -85,6 +85,34 @@ def test_two_hostfile_names_of_one_machine_are_refused_with_both_lines(tmp_path,
     assert_bad_input(got, f"{hf}:2 'node0001'", f"{hf}:6 'node0001.ib'", "one machine", "hostname 'node0001'")
 
 
+def test_two_hostfile_names_whose_gpus_share_uuids_are_refused(tmp_path, monkeypatch):
+    """Hostnames that differ (a VM, a hostname per interface) but one machine's GPUs under both names."""
+    cluster = sf.Cluster(3, bad={})
+    hf = tmp_path / "hf"
+    hf.write_text("".join(f"{h} slots=8\n" for h in cluster.hosts) + "node0002-ib slots=8\n")
+    cluster.install(monkeypatch.setattr)
+    real = cluster.probe_any
+
+    def with_uuids(via, resources, timeout, with_torch=False, container_exec=None, health=None):
+        nodes, unreachable = real(via, resources, timeout, with_torch, container_exec, health)
+        for n in nodes:  # as nvidia-smi --query-gpu=uuid names them: one per GPU, the machine's own
+            for g in n["gpus"]:
+                g["uuid"] = f"GPU-{n['host'].removesuffix('-ib')}-{g['index']}"
+        return nodes, unreachable
+
+    monkeypatch.setattr("bench.validate.nodes.probe_any", with_uuids)
+    got = cli("validate", "--hostfile", str(hf), "--out", str(tmp_path / "o"), "--checks", "throughput")
+    assert_bad_input(got, f"{hf}:3 'node0002'", f"{hf}:4 'node0002-ib'", "a GPU UUID 'GPU-node0002-0'")
+
+
+def test_gpus_are_asked_for_their_uuid():
+    from bench.cluster.smi import QUERY_FIELDS, parse_query_csv
+
+    assert "uuid" in QUERY_FIELDS
+    row = "0, NVIDIA H200, 143771, 9.0, 570.211.01, 00000000:18:00.0, Disabled, GPU-8b39353e-133c-96d0-7b5f-4195d9c60bae"
+    assert parse_query_csv(row)["gpus"][0]["uuid"] == "GPU-8b39353e-133c-96d0-7b5f-4195d9c60bae"
+
+
 def test_distinct_machines_pass_the_same_machine_check():
     from bench.cluster.same_machine import refuse
 
