@@ -13,7 +13,9 @@ fast are the same distance, and no spread puts a line below zero speed):
               median GPU's relative standard error of its mean step (what
               one figure moves run to run), 3 x the median GPU's spread
               over repeated rounds (each round against its own median: a
-              load that moves every GPU together cancels), the floor's (FLOOR, or the
+              load that moves every GPU together cancels; where each figure
+              is the median of N rounds, that spread x sqrt(pi/2) / sqrt(N)),
+              the floor's (FLOOR, or the
               caller's where its figures' clock moves more: bench.analysis.copies))
   noise = 1 - exp(-width): the shortfall, as a share of the median, that
           is `width` below it; for small widths the two are the same
@@ -28,8 +30,9 @@ fast are the same distance, and no spread puts a line below zero speed):
           shortfall is within the noise, where it cannot be told from luck.
 A figure below the median by more than `fail` FAILs, by more than `noise`
 (and less than `fail`) WARNs, else PASSes. Fewer peers: None, and the
-caller judges by the reference table's fixed lines. docs/metrics.md, "per-GPU
-lines", defines the same.
+caller judges by the reference table's fixed lines. whole_nodes() judges the
+nodes every GPU of which is slow as nodes, by the same lines over the nodes'
+median GPUs. docs/metrics.md, "per-GPU lines", defines the same.
 """
 
 from __future__ import annotations
@@ -118,19 +121,22 @@ def judge(value: float, lines: Lines) -> tuple[str, float]:
     return "PASS", dev
 
 
-def whole_nodes(per_node: dict[str, list[float]], straggler: float = 0.10) -> tuple[Lines | None, dict[str, tuple]]:
+def whole_nodes(per_node: dict[str, list[float]], straggler: float = 0.10,
+                gpu: Lines | None = None) -> tuple[Lines | None, dict[str, tuple]]:
     """The nodes every GPU of which is slower than the median GPU, judged as nodes: (the lines of the nodes'
     median GPUs, {node: (status, deviation)} for each such node that does not PASS). A node's GPUs share its
     cooling, power, host and PCIe switches, so a node whose every GPU is a few percent slow is one fault, which
-    its median GPU shows with the noise of one GPU's figure averaged over the node's: lines drawn over the nodes'
-    medians (derive), at least MIN_PEERS nodes of two GPUs or more."""
+    its median GPU shows: lines drawn over the nodes' medians (derive), at least MIN_PEERS nodes of two GPUs or
+    more, and never narrower than the lines its GPUs are judged by (`gpu`: a node's median moves as much as one
+    GPU's figure where its GPUs move together, as ranks sharing a host's cores do)."""
     nodes = {n: xs for n, xs in per_node.items() if len(xs) >= 2}
-    lines = derive([_median(xs) for xs in nodes.values()], straggler=straggler)
+    floor = (max(FLOOR, gpu.noise), "as wide as its GPUs' lines") if gpu is not None else (FLOOR, "")
+    lines = derive([_median(xs) for xs in nodes.values()], straggler=straggler, floor=floor)
     if lines is None:
         return None, {}
-    gpu = _median([x for xs in per_node.values() for x in xs])
+    middle = _median([x for xs in per_node.values() for x in xs])
     out = {}
     for n, xs in nodes.items():
-        if max(xs) < gpu and (got := judge(_median(xs), lines))[0] != "PASS":
+        if max(xs) < middle and (got := judge(_median(xs), lines))[0] != "PASS":
             out[n] = got
     return lines, out

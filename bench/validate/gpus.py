@@ -236,22 +236,22 @@ def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]],
     return status
 
 
-def _whole_nodes(v: Validation, ips: dict) -> dict[str, tuple[str, float, Lines]]:
+def _whole_nodes(v: Validation, ips: dict, gpu_lines: dict) -> dict[str, tuple[str, float, Lines]]:
     """The nodes whose every GPU is slow, judged as nodes (peer_lines.whole_nodes), per GPU model."""
     per_model: dict[str, dict[str, list[float]]] = {}
     for (h, s), x in ips.items():
         per_model.setdefault(v.gpu_name(h, s), {}).setdefault(h, []).append(x)
     out = {}
-    for nodes in per_model.values():
-        lines, got = peer_lines.whole_nodes(nodes, STRAGGLER_WARN)
+    for name, nodes in per_model.items():
+        lines, got = peer_lines.whole_nodes(nodes, STRAGGLER_WARN, gpu_lines.get(name))
         out.update({h: (status, dev, lines) for h, (status, dev) in got.items()})
     return out
 
 
-def _node_rows(v: Validation, res: dict[str, list[int]], ips: dict, statuses: dict, t0: float) -> None:
+def _node_rows(v: Validation, res: dict[str, list[int]], ips: dict, statuses: dict, lines: dict, t0: float) -> None:
     """A node's row sums its GPUs and names the slowest: a summary (its GPUs' rows carry the verdicts), but for a
     node whose every GPU is slow, whose row judges it as one (the node's verdict: FAIL drains it)."""
-    whole = _whole_nodes(v, ips)
+    whole = _whole_nodes(v, ips, lines)
     for host, slots in res.items():
         mine = {s: ips[(host, s)] for s in slots if (host, s) in ips}
         worst = max((statuses[(host, s)] for s in slots), key=_ORDER.__getitem__)
@@ -265,10 +265,10 @@ def _node_rows(v: Validation, res: dict[str, list[int]], ips: dict, statuses: di
                  f"{mine[slow]:.1f} img/s")
         summary = "; ".join(bad) if bad else "every GPU of the node as its own row says"
         if host in whole:  # a whole-node straggler: the node's own verdict
-            status, dev, lines = whole[host]
-            v.add_node("throughput", host, status, value, f"median GPU of {lines.n} nodes",
+            status, dev, node = whole[host]
+            v.add_node("throughput", host, max(status, worst, key=_ORDER.__getitem__), value, f"median GPU of {node.n} nodes",
                        f"every GPU slower than the median GPU: the node's median GPU {pct(dev)} from the nodes', "
-                       f"{lines.describe()}: the node (its cooling, power, host), not one GPU; {summary}", t0=t0,
+                       f"{node.describe()}: the node (its cooling, power, host), not one GPU; {summary}", t0=t0,
                        figure=sum(mine.values()))
             continue
         v.add("throughput", host, worst, value, "its GPUs' rows", summary + " (summary row)", t0=t0,
@@ -291,4 +291,4 @@ def throughput(v: Validation) -> None:
     v.figures["gpu_lines"] = {name: (dataclasses.asdict(x) if x else None) for name, x in lines.items()}
     peers, judged = by_model(v, ips), _per_round(v, rounds) if v.cfg.repeats > 1 else []
     statuses = {k: _gpu_row(v, k, rounds, ips, peers, lines, judged, t0) for k in keys}
-    _node_rows(v, res, ips, statuses, t0)
+    _node_rows(v, res, ips, statuses, lines, t0)

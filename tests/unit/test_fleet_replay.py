@@ -74,3 +74,21 @@ def test_the_h100_logs_are_read_as_nccl_tests_wrote_them():
     assert sorted(healthy) == [(g, t) for g in (1, 2, 4, 8) for t in ("alltoall_perf", "sendrecv_perf")]
     assert {len(p) for p in healthy.values()} == {45} and all(x for p in healthy.values() for x in p.values())
     assert sum(x is None for p in sick.values() for x in p.values()) == 34
+
+
+def test_frontera_s_stragglers_are_judged_as_whole_nodes():
+    """peer_lines.whole_nodes over each GPU's median of its first 3 runs: the three nodes every GPU of which is
+    slow FAIL as nodes, and no node with a GPU at or above the median GPU is named."""
+    import statistics
+
+    from bench.analysis import peer_lines
+
+    fleet = fleet_gpus.load("frontera-resnet-agg.csv")
+    per_node: dict[str, list[float]] = {}
+    for (node, _), times in fleet.items():
+        per_node.setdefault(node, []).append(1 / statistics.median(times[:3]))
+    lines, named = peer_lines.whole_nodes(per_node)
+    assert lines is not None and lines.n == len(per_node)
+    assert {n for n, (status, _) in named.items() if status == "FAIL"} == set(FRONTERA), named
+    middle = statistics.median(x for xs in per_node.values() for x in xs)
+    assert all(max(per_node[n]) < middle for n in named)
