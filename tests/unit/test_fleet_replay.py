@@ -92,3 +92,17 @@ def test_frontera_s_stragglers_are_judged_as_whole_nodes():
     assert {n for n, (status, _) in named.items() if status == "FAIL"} == set(FRONTERA), named
     middle = statistics.median(x for xs in per_node.values() for x in xs)
     assert all(max(per_node[n]) < middle for n in named)
+
+
+@pytest.mark.parametrize("times, repeats, status", [
+    ([5.0, 1.0], 2, "WARN"),            # slow in 1 of 2: neither round outvotes the other
+    ([5.0, 5.0, 1.0], 3, "FAIL"),       # the median and 2 of 3 rounds
+    ([5.0, 1.0, 1.0], 3, "PASS"),       # one slow round of three: the median is the GPU's
+    ([5.0, 5.0], 2, "FAIL"),            # slow in both
+])
+def test_a_gpu_s_rounds_at_repeats(times, repeats, status):
+    """bench.validate.gpus.throughput over four made-up GPUs (one step time per round; no GPU here), the fourth
+    slow in some rounds (tests/multihost/test_validate.py's one-slow-round case at 2)."""
+    fleet = {("n1", "a"): [1.0] * 3, ("n2", "b"): [1.02, 1.01, 1.0], ("n3", "c"): [1.0, 1.01, 1.02],
+             ("n4", "d"): times}
+    assert fleet_gpus.replay(fleet, repeats, "made up")["status"][("n4", "d")] == status
