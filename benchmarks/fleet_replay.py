@@ -8,17 +8,17 @@ The data are real measurements (../shared/fixtures/fleets, SOURCES.md there):
 per-GPU job times of V100 fleets (TACC Longhorn, Frontera, Lonestar6) and
 nccl-tests logs of a healthy 10-node and an unhealthy 17-node H100 set.
 
-GPU sets (benchmarks/fleet_gpus.py): bench.validate.gpus.throughput over
+GPU sets (benchmarks/_fleet_gpus.py): bench.validate.gpus.throughput over
 each set's GPUs, round r of its launch answered by each GPU's run r. At
 --repeats 1 that is what a validate sees by default (one round, and a second
 when the first names a straggler); at --repeats N the GPUs with N runs. The
-reference is what every run of the set shows (fleet_gpus.outliers: GPUs
+reference is what every run of the set shows (_fleet_gpus.outliers: GPUs
 and whole nodes slower than 3 robust standard deviations of their peers
 over all their runs, 2% at least); the named nodes are SOURCES.md's. Per
 set: healthy GPUs WARNed and FAILed per 1,000, healthy nodes drained per
 1,000 (named), the outlier GPUs flagged, and each straggler node's row.
 
-H100 pair sets (benchmarks/fleet_pairs.py): bench.validate.pairs.inter_node
+H100 pair sets (benchmarks/_fleet_pairs.py): bench.validate.pairs.inter_node
 at quick and full, over --seeds seeds of the pair plan, each pair's one
 logged figure for every look at it; per set, GPUs per node and test: the
 exit statuses, and the nodes WARNed, FAILed, drained and held (the breaker).
@@ -35,7 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import fleet_gpus, fleet_pairs  # noqa: E402
+from benchmarks import _fleet_gpus, _fleet_pairs  # noqa: E402
 from benchmarks._common import machine  # noqa: E402
 
 SMOKE = "# SMOKE RUN (--smoke)"
@@ -46,13 +46,13 @@ def gpu_table(sets: list[str], repeats: list[int]) -> list[dict]:
     print(f"{'GPU set':27} {'rep':>3} {'GPUs':>5} {'nodes':>5} {'WARN/1k':>7} {'FAIL/1k':>7} {'drain/1k':>8}  "
           "outliers flagged; straggler nodes' rows; healthy nodes drained")
     for name in sets:
-        fleet = fleet_gpus.load(name)
+        fleet = _fleet_gpus.load(name)
         for k in repeats:
-            got = fleet_gpus.replay(fleet, k, name)
+            got = _fleet_gpus.replay(fleet, k, name)
             if not got["gpus"]:
                 print(f"{name:27} {k:>3}     0  (no GPU has {k} runs)")
                 continue
-            t = fleet_gpus.tally(fleet, got, fleet_gpus.NAMED.get(name, ()))
+            t = _fleet_gpus.tally(fleet, got, _fleet_gpus.NAMED.get(name, ()))
             nodes = " ".join(f"{n}={s}" for n, s in t["whole_nodes"].items()) or "none"
             print(f"{name:27} {k:>3} {t['gpus']:>5} {t['nodes']:>5} {t['healthy_warn_per_1000']:>7.1f} "
                   f"{t['healthy_fail_per_1000']:>7.1f} {t['healthy_nodes_drained_per_1000']:>8.1f}  "
@@ -74,12 +74,12 @@ def pair_table(sets: list[str], seeds: int, smoke: bool) -> list[dict]:
     print(f"{'pair set':18} {'G':>2} {'test':14} {'level':5} {'exit 0':>6}  nodes WARN / FAIL / drained / held "
           "(in how many seeds)")
     for name in sets:
-        figs = fleet_pairs.load(name)
+        figs = _fleet_pairs.load(name)
         for (g, test), pairs in sorted(figs.items()):
             if smoke and (g, test) != min(figs):
                 continue
             for level in ("quick", "full"):
-                got = [fleet_pairs.tally(fleet_pairs.replay(pairs, g, level, seed)) for seed in range(1, seeds + 1)]
+                got = [_fleet_pairs.tally(_fleet_pairs.replay(pairs, g, level, seed)) for seed in range(1, seeds + 1)]
                 count = {key: collections.Counter(h for t in got for h in t[key]) for key in
                          ("warn", "fail", "drained", "held")}
                 text = " / ".join(", ".join(f"{h[-3:]}x{n}" for h, n in sorted(c.items())) or "-"
@@ -102,10 +102,10 @@ def main() -> int:
         print(SMOKE)
     print(machine(), flush=True)
     t0 = time.perf_counter()
-    gpu_sets = ["resnet-ls6-agg.csv"] if args.smoke else list(fleet_gpus.SETS)
+    gpu_sets = ["resnet-ls6-agg.csv"] if args.smoke else list(_fleet_gpus.SETS)
     repeats = [1] if args.smoke else [int(x) for x in args.repeats.split(",")]
     gpus = gpu_table(gpu_sets, repeats)
-    pair_sets = ["example-cluster01"] if args.smoke else list(fleet_pairs.SETS)
+    pair_sets = ["example-cluster01"] if args.smoke else list(_fleet_pairs.SETS)
     pairs = pair_table(pair_sets, 1 if args.smoke else args.seeds, args.smoke)
     print(f"fleet_replay: {len(gpus)} GPU replays, {len(pairs)} pair replays in {time.perf_counter() - t0:.1f} s"
           + (": not judged (smoke run)" if args.smoke else ""))

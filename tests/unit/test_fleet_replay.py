@@ -2,7 +2,7 @@
 of V100 fleets, SOURCES.md there), replayed through bench.validate.gpus.throughput as benchmarks/fleet_replay.py
 does: a validate's default single round (and the second it takes when the first names a straggler), and
 --repeats 3 and 5 where the sets hold that many runs. What every run of a set shows is the reference
-(benchmarks/fleet_gpus.outliers). Main flags 19 healthy GPUs in 1,000 at --repeats 3 (each round's vote: WARN
+(benchmarks/_fleet_gpus.outliers). Main flags 19 healthy GPUs in 1,000 at --repeats 3 (each round's vote: WARN
 when any round did not pass) and 3.5 at --repeats 5, and never FAILs Frontera's three whole-node stragglers;
 here their node rows FAIL from 3 repeats on. The whole replay takes about 3 s."""
 
@@ -12,23 +12,23 @@ import os
 
 import pytest
 
-from benchmarks import fleet_gpus, fleet_pairs
+from benchmarks import _fleet_gpus, _fleet_pairs
 
-pytestmark = pytest.mark.skipif(not os.path.isdir(fleet_gpus.GPU_DIR),
-                                reason=f"the shared fleet fixtures are not at {fleet_gpus.FLEETS} (BENCH_FLEETS)")
+pytestmark = pytest.mark.skipif(not os.path.isdir(_fleet_gpus.GPU_DIR),
+                                reason=f"the shared fleet fixtures are not at {_fleet_gpus.FLEETS} (BENCH_FLEETS)")
 
-FRONTERA = fleet_gpus.NAMED["frontera-resnet-agg.csv"]
+FRONTERA = _fleet_gpus.NAMED["frontera-resnet-agg.csv"]
 
 
 @pytest.fixture(scope="module")
 def replayed() -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = {}
-    for name in fleet_gpus.SETS:
-        fleet = fleet_gpus.load(name)
+    for name in _fleet_gpus.SETS:
+        fleet = _fleet_gpus.load(name)
         for k in (1, 3, 5):
-            got = fleet_gpus.replay(fleet, k, name)
+            got = _fleet_gpus.replay(fleet, k, name)
             if got["gpus"]:
-                out.setdefault(k, []).append({"set": name, **fleet_gpus.tally(fleet, got, fleet_gpus.NAMED.get(
+                out.setdefault(k, []).append({"set": name, **_fleet_gpus.tally(fleet, got, _fleet_gpus.NAMED.get(
                     name, ()))})
     return out
 
@@ -49,7 +49,7 @@ def test_healthy_gpus_are_flagged_at_most_2_in_1000(replayed, k):
 
 def test_the_named_whole_node_stragglers_are_named_by_one_round_and_frontera_s_failed_by_three(replayed):
     one = {r["set"]: r for r in replayed[1]}
-    for name, nodes in fleet_gpus.NAMED.items():
+    for name, nodes in _fleet_gpus.NAMED.items():
         rows = one[name]["whole_nodes"]
         assert all(rows[n] in ("WARN", "FAIL") for n in nodes), (name, rows)
     # One run cannot tell Frontera's (0.90-0.93 of the median in their first run): their node rows WARN. Three
@@ -63,14 +63,14 @@ def test_the_named_whole_node_stragglers_are_named_by_one_round_and_frontera_s_f
 
 def test_one_noisy_round_does_not_flag_a_healthy_gpu_at_repeats_3():
     """Longhorn's ResNet, 3 rounds: main's vote WARNed 97 healthy GPUs in 1,000 (any round not PASS)."""
-    fleet = fleet_gpus.load("resnet-longhorn-agg.csv")
-    t = fleet_gpus.tally(fleet, fleet_gpus.replay(fleet, 3, "resnet"), fleet_gpus.NAMED["resnet-longhorn-agg.csv"])
+    fleet = _fleet_gpus.load("resnet-longhorn-agg.csv")
+    t = _fleet_gpus.tally(fleet, _fleet_gpus.replay(fleet, 3, "resnet"), _fleet_gpus.NAMED["resnet-longhorn-agg.csv"])
     assert t["healthy_warn_per_1000"] + t["healthy_fail_per_1000"] < 15, t["healthy_flagged"]
 
 
 def test_the_h100_logs_are_read_as_nccl_tests_wrote_them():
     """Every pair of both sets at every GPU count, and the 34 failed tests failures.txt lists, as failures."""
-    healthy, sick = fleet_pairs.load("example-cluster01"), fleet_pairs.load("example-cluster00")
+    healthy, sick = _fleet_pairs.load("example-cluster01"), _fleet_pairs.load("example-cluster00")
     assert sorted(healthy) == [(g, t) for g in (1, 2, 4, 8) for t in ("alltoall_perf", "sendrecv_perf")]
     assert {len(p) for p in healthy.values()} == {45} and all(x for p in healthy.values() for x in p.values())
     assert sum(x is None for p in sick.values() for x in p.values()) == 34
@@ -83,7 +83,7 @@ def test_frontera_s_stragglers_are_judged_as_whole_nodes():
 
     from bench.analysis import peer_lines
 
-    fleet = fleet_gpus.load("frontera-resnet-agg.csv")
+    fleet = _fleet_gpus.load("frontera-resnet-agg.csv")
     per_node: dict[str, list[float]] = {}
     for (node, _), times in fleet.items():
         per_node.setdefault(node, []).append(1 / statistics.median(times[:3]))
@@ -105,4 +105,4 @@ def test_a_gpu_s_rounds_at_repeats(times, repeats, status):
     slow in some rounds (tests/multihost/test_validate.py's one-slow-round case at 2)."""
     fleet = {("n1", "a"): [1.0] * 3, ("n2", "b"): [1.02, 1.01, 1.0], ("n3", "c"): [1.0, 1.01, 1.02],
              ("n4", "d"): times}
-    assert fleet_gpus.replay(fleet, repeats, "made up")["status"][("n4", "d")] == status
+    assert _fleet_gpus.replay(fleet, repeats, "made up")["status"][("n4", "d")] == status

@@ -25,7 +25,7 @@ import os
 import re
 from typing import Any
 
-from benchmarks.fleet_gpus import FLEETS
+from benchmarks._fleet_gpus import FLEETS
 
 H100_DIR = os.path.join(FLEETS, "nccl-tests-h100")
 SETS = {"example-cluster01": "healthy, 10 nodes", "example-cluster00": "unhealthy, 17 nodes"}
