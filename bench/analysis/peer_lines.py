@@ -13,7 +13,9 @@ fast are the same distance, and no spread puts a line below zero speed):
               median GPU's relative standard error of its mean step (what
               one figure moves run to run), 3 x the median GPU's spread
               over repeated rounds (each round against its own median: a
-              load that moves every GPU together cancels), the floor's (FLOOR, or the
+              load that moves every GPU together cancels; where each figure
+              is the median of N rounds, that spread x sqrt(pi/2) / sqrt(N)),
+              the floor's (FLOOR, or the
               caller's where its figures' clock moves more: bench.analysis.copies))
   noise = 1 - exp(-width): the shortfall, as a share of the median, that
           is `width` below it; for small widths the two are the same
@@ -28,8 +30,9 @@ fast are the same distance, and no spread puts a line below zero speed):
           shortfall is within the noise, where it cannot be told from luck.
 A figure below the median by more than `fail` FAILs, by more than `noise`
 (and less than `fail`) WARNs, else PASSes. Fewer peers: None, and the
-caller judges by the reference table's fixed lines. docs/metrics.md, "per-GPU
-lines", defines the same.
+caller judges by the reference table's fixed lines. whole_nodes() judges the
+nodes every GPU of which is slow as nodes, by the same lines over the nodes'
+median GPUs. docs/metrics.md, "per-GPU lines", defines the same.
 """
 
 from __future__ import annotations
@@ -63,11 +66,12 @@ def _median(xs: list[float]) -> float:
 
 def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]] = (),
            straggler: float = 0.10, se_name: str = "relative standard error of a mean step",
-           floor: tuple[float, str] = (FLOOR, "")) -> Lines | None:
+           floor: tuple[float, str] = (FLOOR, ""), of: int = 1) -> Lines | None:
     """Lines for the figures of one model's GPUs (higher is better). ses: each figure's own noise, relative (a
     GPU's standard error of its mean step; se_name says what it is); rounds: each GPU's figures over repeated
     rounds, in the same round order for all; floor: the least noise and why, where a figure's clock is known to
-    move more than a GPU's (FLOOR, otherwise)."""
+    move more than a GPU's (FLOOR, otherwise); of: each figure is the median of this many rounds (--repeats), whose
+    run-to-run spread is that of one round over sqrt(of) (x sqrt(pi/2) from 3 rounds on: a median's)."""
     values = [x for x in values if x and math.isfinite(x) and x > 0]
     if len(values) < MIN_PEERS:
         return None
@@ -76,10 +80,11 @@ def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]]
     centre = _median(logs)
     spread = MAD_TO_SIGMA * _median([abs(d - centre) for d in logs])
     se = _median(list(ses)) if ses else 0.0
-    rep = _repeat_spread(rounds)
+    rep = _repeat_spread(rounds) * (1.0 if of <= 1 else (math.sqrt(math.pi / 2) if of >= 3 else 1.0) / math.sqrt(of))
     terms = {f"3 x the robust spread of {len(values)} peers ({spread:.1%} in log ratio)": 3 * spread,
              f"3 x sqrt(2) x the median {se_name} ({se:.1%})": 3 * math.sqrt(2) * se,
-             f"3 x the median spread over repeated rounds ({rep:.1%} in log ratio)": 3 * rep,
+             f"3 x the median spread over repeated rounds ({rep:.1%} in log ratio" +
+             (f", of a median of {of})" if of > 1 else ")"): 3 * rep,
              f"the floor {floor[0]:.0%}" + (f" ({floor[1]})" if floor[1] else ""): -math.log(1 - floor[0])}
     why, width = max(terms.items(), key=lambda kv: kv[1])
     noise = 1 - math.exp(-width)
@@ -114,3 +119,24 @@ def judge(value: float, lines: Lines) -> tuple[str, float]:
     if dev < -lines.noise:
         return "WARN", dev
     return "PASS", dev
+
+
+def whole_nodes(per_node: dict[str, list[float]], straggler: float = 0.10,
+                gpu: Lines | None = None) -> tuple[Lines | None, dict[str, tuple]]:
+    """The nodes every GPU of which is slower than the median GPU, judged as nodes: (the lines of the nodes'
+    median GPUs, {node: (status, deviation)} for each such node that does not PASS). A node's GPUs share its
+    cooling, power, host and PCIe switches, so a node whose every GPU is a few percent slow is one fault, which
+    its median GPU shows: lines drawn over the nodes' medians (derive), at least MIN_PEERS nodes of two GPUs or
+    more, and never narrower than the lines its GPUs are judged by (`gpu`: a node's median moves as much as one
+    GPU's figure where its GPUs move together, as ranks sharing a host's cores do)."""
+    nodes = {n: xs for n, xs in per_node.items() if len(xs) >= 2}
+    floor = (max(FLOOR, gpu.noise), "as wide as its GPUs' lines") if gpu is not None else (FLOOR, "")
+    lines = derive([_median(xs) for xs in nodes.values()], straggler=straggler, floor=floor)
+    if lines is None:
+        return None, {}
+    middle = _median([x for xs in per_node.values() for x in xs])
+    out = {}
+    for n, xs in nodes.items():
+        if max(xs) < middle and (got := judge(_median(xs), lines))[0] != "PASS":
+            out[n] = got
+    return lines, out

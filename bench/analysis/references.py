@@ -31,6 +31,7 @@ from bench.analysis.link_references import (
     parse_link_entries,
     parse_matmul,
 )
+from bench.core.capped import read_capped
 from bench.core.errors import BadInput
 from bench.core.gpus import normalise
 
@@ -38,6 +39,7 @@ __all__ = ["LinkReference", "MatmulReference", "Reference", "Relative", "STATUSE
            "judge_relative", "load", "parse"]  # fmt: skip
 
 STATUSES = ("PASS", "WARN", "FAIL", "ERROR", "SKIP")
+MAX_TABLE_BYTES = 16 << 20  # the shipped table is a few KB; a --reference past this is a wrong path
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +142,11 @@ def load(path: str | None = None) -> Table:
     if path is None:
         text = resources.files("bench").joinpath("data/reference_throughput.json").read_text("utf-8")
         return parse(text, "bench/data/reference_throughput.json")
+    data = read_capped(path, MAX_TABLE_BYTES, "--reference", "a reference table")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise BadInput(f"--reference: cannot read {path!r} ({e.strerror})") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"--reference: {path} is not UTF-8 text (a binary file?)") from None
     return parse(text, path)
 
 

@@ -24,7 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.cluster import ibnetdiscover, topology_conf
+from bench.core.capped import read_capped
 from bench.core.errors import BadInput
+
+# ibnetdiscover's output for 10,000 nodes is a few MB; more is a wrong path (/dev/zero).
+MAX_TOPOLOGY_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -83,12 +87,8 @@ def leaves_of(hosts: list[str], leaf_of: dict[str, str], hostname_of: dict[str, 
 
 
 def _text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise BadInput(f"--topology: cannot read {path!r} ({e.strerror})") from None
-    bad = next((i for i, b in enumerate(data) if b == 0), None)
+    data = read_capped(path, MAX_TOPOLOGY_BYTES, "--topology", "a topology (topology.conf or ibnetdiscover's output)")
+    bad = data.find(b"\0") if b"\0" in data else None
     try:
         text = data.decode()
     except UnicodeDecodeError as e:

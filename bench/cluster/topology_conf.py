@@ -27,6 +27,7 @@ import os
 import re
 
 from bench.cluster.hostlist import expand
+from bench.core.capped import read_capped
 from bench.core.errors import BadInput
 
 Parsed = tuple[dict[str, str], dict[str, tuple[str, ...]]]
@@ -36,6 +37,7 @@ _KV = re.compile(r'\s*([A-Za-z0-9_.]+)\s*([-*+/]?)=\s*(?:"([^"]*)"|(\S+))(?=\s|$
 _INCLUDE = re.compile(r"include\s", re.IGNORECASE)
 HOST_NAME_MAX = 64   # slurm.h: SwitchName must be shorter (topology/tree refuses it, Slurm 23.02 on)
 MAX_INCLUDES = 16    # Slurm has no limit; a file that includes itself would recurse forever
+MAX_INCLUDE_BYTES = 64 << 20  # as a --topology file (bench.cluster.topology): more is a wrong path
 MAX_DEPTH = 20       # Slurm: "Switch configuration is not a tree" past 20 levels
 
 
@@ -140,9 +142,8 @@ def _switches(text: str, path: str, depth: int = 0) -> list[_Switch]:
             name = words[0]
             inc = name if os.path.isabs(name) else os.path.join(os.path.dirname(path), name)
             try:
-                with open(inc) as f:
-                    sub = f.read()
-            except (OSError, UnicodeDecodeError) as e:
+                sub = read_capped(inc, MAX_INCLUDE_BYTES, f"--topology: {where}: Include", "a topology.conf").decode()
+            except UnicodeDecodeError as e:
                 raise BadInput(f"--topology: {where}: Include {name}: cannot read it ({e})") from None
             out += _switches(sub, inc, depth + 1)
         elif (sw := _parse_line(line, where)) is not None:

@@ -31,6 +31,7 @@ LAUNCHERS = ("slurm", "openmpi", "pdsh")
 # minutes (1: seconds), at full the long one (3: about 15 minutes; bench.cluster.accel.nvidia.dcgm.DOCUMENTED_S).
 DCGM = ("auto", "off", "1", "2", "3")
 DCGM_AUTO = {"prolog": 1, "health": None, "quick": 1, "full": 3}
+DCGM_MAX_S = 86400  # a day, where level 3 runs about 15 minutes: more is a typo (1e9999 is inf: no wait takes it)
 # A rail is an interface (IFNAMSIZ: 15 characters) or an HCA (IB_DEVICE_NAME_MAX: 63); neither holds a character
 # NCCL's lists give a meaning (",", "^", "=", ":") or a shell would. Letters, digits, "_", "-", "." are what
 # drivers and udev name them with (mlx5_0, ibp12s0, enp1s0f0np0, bond0.100).
@@ -156,10 +157,10 @@ class ValidateConfig:
                                         "an HCA (NCCL's IB transport on it alone; on CPU its network interface) or "
                                         "an interface (NCCL's socket transport on it); default: the Active "
                                         "InfiniBand/RoCE HCAs every node has, when two or more", default=None,
-                                        parse=lambda text: tuple(dict.fromkeys(t.strip() for t in text.split(","))),
+                                        parse=lambda text: tuple(t.strip() for t in text.split(",")),
                                         metavar="LIST")
-    repeats: int = opt("measure each GPU's throughput and each link this many times; FAIL only when it fails "
-                       "every time, WARN when it fails some", default=1, metavar="N")
+    repeats: int = opt("measure each GPU's throughput and each link this many times; a GPU is judged by its median "
+                       "(3 tell a whole-node straggler), a link FAILs only when every time", default=1, metavar="N")
     baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each GPU's "
                                "throughput and each node's bandwidth that fell by more than --threshold and the "
                                "spread is a FAIL (bench compare's rule)", default=None, metavar="DIR")
@@ -206,8 +207,8 @@ class ValidateConfig:
         if self.burn is not None:
             duration(self.burn, "--burn", zero=True)
         self._check_rails()
-        if self.dcgm_timeout is not None and not self.dcgm_timeout > 0:
-            raise BadInput(f"--dcgm-timeout: must be > 0 seconds, got {self.dcgm_timeout:g}")
+        if self.dcgm_timeout is not None and not 0 < self.dcgm_timeout <= DCGM_MAX_S:  # nan and inf fail too
+            raise BadInput(f"--dcgm-timeout: must be 0 < S <= {DCGM_MAX_S} seconds, got {self.dcgm_timeout:g}")
         unknown = [c for c in self.checks or () if c not in CHECKS]
         if unknown:
             raise BadInput(f"--checks: {unknown[0]!r} is not a check; choose from {', '.join(CHECKS)}")
@@ -219,7 +220,9 @@ class ValidateConfig:
         self._check_ignored()
 
     def _check_rails(self) -> None:
-        for name in self.rails or ():
+        for i, name in enumerate(self.rails or ()):
+            if name in self.rails[:i]:
+                raise BadInput(f"--rails: {name!r} twice in {','.join(self.rails)!r}: each rail is measured once")
             if not name:
                 raise BadInput(f"--rails: an empty name in {','.join(self.rails or ())!r}")
             if not RAIL_NAME.match(name):

@@ -19,6 +19,7 @@ from bench.cluster.hetero import verdict
 from bench.cluster.inventory import probe_any, selected
 from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.cluster.preflight import preflight as check_hosts
+from bench.cluster.same_machine import refuse
 from bench.cluster.shared_dir import fs_text
 from bench.core.errors import BadInput
 from bench.core.precision import cpu_refusal
@@ -39,6 +40,8 @@ def preflight(v: Validation) -> None:
                               run_root=v.cfg.out, via=via)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
         raise BadInput(f"--hostfile: {e}") from None
+    # One machine under two names would be measured twice, against itself: refused, both lines named.
+    refuse({c.host: c.hostname for c in answers if c.ok and c.hostname}, "its hostname", v.hosts.hostfile)
     for c in answers:
         if c.ok:
             v.hostname_of[c.host] = c.hostname or c.host
@@ -95,6 +98,9 @@ def inventory(v: Validation) -> None:
         v.figures.setdefault("gpu_model", {})[host] = ", ".join(sorted({g.get("name") or "?" for g in gpus})) or "cpu"
         v.add_node("inventory", host, "FAIL" if host in failing else "PASS", _value(inv), reason=failing.get(host, ""),
                    t0=t0)
+    # Two names whose GPUs share a UUID are one machine (a hostname the machine reports per interface, a VM).
+    refuse({n["host"]: tuple(g.get("uuid") or "" for g in n.get("gpus") or []) for n in nodes}, "a GPU UUID",
+           v.hosts.hostfile)
     shown = [f"{f['level']} {f['code']}" for f in verdict_["findings"] if f["level"] in ("warn", "fail")]
     status = {"ok": "PASS", "warn": "WARN", "fail": "FAIL"}[verdict_["level"]]
     v.add("heterogeneity", CLUSTER, status, "uniform" if verdict_["uniform"] else "heterogeneous",

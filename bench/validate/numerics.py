@@ -22,6 +22,7 @@ from typing import Any
 from bench.analysis import numerics as judge_numerics
 from bench.analysis.peer_lines import derive
 from bench.core import results
+from bench.core.capped import read_capped
 from bench.core.errors import BadInput
 from bench.jobs.numerics import NumericsSpec
 from bench.validate import runs
@@ -64,10 +65,7 @@ def load_references(path: str | None) -> tuple[list[dict], str]:
         text, where = package_files.files("bench").joinpath(SHIPPED).read_text("utf-8"), f"bench/{SHIPPED}"
     else:
         try:
-            with open(path, encoding="utf-8") as f:
-                text, where = f.read(), path
-        except OSError as e:
-            raise BadInput(f"--numerics-reference: cannot read {path!r} ({e.strerror})") from None
+            text, where = read_capped(path, 16 << 20, "--numerics-reference", "a numerics reference").decode(), path
         except UnicodeDecodeError:
             raise BadInput(f"--numerics-reference: {path} is not text (a binary file?): it must hold the JSON "
                            "--save-numerics-reference writes") from None

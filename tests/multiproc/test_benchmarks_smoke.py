@@ -56,6 +56,10 @@ EXPECTED: dict[str, list[str]] = {
     "launcher_startup": _rows("deepspeed runner + launch.py", "deepspeed launch.py", "bench.launch.node",
                               shape=rf"{{arm}}\s+median\s+{NUM} s\s+\(min {NUM}, max {NUM}, 1 rounds\)"),
     "comm_groups": _rows("before", "after", "world-barrier", shape=rf"\s+4\s+{{arm}}\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+2 "),
+    "fleet_replay": [
+        r"resnet-ls6-agg\.csv\s+1\s+219\s+73\s", r"all GPU sets at --repeats 1: \d+ of \d+ healthy GPUs flagged",
+        r"example-cluster01\s+1 alltoall_perf\s+quick", r"example-cluster01\s+1 alltoall_perf\s+full",
+        rf"fleet_replay: 1 GPU replays, 2 pair replays in {NUM} s: not judged \(smoke run\)$"],
     "validate_scale": [
         *(rf"{level}\s+{n} nodes\s+{8 * n} GPUs: whole\s+{NUM} s, .* = the planted ones, exit {int(n > 1)}"
           for level in ("quick", "full") for n in (1, 10)),

@@ -29,20 +29,19 @@ from bench.cluster.findings import bus_key, gpu_index_for_bus
 from bench.cluster.health import infiniband, kernel_log
 from bench.cluster.health.report import Report
 from bench.cluster.interconnect import parse_ibstat
+from bench.core.capped import read_capped
 from bench.core.errors import BadInput
 
 # The vendors' own files first (each backend's saved_files), then the node's.
 FILES = (*(f for b in accel.vendors() for f in b.saved_files), "dmesg.txt", "ibstat.txt", "infiniband",
          "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt")  # fmt: skip
 GPU_FILES = tuple(f for b in accel.vendors() for f in b.saved_gpu_files)
+# One node's saved report: `nvidia-smi -q` of 8 GPUs is about 100 KB, a full dmesg a few MB; more is a wrong file.
+MAX_REPORT_BYTES = 64 << 20
 
 
 def _text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise BadInput(f"{path}: cannot be read ({e.strerror or e})") from None
+    data = read_capped(path, MAX_REPORT_BYTES, "--health-from", "a saved report")
     if b"\0" in data:
         raise BadInput(f"{path}: a binary file, not the text output its name says")
     try:

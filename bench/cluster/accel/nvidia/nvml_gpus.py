@@ -35,7 +35,8 @@ def gpus_from_nvml() -> dict:
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
             gpus.append(gpu_record(i, _text(pynvml.nvmlDeviceGetName(h)),
                              pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20, f"{major}.{minor}",
-                             _text(pynvml.nvmlDeviceGetPciInfo(h).busId), "nvml", _mig_mode(pynvml, h)))  # fmt: skip
+                             _text(pynvml.nvmlDeviceGetPciInfo(h).busId), "nvml", _mig_mode(pynvml, h),
+                             _text(pynvml.nvmlDeviceGetUUID(h))))  # fmt: skip
         return {**result(gpus, driver, f"{cuda_int // 1000}.{cuda_int % 1000 // 10}"), "source": "nvml"}
     except pynvml.NVMLError as e:
         return result(error=f"NVML: {e}")

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 # One deadline for every nvidia-smi call: a driver that hangs (a GPU fallen off
 # the bus) must not hold a command longer, and a slow healthy one answers in 1-3 s.
 NVIDIA_SMI_TIMEOUT_S = 20.0
-QUERY_FIELDS = ("index", "name", "memory.total", "compute_cap", "driver_version", "pci.bus_id", "mig.mode.current")
+QUERY_FIELDS = ("index", "name", "memory.total", "compute_cap", "driver_version", "pci.bus_id", "mig.mode.current",
+                "uuid")
 
 _NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]"}
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
@@ -59,10 +60,11 @@ def result(gpus: list[dict] | None = None, driver: str | None = None, cuda: str 
 
 
 def gpu_record(index: int, name: str | None, memory_mib: int | None, cc: str | None, bus: str | None,
-         cc_source: str | None, mig: str | None = None) -> dict:  # fmt: skip
-    """One GPU; mig is its MIG mode as the driver says it (Enabled, Disabled), None where not told."""
+         cc_source: str | None, mig: str | None = None, uuid: str | None = None) -> dict:  # fmt: skip
+    """One GPU; mig is its MIG mode as the driver says it (Enabled, Disabled), None where not told; uuid its
+    GPU-... UUID (two hostfile names whose GPUs share one are one machine: bench.cluster.same_machine)."""
     return {"index": index, "name": name, "memory_mib": memory_mib, "cc": cc,
-            "cc_source": cc_source if cc else None, "pci_bus_id": bus, "mig": mig}  # fmt: skip
+            "cc_source": cc_source if cc else None, "pci_bus_id": bus, "mig": mig, "uuid": uuid}  # fmt: skip
 
 
 def _mib(value: str | None) -> int | None:
@@ -98,7 +100,7 @@ def parse_query_csv(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> dict:
         index = int(rec["index"]) if rec.get("index") else n
         cc = rec.get("compute_cap")
         gpus.append(gpu_record(index, rec.get("name"), _mib(rec.get("memory.total")), cc, rec.get("pci.bus_id"),
-                         "nvidia-smi", rec.get("mig.mode.current")))  # fmt: skip
+                         "nvidia-smi", rec.get("mig.mode.current"), rec.get("uuid")))  # fmt: skip
     return result(gpus, driver)
 
 
