@@ -36,7 +36,7 @@ from bench.core.errors import BadInput
 FILES = (*(f for b in accel.vendors() for f in b.saved_files), "dmesg.txt", "ibstat.txt", "infiniband",
          "ibqueryerrors.txt", "dcgmi-diag.json", "dcgmi-diag.txt", "nvbandwidth.txt")  # fmt: skip
 GPU_FILES = tuple(f for b in accel.vendors() for f in b.saved_gpu_files)
-# One node's saved report: `nvidia-smi -q` of 8 GPUs is about 100 KB, a full dmesg a few MB; more is a wrong file.
+# One node's saved report: a GPU tool's full query of 8 GPUs is about 100 KB, a full dmesg a few MB; more is a wrong file.
 MAX_REPORT_BYTES = 64 << 20
 
 
