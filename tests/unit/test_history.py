@@ -1,0 +1,103 @@
+"""bench history over thirty nights of a 3-host validate (tests/history_runs.py: one real validate record,
+derived, one GPU 0.3% slower each night, one node drained three times): the drift and the repeat drains named,
+on the terminal and in JSON, and the drift's WARN in the next validate's rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.history import drift, queries, store
+from tests import history_runs as hr
+from tests.conftest import cli
+
+
+@pytest.fixture(scope="module")
+def thirty(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("history")
+    base = hr.recorded(tmp)
+    hr.nights(base, tmp / "results")
+    return tmp, base
+
+
+@pytest.fixture
+def imported(thirty, tmp_path, monkeypatch):
+    tmp, base = thirty
+    path = str(tmp_path / "history.sqlite")
+    monkeypatch.setenv(store.ENV, path)
+    got = cli("history", "import", str(tmp / "results"), "--json")
+    assert got.returncode == 0, got.stderr
+    return path, json.loads(got.stdout), base
+
+
+def test_import_stores_thirty_runs_once(imported, thirty):
+    path, doc, _ = imported
+    assert (doc["stored"], doc["already"], doc["files"]) == (30, 0, 30)
+    again = json.loads(cli("history", "import", str(thirty[0] / "results"), "--json").stdout)
+    assert (again["stored"], again["already"]) == (0, 30)
+
+
+def test_the_slowing_gpu_is_named_and_no_other_subject(imported):
+    got = cli("history", "drift", "--json")
+    assert got.returncode == 0, got.stderr
+    found = json.loads(got.stdout)["drifts"]
+    assert [(d["kind"], d["subject"]) for d in found] == [("gpu", hr.DRIFT_GPU)]
+    (d,) = found
+    assert d["n"] == drift.WINDOW and d["p"] < drift.ALPHA
+    assert 0.04 < d["drop"] < 0.07  # 0.3% a night over the last 20 nights: 5.7%
+    text = cli("history", "drift")
+    assert hr.DRIFT_GPU in text.stdout and "Mann-Kendall" in text.stdout
+
+
+def test_a_node_drained_three_times_and_its_relapses(imported):
+    doc = json.loads(cli("history", "drained", "--times", "3", "--days", "30", "--json").stdout)
+    assert [(n["host"], n["times"]) for n in doc["nodes"]] == [(hr.DRAINED_NODE, 3)]
+    assert json.loads(cli("history", "drained", "--times", "4", "--json").stdout)["nodes"] == []
+    text = cli("history", "drained", "--times", "3").stdout
+    assert hr.DRAINED_NODE in text and "3" in text
+    rel = json.loads(cli("history", "relapses", "--days", "7", "--json").stdout)["relapses"]
+    assert [(r["host"], r["after_days"]) for r in rel] == [(hr.DRAINED_NODE, 5.0), (hr.DRAINED_NODE, 5.0)]
+    assert json.loads(cli("history", "relapses", "--days", "4", "--json").stdout)["relapses"] == []
+    summary = cli("history").stdout
+    assert hr.DRAINED_NODE in summary and hr.DRIFT_GPU in summary
+
+
+def test_a_gpus_figures_over_time_and_what_changed(imported):
+    runs = json.loads(cli("history", "show", hr.DRIFT_GPU, "--json").stdout)["runs"]
+    assert len(runs) == 30 and runs[-1]["figures"]["gpu"][1] < 0.93 < 0.99 < runs[0]["figures"]["gpu"][1]
+    assert "▁" in cli("history", "show", hr.DRIFT_GPU).stdout
+    path = imported[0]
+    conn = store.open_store(path)
+    first_drain = conn.execute("SELECT run_id FROM runs ORDER BY t LIMIT 1 OFFSET ?", (hr.DRIVER_NIGHT,)).fetchone()[0]
+    conn.execute("DELETE FROM runs WHERE t > (SELECT t FROM runs WHERE run_id = ?)", (first_drain,))
+    conn.execute("DELETE FROM nodes WHERE run_id NOT IN (SELECT run_id FROM runs)")
+    conn.close()
+    doc = json.loads(cli("history", "changed", hr.DRAINED_NODE, "--json").stdout)["changed"]
+    assert doc["verdict"] == "drain" and doc["changed"] == {"driver": ["570.211.01", "575.57.08"]}
+    assert "575.57.08" in cli("history", "changed", hr.DRAINED_NODE).stdout
+
+
+def test_the_next_validate_warns_of_the_drift_with_its_history(imported, tmp_path):
+    rec = hr.recorded(tmp_path)
+    (row,) = [c for c in rec["checks"] if c["check"] == "drift"]
+    assert (row["node"], row["status"], row["gpu"]) == (hr.DRIFT_GPU, "WARN", 5)
+    assert "over its last 20 runs" in row["value"] and row["reason"].count(" 0.9") >= 10
+    assert rec["nodes"]["node0001"]["verdict"] == "degraded" and rec["exit_status"] == 0
+    assert [c for c in rec["checks"] if c["status"] == "WARN"] == [row]
+    conn = store.open_store(imported[0])
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 31  # and it was kept
+
+
+def test_the_drift_statistic_on_series_without_a_trend_and_with_one():
+    flat = [1.0 + 0.002 * ((i * 7) % 5 - 2) for i in range(20)]
+    assert not drift.test(flat)["alarm"]
+    assert drift.test(flat[:9]) is None
+    falling = [1.0 - 0.003 * i for i in range(20)]
+    assert drift.test(falling)["alarm"]
+    small = [1.0 - 0.0005 * i for i in range(20)]  # significant but under 2% over the window: not acted on
+    r = drift.test(small)
+    assert r["p"] < drift.ALPHA and not r["alarm"]
+    s, p = drift.mann_kendall(list(range(10, 0, -1)))
+    assert s == -45 and p == pytest.approx(4.15e-5, rel=0.01)
+    assert queries.identity_of(None) is None
