@@ -49,11 +49,18 @@ def ensure(conn, where: str) -> int:
     """Make the tables in a new store; check an existing one's version. Returns the version; raises WrongVersion."""
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not names:
-        with conn:
-            for sql in TABLES:
-                conn.execute(sql)
-            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (KEY, str(VERSION)))
-        return VERSION
+        # Made in one write transaction, checked again inside it: two benches making one store at once make it once.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+                for sql in TABLES:
+                    conn.execute(sql)
+                conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (KEY, str(VERSION)))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        names = {"meta"}
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (KEY,)).fetchone() if "meta" in names else None
     if row is None:
         raise WrongVersion(f"{where} holds tables but no schema version: not a bench history store")
