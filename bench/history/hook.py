@@ -91,6 +91,8 @@ def add_rows(v, conn) -> None:
     provenance differs from its last healthy run's, a WARN naming the fields (a node already not healthy: its
     verdict is what it was)."""
     ident = queries.identity_of(v.identity())
+    # Each node's earlier runs, for report.html's sparkline: in the record's measured figures as "history".
+    v.figures["history"] = queries.trails(conn, list(v.resources), ident)
     for d in queries.drifts(conn, identity=ident, now=now_figures(v.figures)):
         trail = " ".join(f"{h['rel']:.3f}" for h in d["history"])
         v.add(CHECKS[d["kind"]], d["subject"], "WARN",

@@ -140,3 +140,25 @@ def changed(conn, host: str, now: dict | None = None) -> dict | None:
 
 def identity_of(ident: dict | None) -> str | None:
     return json.dumps(ident, sort_keys=True) if ident is not None else None
+
+
+def trails(conn, hosts: list[str], identity: str | None, window: int = drift.WINDOW) -> dict[str, dict]:
+    """Per node, its last runs of this identity, oldest first: {"times", "verdicts", "gpu_rel" (its slowest GPU over
+    the run's median)}; nodes the store has not seen are left out."""
+    runs = _identity_runs(conn, identity, window)
+    if not runs or not hosts:
+        return {}
+    order = {r: i for i, (r, _) in enumerate(runs)}
+    marks = ", ".join("?" * len(runs))
+    want = set(hosts)
+    out: dict[str, dict] = {}
+    for run_id, host, verdict in conn.execute(f"SELECT run_id, host, verdict FROM nodes WHERE run_id IN ({marks})",
+                                              tuple(order)):
+        if host in want:
+            out.setdefault(host, {})[order[run_id]] = [runs[order[run_id]][1], verdict, None]
+    for run_id, host, rel in conn.execute(f"SELECT run_id, host, MIN(rel) FROM figures WHERE kind = 'gpu' AND run_id "
+                                          f"IN ({marks}) GROUP BY run_id, host", tuple(order)):
+        if host in out and order[run_id] in out[host]:
+            out[host][order[run_id]][2] = rel
+    return {h: {"times": [by[i][0] for i in sorted(by)], "verdicts": [by[i][1] for i in sorted(by)],
+                "gpu_rel": [by[i][2] for i in sorted(by)]} for h, by in out.items()}

@@ -5,6 +5,7 @@ on the terminal and in JSON, and the drift's WARN in the next validate's rows.""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -87,6 +88,16 @@ def test_the_next_validate_warns_of_the_drift_with_its_history(imported, tmp_pat
     assert [c for c in rec["checks"] if c["status"] == "WARN"] == [row]
     conn = store.open_store(imported[0])
     assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 31  # and it was kept
+    # report.html: a sparkline per node, its 20 earlier runs and this one; the drained node's drains named
+    from bench.render.html.report import beside
+
+    page = open(beside(rec)[0]).read()
+    cells = re.findall(r'<a class="cell[^>]*data-host="(node\d+)"[^>]*title="([^"]*)">\1<svg class="spark"[^>]*>'
+                       r'<polyline points="([^"]+)"/></svg></a>', page)
+    assert [h for h, _, _ in cells] == ["node0000", "node0001", "node0002"]
+    titles = {h: t for h, t, _ in cells}
+    assert all(len(p.split()) == drift.WINDOW + 1 for _, _, p in cells)
+    assert "history: 21 run(s)" in titles["node0001"] and "drained in 2" in titles["node0002"]  # nights 15 and 21 of the last 20
 
 
 def test_the_drift_statistic_on_series_without_a_trend_and_with_one():
