@@ -29,8 +29,9 @@ START = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
 KINDS = ("gpu_images_per_s", "intra_busbw", "node_busbw", "pair_busbw")
 
 
-def recorded(tmp: Path) -> dict:
-    """A real quick validate of three nodes (bench.validate.stages.validate; launches answered by scale_fixtures)."""
+def recorded(tmp: Path, bad: dict[str, str] | None = None) -> dict:
+    """A real quick validate of three nodes (bench.validate.stages.validate; launches answered by scale_fixtures);
+    bad: scale_fixtures' planted faults ({host: "slow-gpu"}), none by default."""
     import pytest
 
     from bench.cluster.hostfile import HostSelection
@@ -38,7 +39,7 @@ def recorded(tmp: Path) -> dict:
     from bench.validate.config import ValidateConfig
     from tests import scale_fixtures
 
-    cluster = scale_fixtures.Cluster(3)
+    cluster = scale_fixtures.Cluster(3, bad=bad or {})
     with pytest.MonkeyPatch.context() as mp:
         cluster.install(mp.setattr)
         return stages.validate(ValidateConfig(level="quick", out=str(tmp / "recorded")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
@@ -22,14 +23,22 @@ def thirty(tmp_path_factory):
     return tmp, base
 
 
-@pytest.fixture
-def imported(thirty, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def pristine(thirty):
+    """The thirty nights imported once by `bench history import` (each test gets its own copy of the file)."""
     tmp, base = thirty
-    path = str(tmp_path / "history.sqlite")
-    monkeypatch.setenv(store.ENV, path)
-    got = cli("history", "import", str(tmp / "results"), "--json")
+    path = str(tmp / "history.sqlite")
+    got = cli("history", "import", str(tmp / "results"), "--json", "--store", path)
     assert got.returncode == 0, got.stderr
     return path, json.loads(got.stdout), base
+
+
+@pytest.fixture
+def imported(pristine, tmp_path, monkeypatch):
+    path = str(tmp_path / "history.sqlite")
+    shutil.copy(pristine[0], path)  # closed by the import: its WAL checkpointed into the file
+    monkeypatch.setenv(store.ENV, path)
+    return path, pristine[1], pristine[2]
 
 
 def test_import_stores_thirty_runs_once(imported, thirty):
@@ -112,3 +121,35 @@ def test_the_drift_statistic_on_series_without_a_trend_and_with_one():
     s, p = drift.mann_kendall(list(range(10, 0, -1)))
     assert s == -45 and p == pytest.approx(4.15e-5, rel=0.01)
     assert queries.identity_of(None) is None
+
+
+def test_retention_prunes_the_oldest_runs_and_every_row_of_them(imported):
+    import time
+
+    path = imported[0]
+    days = (time.time() - hr.START.timestamp()) / 86400 - 14.5  # nights 0-14 older than that, 15-29 within it
+    doc = json.loads(cli("history", "prune", "--keep-days", f"{days:.4f}", "--json").stdout)
+    assert doc["pruned"] == 15
+    conn = store.open_store(path)
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 15
+    for table in ("nodes", "figures", "checks", "provenance"):
+        assert conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id NOT IN (SELECT run_id FROM runs)").fetchone()[0] == 0
+    assert [n["times"] for n in json.loads(cli("history", "drained", "--times", "1", "--json").stdout)["nodes"]] == [2]
+
+
+def test_a_store_that_is_not_there_or_a_bad_option_is_one_line(tmp_path):
+    got = cli("history", "drift", "--store", str(tmp_path / "none.sqlite"))
+    assert got.returncode == 2 and "no history store at" in got.stderr and len(got.stderr.splitlines()) == 1
+    assert not (tmp_path / "none.sqlite").exists()
+    got = cli("history", "drained", "--times", "0", "--store", str(tmp_path / "none.sqlite"))
+    assert got.returncode == 2 and "--times" in got.stderr and len(got.stderr.splitlines()) == 1
+
+
+def test_a_node_whose_verdict_moved_gets_what_changed_since_its_last_healthy_run_on_its_row(imported, tmp_path):
+    rec = hr.recorded(tmp_path, bad={hr.DRAINED_NODE: "slow-gpu"})  # its GPU 3 at 60%: drained tonight
+    (row,) = [c for c in rec["checks"] if c["check"] == "changed"]
+    assert (row["node"], row["status"]) == (hr.DRAINED_NODE, "WARN")
+    assert row["value"] == "driver 575.57.08 -> 570.211.01"  # the nights from DRIVER_NIGHT on had the newer one
+    assert "2026-11-30" in row["reference"]
+    assert rec["nodes"][hr.DRAINED_NODE]["verdict"] == "drain" and rec["exit_status"] == 1
+    assert not [c for c in rec["checks"] if c["check"] == "changed" and c["node"] != hr.DRAINED_NODE]
