@@ -12,8 +12,8 @@ nodes that failed again after a repair, slow drifts, and what changed.
     bench history prune --keep-days 90              # retention by hand, then the file compacted
 
 The store is SQLite on this head's local disk (bench.history.store: --store, else $VITBENCH_HISTORY, else
-$XDG_STATE_HOME/vitbench/history.sqlite); bench validate writes to it at its end and reads its drifts
-(bench.history.hook). Exit 0; 2 bad input or a store that cannot be read (one line, why).
+$XDG_STATE_HOME/vitbench/history.sqlite), or a PostgreSQL server by a postgresql:// URL in the same places, for
+several heads (bench.history.pg); bench validate writes to it at its end and reads its drifts (bench.history.hook). Exit 0; 2 bad input or a store that cannot be read (one line, why).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ HELP = "every verdict kept: a node's or GPU's history, repeat drains, relapses, 
 def _common(p, after: bool = False) -> argparse.ArgumentParser:
     """--store and --json, before the action or after it (after: absent leaves what was given before)."""
     keep = {"default": argparse.SUPPRESS} if after else {}
-    p.add_argument("--store", metavar="PATH", help=f"the history store (default ${store.ENV}, else "
-                   f"{store.default_path()})", **({"default": None} | keep))
+    p.add_argument("--store", metavar="PATH", help=f"the history store: a path, or a postgresql:// URL (default "
+                   f"${store.ENV}, else {store.default_path()})", **({"default": None} | keep))
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else", **keep)
     return p
 

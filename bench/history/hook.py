@@ -47,11 +47,11 @@ class Kept:
         except (sqlite3.Error, OSError) as e:
             self.say(store.said(e, self.path))
         except Exception as e:  # noqa: BLE001 - the store is never a dependency
-            self.say(f"{type(e).__name__}: {e}")
+            self.say(_first(e))
         finally:
             try:
                 self.conn.close()
-            except sqlite3.Error:
+            except Exception:  # noqa: BLE001 - a store gone while closing: nothing was lost beyond what was said
                 pass
             self.conn = None
 
@@ -69,14 +69,14 @@ def before(v) -> Kept:
         return kept
     except Exception as e:  # noqa: BLE001
         kept = Kept(path=path)
-        kept.say(f"{type(e).__name__}: {e}")
+        kept.say(_first(e))
         return kept
     try:
         add_rows(v, kept.conn)
     except (sqlite3.Error, OSError) as e:
         kept.say(store.said(e, path))
     except Exception as e:  # noqa: BLE001
-        kept.say(f"{type(e).__name__}: {e}")
+        kept.say(_first(e))
     return kept
 
 
@@ -110,3 +110,9 @@ def add_rows(v, conn) -> None:
         v.add("changed", host, "WARN", value=fields, reference=f"its last healthy run, {what['last_good']}",
               reason="what differs from the last run that found it healthy (driver, firmware, image, kernel)",
               host=host)
+
+
+def _first(e: BaseException) -> str:
+    """Any other error (a PostgreSQL server's, a bug) as its type and first line: the one line."""
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"

@@ -45,14 +45,21 @@ class WrongVersion(Exception):
     """A store of a schema version this bench does not read; str() is the one line."""
 
 
+def table_names(conn) -> set[str]:
+    """The store's tables: SQLite's catalogue, or the connection's own (bench.history.pg)."""
+    if hasattr(conn, "table_names"):
+        return conn.table_names()
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
 def ensure(conn, where: str) -> int:
     """Make the tables in a new store; check an existing one's version. Returns the version; raises WrongVersion."""
-    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    names = table_names(conn)
     if not names:
         # Made in one write transaction, checked again inside it: two benches making one store at once make it once.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone():
+            if "meta" not in table_names(conn):
                 for sql in TABLES:
                     conn.execute(sql)
                 conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (KEY, str(VERSION)))

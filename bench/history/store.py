@@ -9,8 +9,8 @@ byte-range locks are not kept across hosts (or not at all: NFS mounted nolock
 or local_lock, which fail or lie) and WAL's shared-memory index is one host's
 only, so two writers on two heads corrupt the file or hang on a lock that
 never frees (ReFrame's results database hung so on NFS, reframe PR #3457).
-A store shared by several heads is a server's job (a PostgreSQL URL), not a
-file's. The check is the filesystem's type as this host mounted it
+A store shared by several heads is a server's job, not a file's: a
+postgresql:// URL (bench.history.pg), the same schema. The check is the filesystem's type as this host mounted it
 (bench.cluster.shared_dir.mount_of, the reading --out's preflight does) and a
 real POSIX lock taken on a file beside the store.
 
@@ -110,8 +110,12 @@ def open_store(path: str | None = None, create: bool = True) -> sqlite3.Connecti
     chosen = where(path)
     if chosen is None:
         raise Unavailable(f"the history store is off ({ENV}=off)")
+    if chosen.startswith(("postgresql://", "postgres://")):
+        from bench.history.pg import open_url
+        return open_url(chosen, Unavailable)
     if "://" in chosen:
-        raise Unavailable(f"{chosen}: only a SQLite file is kept by this bench (a database URL is not supported yet)")
+        raise Unavailable(f"{chosen.split('://')[0]}:// is not a store bench keeps: give a file path or a "
+                          "postgresql:// URL")
     if not create and not os.path.exists(chosen):
         raise Unavailable(f"no history store at {chosen} (bench validate writes one; bench history import DIR "
                           "fills one from results folders)")

@@ -159,5 +159,7 @@ def test_a_network_filesystem_or_one_without_locks_is_refused_saying_why(tmp_pat
     with pytest.raises(store.Unavailable, match="network filesystem"):
         store.check_filesystem("/nolocks/h.sqlite", str(info))
     store.check_filesystem(str(tmp_path / "h.sqlite"))  # this machine's real filesystem: locks
-    got = cli("history", "--store", "postgresql://db/bench")
-    assert got.returncode == 2 and "not supported yet" in got.stderr
+    got = cli("history", "--store", "postgresql://127.0.0.1:1/bench")  # nothing listens on port 1
+    assert got.returncode == 2 and "cannot connect" in got.stderr and len(got.stderr.splitlines()) == 1
+    got = cli("history", "--store", "mysql://db/bench")
+    assert got.returncode == 2 and "not a store bench keeps" in got.stderr
