@@ -49,7 +49,7 @@ def add_arguments(p) -> None:
     a.add_argument("--days", type=_positive, default=30.0)
     a = sub.add_parser("relapses", parents=[common], help="nodes drained again within --days of a return")
     a.add_argument("--days", type=_positive, default=7.0)
-    a = sub.add_parser("drift", parents=[common], help=f"GPUs and links drifting down ({drift.STATISTIC})")
+    a = sub.add_parser("drift", parents=[common], help="GPUs and links drifting down (" + drift.STATISTIC.replace("%", "%%") + ")")
     a.add_argument("--runs", type=_positive_int, default=drift.WINDOW, help=f"the window (default {drift.WINDOW})")
     a = sub.add_parser("changed", parents=[common], help="a node's provenance: last healthy run -> latest")
     a.add_argument("host", metavar="HOST")

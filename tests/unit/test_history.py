@@ -153,3 +153,9 @@ def test_a_node_whose_verdict_moved_gets_what_changed_since_its_last_healthy_run
     assert "2026-11-30" in row["reference"]
     assert rec["nodes"][hr.DRAINED_NODE]["verdict"] == "drain" and rec["exit_status"] == 1
     assert not [c for c in rec["checks"] if c["check"] == "changed" and c["node"] != hr.DRAINED_NODE]
+
+
+@pytest.mark.parametrize("action", ["", "import", "show", "drained", "relapses", "drift", "changed", "prune"])
+def test_every_action_has_its_help(action):
+    got = cli("history", *([action] if action else []), "--help")
+    assert got.returncode == 0 and got.stdout.startswith(f"usage: bench history {action}".rstrip()), got.stderr
