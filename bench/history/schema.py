@@ -12,7 +12,7 @@ Tables, one row each per:
   nodes       node of a validate: its verdict, action, and whether it was in the drain list
   figures     figure of a GPU (kind gpu, subject host:slot), a node's links (intra, inter) or a pair (pair,
               a+b): value and rel, the value over that run's median of the same kind (a night's common shift out)
-  checks      row of a validate: check, node, status, value, reason, host, gpu
+  checks      row of a validate: check, node, status, host, gpu; value and reason where not PASS or SKIP
   provenance  field of a node in a run: driver, cuda, image, kernel, firmware, torch
 """
 

@@ -71,11 +71,19 @@ def rows(rec: dict[str, Any]) -> dict[str, list[tuple]]:
     out["nodes"] = [(run_id, h, n.get("verdict"), n.get("action"), int(h in drained))
                     for h, n in (rec.get("nodes") or {}).items()]
     out["figures"] = figure_rows(run_id, rec.get("measured") or {})
-    out["checks"] = [(run_id, c.get("check"), c.get("node"), c.get("status"), str(c.get("value") or ""),
-                      str(c.get("reason") or ""), c.get("host"), c.get("gpu")) for c in rec.get("checks") or []]
+    out["checks"] = [(run_id, c.get("check"), c.get("node"), c.get("status"), *_words(c), c.get("host"), c.get("gpu"))
+                     for c in rec.get("checks") or []]
     out["provenance"] = [(run_id, h, f, None if x is None else str(x))
                          for h, fields in (rec.get("nodes_provenance") or {}).items() for f, x in fields.items()]
     return out
+
+
+def _words(c: dict) -> tuple[str | None, str | None]:
+    """A row's value and reason where it is not PASS or SKIP; a PASS row's words are its figure (kept in figures)
+    and the line it passed, the same every night: 8,000 GPUs' of them were 19 MB a run, 7 GB a year of nights."""
+    if c.get("status") in ("PASS", "SKIP"):
+        return None, None
+    return str(c.get("value") or ""), str(c.get("reason") or "")
 
 
 INSERT = {"runs": 10, "nodes": 5, "figures": 7, "checks": 8, "provenance": 4}

@@ -57,6 +57,7 @@ EXPECTED: dict[str, list[str]] = {
         rf"sgemm-longhorn-agg.csv\s+40\s+\d+\s+\d+\s+{NUM}\s+\d+\s+{NUM}\s+{NUM}%\s+\d+/40\s+\d+/40",
         r"shuffled \(every alarm false\): \d+ of 40 GPU histories alarmed",
         rf"all: 40 GPUs, \d+ nightly tests: \d+ alarm\(s\) on \d+ GPU\(s\) = {NUM} per 1,000 GPUs"],
+    "history_store": [rf"\s+{n}\s+{8 * n}\s+\d+\s+10\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}$" for n in (1, 10)],
     "launcher_startup": _rows("deepspeed runner + launch.py", "deepspeed launch.py", "bench.launch.node",
                               shape=rf"{{arm}}\s+median\s+{NUM} s\s+\(min {NUM}, max {NUM}, 1 rounds\)"),
     "comm_groups": _rows("before", "after", "world-barrier", shape=rf"\s+4\s+{{arm}}\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+2 "),
