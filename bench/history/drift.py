@@ -9,7 +9,8 @@ A night's line judges one run against the peers; a GPU that loses 0.3% a run
 stays inside it for weeks while it loses 6%.
 
 The statistic: Mann-Kendall's S over the last WINDOW runs, S = sum over i < j
-of sign(x_j - x_i), whose variance under no trend is n(n-1)(2n+5)/18; z =
+of sign(x_j - x_i), whose variance under no trend is n(n-1)(2n+5)/18 (less
+t(t-1)(2t+5)/18 for each group of t equal values); z =
 (S + 1) / sd for a decline (continuity corrected), p = Phi(z), one-sided. It
 asks only that later runs be lower than earlier ones more often than chance,
 so an outlier night moves it by at most n - 1 of its n(n-1)/2 pairs. An alarm
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from statistics import NormalDist
 
 ALPHA = 1e-4
@@ -39,7 +41,9 @@ def mann_kendall(xs: list[float]) -> tuple[int, float]:
     """(S, one-sided p of a decline) of the series, in order."""
     n = len(xs)
     s = sum((xs[j] > xs[i]) - (xs[j] < xs[i]) for i in range(n) for j in range(i + 1, n))
-    var = n * (n - 1) * (2 * n + 5) / 18
+    # Ties (a figure repeated exactly: a link measured once and reused) take their share out of the variance.
+    ties = Counter(xs).values()
+    var = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in ties)) / 18
     if var <= 0:
         return s, 1.0
     z = (s + 1) / math.sqrt(var) if s < 0 else (s - 1) / math.sqrt(var) if s > 0 else 0.0
