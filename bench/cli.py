@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, str] = {
     "tune": "bench.commands.tune",
     "report": "bench.commands.report",
     "compare": "bench.commands.compare",
+    "history": "bench.commands.history",
 }
 
 

@@ -11,8 +11,11 @@ set -eu
 
 # chromium and chromium-driver (the same version, Debian's): the tests open report.html in a real browser
 # (tests/browser.py); about 40 s of this script on a machine without them (2026-12-06).
+# postgresql: a real server for the history store's PostgreSQL tests (tests/pg_server.py starts its own cluster with
+# initdb and pg_ctl in a temporary folder; the package's own cluster service is not used); its libpq5 is what
+# psycopg (requirements-test.lock) loads.
 PACKAGES="openssh-server openssh-client pdsh openmpi-bin libopenmpi-dev
-iproute2 procps psmisc slurm-wlm munge libaio-dev sshfs socat chromium chromium-driver"
+iproute2 procps psmisc slurm-wlm munge libaio-dev sshfs socat chromium chromium-driver postgresql"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-system.sh: must run as root (apt-get install)" >&2

@@ -22,6 +22,11 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# bench validate keeps every verdict in a history store (bench.history), by default the user's own
+# (~/.local/state/vitbench): the suite's validates of made-up nodes must not fill it, nor read drifts from it
+# into their rows. The history tests name their own store; every other test, and the processes it starts, none.
+os.environ.setdefault("VITBENCH_HISTORY", "off")
+
 # Tests Ctrl-C bench (SIGINT to its process) and expect what a terminal's user gets. A suite started in the
 # background of a non-interactive shell (`make test &` in a script) inherits SIGINT ignored, every process it
 # starts inherits that across exec, and bench then rightly ignores Ctrl-C: three tests failed so, none of them

@@ -203,6 +203,7 @@ def system_facts() -> dict:
         })  # fmt: skip
     return {
         "hostname": socket.gethostname(),
+        "kernel": platform.release() or None,
         "cpu": {"model": _cpu_model(), "physical_cores": psutil.cpu_count(logical=False),
                 "logical_cores": psutil.cpu_count(logical=True)},  # fmt: skip
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),

@@ -45,6 +45,8 @@ from bench.cluster.hostfile import HostSelection
 from bench.cluster.slurm import no_slurm
 from bench.core import results, storage
 from bench.core.errors import BadInput
+from bench.history import hook
+from bench.history.provenance import of_nodes
 from bench.validate import (baseline, burn, copies, dcgm, drain, gpus, health, links, nodes, numerics, pairs,
                             rails, scaling, training, tree, verdicts)
 from bench.validate.config import ValidateConfig
@@ -172,8 +174,10 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
         raise
     if base is not None:
         baseline.against(v, *base)
+    kept = hook.before(v)  # the store's drift rows; the store is never a dependency (bench.history.hook)
     rec = record(v, run_id, time.time() - t0)
     results.append(os.path.join(v.vdir, "results.jsonl"), rec)
+    kept.keep(rec)
     return rec
 
 
@@ -228,6 +232,7 @@ def record(v: Validation, run_id: str, duration: float, interrupted: bool = Fals
         counts={s: statuses.count(s) for s in STATUSES},
         checks=[c.as_dict() for c in v.checks], stages=[asdict(s) for s in v.stages], measured=v.figures,
         runs=v.runs, reference_table=v.table.path, held=held, pairing=v.pairing_plan(),
+        nodes_provenance=of_nodes(v.inventory),
         topology=tree.record(_found(v), list(v.resources), v.hostname_of, v.cfg.pairs_seed, v.level.pairs))
 
 

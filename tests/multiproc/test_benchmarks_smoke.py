@@ -53,6 +53,11 @@ EXPECTED: dict[str, list[str]] = {
         *(rf"{arm}\s+{split}\s+{micro}\s+{NUM}\s+{NUM}\s+{NUM} MB\s+{tp}\s+{NUM} MB\s+{NUM} MiB$"
           for arm, split, micro, tp in (("fsdp2", "1x1x2", "4 x 1", r"-\s+-"), ("tp2", "2x1x1", "8 x 1", TP),
                                         ("autotp2", "2x1x1", "8 x 1", TP), ("pipeline", "1x2x1", "4 x 2", r"-\s+-")))],
+    "history_drift": [  # the drift test over 40 of Longhorn's V100s (../shared/fixtures/fleets), and shuffled
+        rf"sgemm-longhorn-agg.csv\s+40\s+\d+\s+\d+\s+{NUM}\s+\d+\s+{NUM}\s+{NUM}%\s+\d+/40\s+\d+/40",
+        r"shuffled \(every alarm false\): \d+ of 40 GPU histories alarmed",
+        rf"all: 40 GPUs, \d+ nightly tests: \d+ alarm\(s\) on \d+ GPU\(s\) = {NUM} per 1,000 GPUs"],
+    "history_store": [rf"\s+{n}\s+{8 * n}\s+\d+\s+10\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}$" for n in (1, 10)],
     "launcher_startup": _rows("deepspeed runner + launch.py", "deepspeed launch.py", "bench.launch.node",
                               shape=rf"{{arm}}\s+median\s+{NUM} s\s+\(min {NUM}, max {NUM}, 1 rounds\)"),
     "comm_groups": _rows("before", "after", "world-barrier", shape=rf"\s+4\s+{{arm}}\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+2 "),

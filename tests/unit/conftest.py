@@ -26,6 +26,12 @@ try:
     import matplotlib.font_manager  # noqa: F401
 except ImportError:
     pass
+# psycopg (bench.history.pg's PostgreSQL store) finds Debian's libpq with ctypes.util.find_library, which runs
+# `ldconfig -p` at its first import: not a test starting a process either.
+try:
+    import psycopg  # noqa: F401
+except ImportError:
+    pass
 
 
 class ProcessLaunched(AssertionError):

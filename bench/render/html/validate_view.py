@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 from bench.core.scontrol import drain_argv, drain_reason
+from bench.render.html.history_view import spark
 from bench.render.html.node_data import hosts_of_row
 from bench.render.html.page import VERDICT_STATUS
 from bench.render.validate import NOT_ASKED, STATUSES, footer, summary
@@ -53,8 +54,10 @@ def cells(rec: dict[str, Any]) -> list[dict[str, Any]]:
     for h in hosts:
         n = nodes.get(h) or {}
         verdict = n.get("verdict") or "unknown"
+        trail = spark(rec, h)  # its earlier runs, where the history store had them (bench.history)
         out.append({"host": h, "verdict": verdict, "status": VERDICT_STATUS.get(verdict, "ERROR"),
-                    "bad": " ".join(sorted(bad[h])), "title": f"{h}: {verdict}; {n.get('action') or ''}"})
+                    "bad": " ".join(sorted(bad[h])), "spark": trail,
+                    "title": f"{h}: {verdict}; {n.get('action') or ''}" + (f"; {trail['text']}" if trail else "")})
     return out
 
 
