@@ -20,6 +20,8 @@ from bench.core.errors import BadInput, RunFailed
 from bench.jobs import comm as comm_job
 from bench.jobs import numerics as numerics_job
 from bench.jobs import train
+from bench.validate import checks
+from bench.validate.checks import launches
 from bench.validate.state import Validation
 
 
@@ -68,26 +70,19 @@ def _started(v: Validation, rec: dict[str, Any], t0: float) -> None:
         v.startup_s += max(marks) - t0
 
 
-# The copies' sizes (MiB) and timed copies: a GPU's host link and memory need hundreds of MiB to reach their rate
-# (nvbandwidth copies 512 MiB); a CPU rank's memcpy only needs to be past its caches, in well under a second.
-COPIES = {"cuda": {"host_mb": 256, "memory_mb": 1024, "iters": 10},
-          "cpu": {"host_mb": 32, "memory_mb": 64, "iters": 3}}
-LOCK_STEM = "/tmp/vitbench-copies"   # + the run id and the machine's boot id: node-local, never the shared --out
-
-
 def _phases(v: Validation, resources: dict[str, list[int]], tag: str, extras: bool) -> dict[str, Any]:
-    """Mode's copies and burn for the per-GPU launch that carries them (extras): the copies where the copies or
-    memory check is asked for, the burn where the burn check is and --burn (or the level) gives it time."""
+    """Mode's phases for the per-GPU launch that carries them (extras): each phase a wanted check rides
+    (bench.validate.checks: the copies for the copies and memory checks, the burn where --burn or the level gives
+    it time), with its barrier."""
     if not extras:
         return {}
     world, wait = sum(len(s) for s in resources.values()), v.launch_timeout(resources) / 2
     out: dict[str, Any] = {}
-    if v.cfg.wanted("copies") or v.cfg.wanted("memory"):
-        out["copies"] = {**COPIES[v.device], "lock": LOCK_STEM,
-                         "barrier": {"name": f"{tag}-copies-{v.launches}", "count": world, "timeout_s": wait}}
-    if v.cfg.wanted("burn") and v.cfg.burn_s() > 0:
-        out["burn"] = {"seconds": v.cfg.burn_s(), "interval_s": 1.0,
-                       "barrier": {"name": f"{tag}-burn-{v.launches}", "count": world, "timeout_s": wait}}
+    for phase in checks.phases(v.cfg.wanted, launches.PER_GPU.name):
+        spec = phase.spec(v.cfg, v.device) if phase.spec is not None else None
+        if spec is not None:
+            out[phase.name] = {**spec, "barrier": {"name": f"{tag}-{phase.name}-{v.launches}", "count": world,
+                                                   "timeout_s": wait}}
     return out
 
 
