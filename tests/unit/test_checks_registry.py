@@ -110,7 +110,7 @@ def test_skip_rows_follow_each_checks_declaration():
 
     assert rows("inventory") == [("inventory", "a"), ("inventory", "b"), ("heterogeneity", "cluster")]
     assert rows("inter-node") == [("inter-node", "a"), ("inter-node", "b"), ("inter-node", "cluster")]
-    assert rows("memory") == [("memory", "a"), ("memory", "b")]
+    assert rows("memory") == [("memory", "a"), ("memory", "b")] and rows("copies") == [("copies", "a"), ("copies", "b")]
     assert rows("training") == [("training", "cluster")] and rows("rails") == rows("dcgm") == []
 
 

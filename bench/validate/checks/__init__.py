@@ -15,7 +15,7 @@ the function that runs and judges it, its SKIP rows, its plan, its docs row), an
 
 from __future__ import annotations
 
-from bench.validate.checks import (burn, dcgm, health, inter_node, intra_node, inventory, memory, numerics,
+from bench.validate.checks import (burn, copies, dcgm, health, inter_node, intra_node, inventory, memory, numerics,
                                    preflight, rails, scaling, stragglers, throughput, training)
 from bench.validate.checks.base import LEVEL_NAMES, Check, Phase
 
@@ -26,6 +26,7 @@ REGISTRY: tuple[Check, ...] = (
     dcgm.CHECK,
     throughput.CHECK,
     numerics.CHECK,
+    copies.CHECK,
     memory.CHECK,
     burn.CHECK,
     intra_node.CHECK,
