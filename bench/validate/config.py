@@ -122,8 +122,8 @@ class ValidateConfig:
                                      "twice NVIDIA's documented length of the level: 120 s at 1, 240 s at 2, "
                                      "1800 s at 3)", default=None, metavar="S")
     checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); "
-                                         f"{' and '.join(registry.always())} always run, the others are SKIPped with this reason (default: every "
-                                         "check of the level)",
+                                         f"{' and '.join(registry.always())} always run, the others are SKIPped "
+                                         "with this reason (default: every check of the level)",
                                          default=None, parse=csv_parser(str, dedupe=True), metavar="LIST")
     reference: str | None = opt("reference table (default bench/data/reference_throughput.json)", default=None,
                                 metavar="FILE")

@@ -22,7 +22,7 @@ from bench.jobs import numerics as numerics_job
 from bench.jobs import train
 from bench.validate import checks
 from bench.validate.checks import launches
-from bench.validate.state import Validation
+from bench.validate.state import Measured, Validation
 
 
 def _failed(e: Exception, where: str) -> dict[str, Any]:
@@ -112,8 +112,7 @@ def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int |
 def keep_phases(v: Validation, resources: dict[str, list[int]], rec: dict[str, Any]) -> None:
     """The copies and burn entries of a per-GPU launch that carried them (alone's extras), kept for their checks."""
     for name in _phases(v, resources, "", True):
-        v.phases_ahead[name] = {"resources": resources, "ranks": rec.get(name) or [], "run_dir": rec.get("run_dir"),
-                                "error": rec.get("error")}
+        v.phases_ahead[name] = Measured(resources, tuple(rec.get(name) or ()), rec.get("run_dir"), rec.get("error"))
 
 
 def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict[str, Any]:
@@ -173,13 +172,11 @@ def ranks_of(resources: dict[str, list[int]]) -> dict[str, list[int]]:
     return out
 
 
-def phase_entries(v: Validation, res: dict[str, list[int]], phase: str) -> dict[str, Any]:
-    """The entries of a phase ("copies", "burn") for the GPUs of res: from the per-GPU launch that ran it, else a
+def phase_entries(v: Validation, res: dict[str, list[int]], phase: str) -> Measured:
+    """What a phase ("copies", "burn") measured for the GPUs of res: from the per-GPU launch that ran it, else a
     launch of its own (a short per-GPU run: --checks without throughput)."""
     if phase not in v.phases_ahead:
         keep_phases(v, res, alone(v, res, phase, steps=v.level.timing_warmup + 2, extras=True))
-    ahead = v.phases_ahead.get(phase) or {}
-    keep = {(h, s) for h, slots in res.items() for s in slots}
-    v.runs.setdefault(phase, ahead.get("run_dir") or "")
-    return {"ranks": [r for r in ahead.get("ranks") or [] if (r["host"], r["slot"]) in keep],
-            "error": ahead.get("error")}
+    ahead = v.phases_ahead.get(phase) or Measured({}, ())
+    v.runs.setdefault(phase, ahead.run_dir or "")
+    return ahead.of(res)
