@@ -8,7 +8,8 @@ plan's costs and the docs' table are made (bench.validate.checks).
 Pure data and small functions of a plan (bench.validate.budget.Planner) or of the options: a check module imports
 nothing of bench.validate outside this package (but pairing, which imports nothing), so that bench.validate.config can be made from the registry
 without a cycle; how it runs is named (`runs`, "module:function", each a function of the Validation) and resolved
-by bench.validate.stages.
+by bench.validate.stages. A plan imports what it reads of bench.cluster (preflight's waits, DCGM's documented
+lengths) when it is made: importing the registry (bench validate --help) does not pay for it (about 0.2 s).
 """
 
 from __future__ import annotations
