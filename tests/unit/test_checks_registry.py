@@ -46,6 +46,14 @@ def test_stages_config_levels_soak_and_help_are_made_from_the_registry():
     assert all(c in said for c in CHECKS) and "preflight and inventory always run" in said
 
 
+def test_the_drain_reasons_words_are_each_checks_action():
+    from bench.validate.verdicts import CHECK_ACTION
+
+    assert CHECK_ACTION["throughput"] == checks.get("throughput").action and CHECK_ACTION["matmul"].startswith(
+        "drain: the GPU's matmul")
+    assert set(CHECK_ACTION) == {c.name for c in checks.REGISTRY if c.action} | {"matmul", "baseline"}
+
+
 def test_the_per_gpu_launchs_phases_are_those_its_wanted_checks_ride():
     from bench.validate.config import ValidateConfig
 
@@ -75,7 +83,7 @@ def test_a_new_check_is_one_declaration_in_every_list():
     assert "nvlink-domain" in checks.of_level("full", reg) and "nvlink-domain" not in checks.of_level("prolog", reg)
     assert [p.name for p in checks.phases(lambda n: True, "per-gpu", reg)][-1] == "nvlink-domain"
     assert ("| nvlink-domain | quick, full | the per-GPU launch (throughput's), its nvlink-domain phase | every GPU "
-            "of the domain at once | the domain's peers |") in docs.table(reg)
+            "of the domain at once | the domain's peers | the row's reason |") in docs.table(reg)
     assert checks.problems(reg + (dataclasses.replace(NEW, levels=("nightly",)),)) == [
         "nvlink-domain: registered twice", "nvlink-domain: no level 'nightly'"]
 

@@ -6,8 +6,8 @@ plan's costs and the docs' table are made (bench.validate.checks).
           skip=NODES, soak=True, row=Row("a copy within each GPU's memory ...", "its peers ..."))
 
 Pure data and small functions of a plan (bench.validate.budget.Planner) or of the options: a check module imports
-nothing of bench.validate outside this package (but pairing, which imports nothing), so that bench.validate.config can be made from the registry
-without a cycle; how it runs is named (`runs`, "module:function", each a function of the Validation) and resolved
+nothing of bench.validate outside this package (but pairing, which imports nothing), so that bench.validate.config
+can be made from the registry without a cycle (.importlinter's checks-registry contract); how it runs is named (`runs`, "module:function", each a function of the Validation) and resolved
 by bench.validate.stages. A plan imports what it reads of bench.cluster (preflight's waits, DCGM's documented
 lengths) when it is made: importing the registry (bench validate --help) does not pay for it (about 0.2 s).
 """
@@ -35,6 +35,7 @@ class Row:
     what: str       # what runs
     judged: str     # what judges it
     name: str = ""  # a row of rows another check adds (matmul: numerics'); "" for the check itself
+    action: str = ""  # such a row's action where it FAILs and names none (bench.validate.verdicts)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,7 +74,10 @@ class Check:
     soak: bool = False             # one of every --soak round's checks
     plan: Callable[[Any], None] | None = None  # (Planner) -> its stage lines in the plan (bench.validate.budget)
     by_level: dict[str, Any] = field(default_factory=dict)  # a per-level default of its own (dcgm: the level)
-    actions: tuple[str, ...] = ()  # what its rows tell a person to do
+    # What to do when it FAILs a node or GPU and the row names nothing itself: the drain reason's words
+    # (bench.validate.verdicts.CHECK_ACTION); "": "drain: see the reason".
+    action: str = ""
+    actions: tuple[str, ...] = ()  # the actions its rows name themselves (a health finding's, the binding row's)
     rows: tuple[Row, ...] = ()     # rows of other names it adds (docs)
 
     def runner(self) -> Callable[[Any], None]:

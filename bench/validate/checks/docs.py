@@ -1,5 +1,5 @@
 """docs/validate.md's table of checks, made from the registry: a row per check (and per row name a check adds,
-matmul, fabric, said as whose), its levels and the launch it rides.
+matmul, fabric, said as whose), its levels, the launch it rides and what its FAILs say to do.
 
     python -m bench.validate.checks.docs            # the table
     python -m bench.validate.checks.docs --write    # put it in docs/validate.md, between its two markers
@@ -13,12 +13,12 @@ import os
 import sys
 
 from bench.validate import checks
-from bench.validate.checks.base import LEVEL_NAMES, Check
+from bench.validate.checks.base import LEVEL_NAMES, Check, Row
 
 DOC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, "docs", "validate.md")
 BEGIN = "<!-- the table of checks: made from bench/validate/checks (python -m bench.validate.checks.docs --write) -->"
 END = "<!-- end of the table of checks -->"
-HEADER = ("| check | levels | launch | what runs | judged against |", "|---|---|---|---|---|")
+HEADER = ("| check | levels | launch | what runs | judged against | on a FAIL |", "|---|---|---|---|---|---|")
 
 
 def _levels(c: Check) -> str:
@@ -30,12 +30,20 @@ def _launch(c: Check) -> str:
     return c.launch.words + (f", its {phase.name} phase" if phase is not None and phase.spec is not None else "")
 
 
+def _fail(c: Check | Row) -> str:
+    """What its rows say to do: the action where a FAIL names none (bench.validate.verdicts), and those they name."""
+    said = [c.action] if c.action else []
+    said += list(getattr(c, "actions", ()))
+    return "; ".join(said) or "the row's reason"
+
+
 def table(registry: tuple[Check, ...] | None = None) -> str:
     lines = list(HEADER)
     for c in registry or checks.REGISTRY:
-        lines.append(f"| {c.name} | {_levels(c)} | {_launch(c)} | {c.row.what} | {c.row.judged} |")
+        lines.append(f"| {c.name} | {_levels(c)} | {_launch(c)} | {c.row.what} | {c.row.judged} | {_fail(c)} |")
         for r in c.rows:
-            lines.append(f"| {r.name} (rows of {c.name}) | as {c.name} | as {c.name} | {r.what} | {r.judged} |")
+            lines.append(f"| {r.name} (rows of {c.name}) | as {c.name} | as {c.name} | {r.what} | {r.judged} | "
+                         f"{_fail(r)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -19,6 +19,7 @@ CHECK = Check(
     skip=NODES,
     plan=_plan,
     actions=("the finding's action in bench/data/health_actions.json",),
+    action="drain: see the finding",
     row=Row(
         what=("each node's own counters and kernel log, read by the inventory's own process (below)"),
         judged=('bench/data/health_actions.json: a meaning, severity and action per finding, with its source')),)

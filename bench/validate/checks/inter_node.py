@@ -31,6 +31,7 @@ CHECK = Check(
     skip=NODES_AND_CLUSTER,
     soak=True,
     plan=_plan,
+    action="drain: the node reaches the others slower than its peers; check its NIC, cable and switch port",
     row=Row(
         what=('node pairs, the pairs of a round at once (ring pairs at `quick`, every pair at `full`, four looks at'
               " each; with a topology each leaf's own ring too), then every pair that fell short again and each "

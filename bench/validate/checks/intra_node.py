@@ -18,6 +18,7 @@ CHECK = Check(
     skip=NODES,
     soak=True,
     plan=_plan,
+    action="drain: the node's GPUs reach each other slower than its peers'; check NVLink/PCIe (health rows)",
     row=Row(
         what=("each node's all-reduce over its own GPUs, every node at once (again once, each node keeping its "
               'faster look, where one did not PASS)'),

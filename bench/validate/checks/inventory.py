@@ -23,6 +23,7 @@ CHECK = Check(
     skip=(("", "nodes"), ("heterogeneity", "cluster")),
     always=True,
     plan=_plan,
+    action="drain: fix what the inventory names (GPU count, driver, the GPU model against its peers)",
     row=Row(
         what=("every node's GPUs and links (`bench probe`), the heterogeneity verdict"),
         judged=("the gate's rules")),)

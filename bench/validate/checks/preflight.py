@@ -21,6 +21,7 @@ CHECK = Check(
     skip=NODES,
     always=True,
     plan=_plan,
+    action="fix the node's software: it differs from this machine (python, torch, deepspeed, shared storage)",
     row=Row(
         what=('the nodes reached (ssh, srun or mpirun), Python and package versions, the shared `--out`'),
         judged=('this machine')),)

@@ -23,6 +23,8 @@ CHECK = Check(
     skip=NODES,
     soak=True,
     plan=_plan,
+    action=("drain: the GPU trains slower than its peers; read its health rows (clocks, PCIe, thermal), reseat or "
+            "replace it, then validate again"),
     row=Row(
         what=('every GPU of every node trains alone, all at once (one rank each, no communication): a row per '
               '`host:slot`'),
