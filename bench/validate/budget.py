@@ -32,12 +32,11 @@ import os
 from typing import Any
 
 from bench.cluster import topology
-from bench.cluster.accel.nvidia.dcgm import DOCUMENTED_S, timeout_for
-from bench.cluster.preflight import inventory_wait_s, wait_s
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
 from bench.launch.registry import get
-from bench.validate import pairing, tree
+from bench.validate import checks, pairing, tree
+from bench.validate.checks.base import Launch, Phase
 from bench.validate.config import LEVELS, ValidateConfig
 
 COSTS_PATH = os.path.join(os.path.dirname(__file__), os.pardir, "data", "validate_costs.json")
@@ -107,113 +106,80 @@ def _allreduce_s(size: int, ranks: int, busbw: float) -> float:
     return costs()["collective_latency_s"] + size * 2 * (ranks - 1) / ranks / busbw
 
 
+class Planner:
+    """What the checks' plans (bench.validate.checks: each check's `plan`) read of a validate of `resources`, and
+    the stage lines they add: a launch of their own, a stage that launches nothing, the riders of a shared launch."""
+
+    def __init__(self, cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, table,
+                 found: tree.Found) -> None:
+        self.cfg, self.resources, self.found = cfg, resources, found
+        self.lv = lv = LEVELS[cfg.level]
+        self.nodes, self.ranks = len(resources), sum(len(s) for s in resources.values())
+        self.gpus_per_node = max(len(s) for s in resources.values())
+        self.c = costs()
+        self.via = get(launcher).preflight_via or "ssh"
+        self.timeout = launch_timeout(lv.timeout, self.nodes, self.ranks)
+        self.reach = fanout_s(launcher, self.nodes)
+        self.start = self.reach + self.c["rank_start_s"]
+        self.model, self.batch = lv.cuda_model, lv.cuda_micro_batch
+        shape = shape_of(resolve_model(self.model, lv.cuda_img_size, 10))
+        params = vit_params(shape) if shape else 0
+        self.size = params * (2 if cfg.precision in ("fp16", "bf16") else 4) or lv.fallback_size
+        self.ips = _slowest_ips(table, self.model, cfg.precision)
+        self.step = self.batch / self.ips[0] if self.ips else lv.timeout / max(lv.steps, 1)
+        self.nic, self.nic_label = _slowest_nic(table)
+        self.leaves = tree.leaves(found, list(resources), {})
+        self.rounds = pairing.first_rounds(lv.pairs, self.nodes, cfg.pairs_seed, lv.matchings, self.leaves) \
+            if self.nodes >= 2 else []
+        per_look = lv.comm_warmup + lv.iters + CALIBRATION
+        self.pair_s = per_look * self.allreduce_s(self.size, 2 * self.gpus_per_node)
+        self.whole_s = per_look * self.allreduce_s(self.size, self.ranks) if self.nodes > 2 else 0.0
+        self.intra_s = per_look * self.allreduce_s(self.size, self.gpus_per_node)
+        self.rails = rails_of(cfg, resources)
+        self.rail_s = self.start + self.ranks * self.c["rendezvous_per_rank_s"] + \
+            self.pair_s * len(self.rounds) * cfg.repeats
+        self.stages: list[dict[str, Any]] = []
+
+    def wanted(self, name: str) -> bool:
+        return self.cfg.wanted(name)
+
+    def allreduce_s(self, size: int, ranks: int) -> float:
+        return _allreduce_s(size, ranks, self.nic)
+
+    def reach_timeout(self, base: float) -> float:
+        return reach_timeout(base, self.nodes)
+
+    def riders(self, launch: Launch) -> tuple[Phase, ...]:
+        """The phases of a shared launch the wanted checks ride (their costs and words are the launch's)."""
+        return checks.phases(self.wanted, launch.name)
+
+    def launch(self, name: str, work: float, how: str, looks: int = 1, rendezvous: bool = True, **extra) -> None:
+        """A stage with a launch of its own: its start, its ranks' rendezvous, its work."""
+        pred = self.start + (self.ranks * self.c["rendezvous_per_rank_s"] if rendezvous else 0.0) + work
+        self.stages.append({"stage": name, "launches": 1, "looks": looks, "second_looks": looks - 1,
+                            "timeout_s": self.timeout, "predicted_s": round(pred, 1), "how": how, **extra})
+
+    def none(self, name: str, how: str, looks: int = 0) -> None:
+        """A stage that launches nothing of its own (looks: launches it may still need, a second look)."""
+        self.stages.append({"stage": name, "launches": 0, "looks": looks, "second_looks": looks,
+                            "timeout_s": self.timeout if looks else 0.0, "predicted_s": 0.0, "how": how})
+
+
 def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, table,
          found: tree.Found | None = None) -> dict[str, Any]:
     """The stages a validate of `resources` runs, with their launches, rounds, pairs, timeouts and predicted
-    seconds; the sum of the predictions (predicted_s), and that plus every wait for a hang (budget_s: a launch's
-    timeout is how long it may go without progress, not how long it may run). found: its topology
-    (bench.validate.tree.find; default: --topology's file, else none)."""
-    lv = LEVELS[cfg.level]
-    nodes, ranks = len(resources), sum(len(s) for s in resources.values())
-    c = costs()
-    via = get(launcher).preflight_via or "ssh"
-    timeout = launch_timeout(lv.timeout, nodes, ranks)
-    reach = fanout_s(launcher, nodes)
-    start = reach + c["rank_start_s"]
-    model, batch = lv.cuda_model, lv.cuda_micro_batch
-    spec = resolve_model(model, lv.cuda_img_size, 10)
-    shape = shape_of(spec)
-    params = vit_params(shape) if shape else 0
-    size = params * (2 if cfg.precision in ("fp16", "bf16") else 4) or lv.fallback_size
-    ips = _slowest_ips(table, model, cfg.precision)
-    step = batch / ips[0] if ips else lv.timeout / max(lv.steps, 1)
-    nic, nic_label = _slowest_nic(table)
+    seconds (each check's own plan, bench.validate.checks, in the registry's order); the sum of the predictions
+    (predicted_s), and that plus every wait for a hang (budget_s: a launch's timeout is how long it may go without
+    progress, not how long it may run). found: its topology (bench.validate.tree.find; default: --topology's file,
+    else none)."""
     if found is None:
         found = tree.Found(topology.read(cfg.topology) if cfg.topology else None)
-    leaves = tree.leaves(found, list(resources), {})
-    rounds = pairing.first_rounds(lv.pairs, nodes, cfg.pairs_seed, lv.matchings, leaves) if nodes >= 2 else []
-    per_look = lv.comm_warmup + lv.iters + CALIBRATION
-    pair_s = per_look * _allreduce_s(size, 2 * max(len(s) for s in resources.values()), nic)
-    whole_s = per_look * _allreduce_s(size, ranks, nic) if nodes > 2 else 0.0
-    intra_s = per_look * _allreduce_s(size, max(len(s) for s in resources.values()), nic)
-    wanted = {name: cfg.wanted(name) for name in ("health", "throughput", "numerics", "intra-node", "inter-node",
-                                                     "training", "stragglers", "scaling")}
-    stages: list[dict[str, Any]] = [
-        {"stage": "preflight", "launches": 0, "timeout_s": reach_timeout(wait_s(via), nodes),
-         "predicted_s": round(reach + 0.5, 1), "how": f"every node at once ({via})"},
-        {"stage": "inventory", "launches": 0, "timeout_s": reach_timeout(inventory_wait_s(via), nodes),
-         "predicted_s": round(reach + c["node_probe_s"], 1),
-         "how": "bench probe on every node at once" + (", reading its health" if wanted["health"] else "")},
-    ]
-
-    def launch(name: str, work: float, how: str, looks: int = 1, rendezvous: bool = True, **extra) -> None:
-        pred = start + (ranks * c["rendezvous_per_rank_s"] if rendezvous else 0.0) + work
-        stages.append({"stage": name, "launches": 1, "looks": looks, "second_looks": looks - 1, "timeout_s": timeout,
-                       "predicted_s": round(pred, 1), "how": how, **extra})
-
-    def none(name: str, how: str, looks: int = 0) -> None:
-        """A stage that launches nothing of its own (looks: launches it may still need, a second look)."""
-        stages.append({"stage": name, "launches": 0, "looks": looks, "second_looks": looks,
-                       "timeout_s": timeout if looks else 0.0, "predicted_s": 0.0, "how": how})
-
-    if wanted["health"]:
-        none("health", "read by the inventory's probe")
-    if cfg.wanted("dcgm"):
-        stages.append(dcgm_stage(cfg, via, nodes, reach + c["node_probe_s"]))
-    numerics_first = wanted["numerics"]
-    # The copies (each GPU of a node in turn, then all at once: about a second each on a GPU) and the burn ride
-    # the per-GPU launch (bench.validate.copies, bench.validate.burn).
-    burn_s = cfg.burn_s() if cfg.wanted("burn") else 0.0
-    extra_s = (max(len(s) for s in resources.values()) + 1 if cfg.wanted("copies") or cfg.wanted("memory") else 0) \
-        + burn_s
-    if wanted["throughput"]:
-        launch("throughput", lv.steps * step * cfg.repeats + (lv.numerics_steps * 0.1 if numerics_first else 0.0)
-               + extra_s, f"every GPU alone, all at once: {lv.steps} steps of {model}, batch {batch}"
-               + (", the numerics job first" if numerics_first else "") + (", copies" if extra_s > burn_s else "")
-               + (f", then every GPU hot at once for {burn_s:.0f} s" if burn_s else ""), looks=2, rendezvous=False)
-    if numerics_first and not wanted["throughput"]:
-        launch("numerics", lv.numerics_steps * 0.1, f"{lv.numerics_model}, {lv.numerics_steps} steps on every GPU",
-               rendezvous=False)
-    elif numerics_first:
-        none("numerics", "run first in the per-GPU launch")
-    links = wanted["intra-node"] or wanted["inter-node"]
-    if links:
-        passes = lv.pair_looks * cfg.repeats  # the first launch's looks at each pair (bench.validate.pairs)
-        n_rounds = (1 if wanted["intra-node"] else 0) + (len(rounds) * passes + (nodes > 2)
-                                                         if wanted["inter-node"] else 0)
-        launch("intra-node" if wanted["intra-node"] else "inter-node",
-               intra_s * wanted["intra-node"] + (pair_s * len(rounds) * passes + whole_s) * wanted["inter-node"],
-               f"all-reduce of {size} B: each node's own GPUs" * wanted["intra-node"]
-               + (", then " if wanted["intra-node"] and wanted["inter-node"] else "")
-               + (f"{len(rounds)} round(s) of node pairs" + (f" {passes} times" if passes > 1 else "")
-                  + " and the whole set" if wanted["inter-node"] else ""),
-               looks=2, rounds=n_rounds)
-    if wanted["inter-node"]:
-        stage_pairs = sum(len(r) for r in rounds)
-        if wanted["intra-node"]:
-            none("inter-node", "measured in the intra-node launch; a second look only where a pair fell short",
-                 looks=1)
-        crossing = sum(1 for r in rounds for a, b in r if leaves and leaves[a] != leaves[b])
-        stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings)
-                          + (f"; {crossing} of {stage_pairs} pairs across leaf switches"
-                             if leaves else "")
-                          + f"; the ring's order: {pairing.describe_order(lv.pairs, nodes, leaves, cfg.pairs_seed)}",
-                          seed=cfg.pairs_seed, partners=min((len(p) for p in pairing.partners(rounds).values()),
-                                                            default=0))
-    rails = rails_of(cfg, resources)
-    rail_s = start + ranks * c["rendezvous_per_rank_s"] + pair_s * len(rounds) * cfg.repeats
-    if rails:  # one launch per rail (bench.validate.rails), the level's first rounds of pairs each
-        stages.append({"stage": "rails", "launches": len(rails[0]), "looks": len(rails[0]), "second_looks": 0,
-                       "timeout_s": timeout,
-                       "predicted_s": round(rail_s * len(rails[0]), 1), "rounds": len(rounds) * cfg.repeats,
-                       "how": f"{len(rails[0])} rail(s), each alone in a launch of {len(rounds)} round(s) of node "
-                              f"pairs: {rails[1]}"})
-    if wanted["training"]:
-        launch("training", lv.dp_steps * (step + _allreduce_s(size, ranks, nic)),
-               f"data-parallel {model} over every good GPU, {lv.dp_steps} steps")
-    for name in ("stragglers", "scaling"):
-        if wanted[name]:
-            none(name, "judged from what was measured")
+    p = Planner(cfg, resources, launcher, table, found)
+    for check in checks.REGISTRY:
+        if check.plan is not None and (check.always or cfg.wanted(check.name)):
+            check.plan(p)
+    lv, stages, nodes, ranks, reach, ips = p.lv, p.stages, p.nodes, p.ranks, p.reach, p.ips
+    model, nic_label, size, rail_s, timeout, c = p.model, p.nic_label, p.size, p.rail_s, p.timeout, p.c
     predicted = sum(s["predicted_s"] for s in stages)
     # A launch hangs after its last progress, so its wait comes on top of its work; a second look repeats both.
     second = sum(_second_look_s(s) for s in stages)
@@ -224,7 +190,7 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
                              "predicted_s": round(second, 1)},
             "message_bytes": size, "topology": tree.record(found, list(resources), {}, cfg.pairs_seed, lv.pairs),
             "topology_lines": tree.lines(found, list(resources), {}, cfg.pairs_seed, lv.pairs)
-            if wanted["inter-node"] else [],
+            if cfg.wanted("inter-node") else [],
             "assumes": {
                 "gpu": ips[1] if ips else f"no published figure for {model}: a step is the timeout over the steps",
                 "nic": nic_label, "rails": rail_note(cfg, resources, round(rail_s, 1)),
@@ -257,18 +223,6 @@ def rail_note(cfg: ValidateConfig, resources: dict[str, list[int]], per_rail_s: 
     return (f"none counted: without --rails the run measures the Active InfiniBand/RoCE HCAs every node has, found "
             f"by its inventory, {per_rail_s:g} s each (one per GPU here: {gpus}, {gpus * per_rail_s:g} s more); "
             "--rails names them and the plan counts them")
-
-
-def dcgm_stage(cfg: ValidateConfig, via: str, nodes: int, reach: float) -> dict[str, Any]:
-    """The dcgm stage: the level's documented length after every node is reached; a node's dcgmi is killed past
-    its timeout, and the head waits that plus a node's start."""
-    level = cfg.dcgm_level()
-    node_timeout = cfg.dcgm_timeout if cfg.dcgm_timeout is not None else timeout_for(level)
-    return {"stage": "dcgm", "launches": 0, "looks": 1, "second_looks": 0, "level": level,
-            "timeout_s": reach_timeout(node_timeout + inventory_wait_s(via), nodes),
-            "predicted_s": round(reach + min(DOCUMENTED_S[level], node_timeout), 1),
-            "how": f"dcgmi diag -r {level} on every node that has dcgmi, all at once: about {DOCUMENTED_S[level]:g} s "
-                   f"by NVIDIA's dcgmi reference; a node still running at {node_timeout:g} s is killed and unknown"}
 
 
 def _second_look_s(s: dict[str, Any]) -> float:

@@ -168,9 +168,9 @@ def burn(v: Validation) -> None:
     if not res:
         return
     got = runs.phase_entries(v, res, "burn")
-    by_key = {(r["host"], r["slot"]): r for r in got["ranks"]}
+    by_key = {(r["host"], r["slot"]): r for r in got.ranks}
     for host, slots in res.items():
         mine = {s: by_key[(host, s)] for s in slots if (host, s) in by_key}
-        if not mine and got.get("error"):
-            mine = {s: {"status": "failed", "reason": got["error"].get("reason")} for s in slots}
+        if not mine and got.error:
+            mine = {s: {"status": "failed", "reason": got.error.get("reason")} for s in slots}
         _node(v, host, slots, mine, seconds, t0)

@@ -19,18 +19,18 @@ from bench.cluster import accel
 from bench.core.errors import BadInput
 from bench.core.options import csv_parser, moment, opt
 from bench.core.precision import PRECISIONS
+from bench.validate import checks as registry
 
 _GPU_FILES = ", ".join(f for b in accel.vendors() for f in b.saved_files)   # --health-from's help: the backends' files
 
-# Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
-CHECKS = ("health", "dcgm", "throughput", "numerics", "copies", "memory", "burn", "intra-node", "inter-node", "rails",
-          "training", "stragglers", "scaling")
+# Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run
+# (the registry, bench.validate.checks).
+CHECKS = registry.choices()
 # How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
 LAUNCHERS = ("slurm", "openmpi", "pdsh")
-# --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level: at quick the level that fits its
-# minutes (1: seconds), at full the long one (3: about 15 minutes; bench.cluster.accel.nvidia.dcgm.DOCUMENTED_S).
+# --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level (bench.validate.checks.dcgm.AUTO).
 DCGM = ("auto", "off", "1", "2", "3")
-DCGM_AUTO = {"prolog": 1, "health": None, "quick": 1, "full": 3}
+DCGM_AUTO = registry.get("dcgm").by_level
 DCGM_MAX_S = 86400  # a day, where level 3 runs about 15 minutes: more is a typo (1e9999 is inf: no wait takes it)
 # A rail is an interface (IFNAMSIZ: 15 characters) or an HCA (IB_DEVICE_NAME_MAX: 63); neither holds a character
 # NCCL's lists give a meaning (",", "^", "=", ":") or a shell would. Letters, digits, "_", "-", "." are what
@@ -63,7 +63,7 @@ class Level:
     cuda_model: str
     cuda_img_size: int
     cuda_micro_batch: int
-    checks: tuple[str, ...] = CHECKS
+    checks: tuple[str, ...]  # what --checks may name at this level (bench.validate.checks.of_level)
     matchings: int = 4       # with pairs="all" past pairing.ALL_PAIRS_MAX nodes: random matchings after the ring
     pair_looks: int = 1      # passes over the pair rounds in the first launch (x --repeats): a node is judged by the
                              # share of its looks that fell short, which needs looks to mean something (full: see
@@ -76,23 +76,25 @@ LEVELS = {
     "quick": Level(model="vit-micro-p4-32", micro_batch=16, steps=24, timing_warmup=4, synthetic_size=1024,
                    dp_steps=30, fallback_size=1 << 20, iters=20, comm_warmup=5, timeout=240.0, pairs="ring",
                    numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
-                   cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32),
+                   cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32,
+                   checks=registry.of_level("quick")),
     # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
     "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
                   dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
                   numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
-                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0, pair_looks=4),
+                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0, pair_looks=4,
+                  checks=registry.of_level("full")),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",
                     numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
                     cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32,
-                    checks=("health", "numerics", "intra-node")),
+                    checks=registry.of_level("prolog")),
     # The health check alone: counters, kernel log, ports; no rank starts, no GPU time (beside running jobs).
     "health": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=0, comm_warmup=0, timeout=60.0, pairs="ring",
                     numerics_model="vit-micro-p4-32", numerics_steps=0, matmul_n_gpu=0, cuda_model="vit-b16-224",
-                    cuda_img_size=224, cuda_micro_batch=32, checks=("health", "dcgm")),
+                    cuda_img_size=224, cuda_micro_batch=32, checks=registry.of_level("health")),
 }
 # Levels that check this node alone when no --hostfile (or --launcher inside an allocation) names others.
 THIS_NODE = ("prolog", "health")
@@ -123,9 +125,9 @@ class ValidateConfig:
     dcgm_timeout: float | None = opt("seconds a node's dcgmi diag may run before that node is unknown (default: "
                                      "twice NVIDIA's documented length of the level: 120 s at 1, 240 s at 2, "
                                      "1800 s at 3)", default=None, metavar="S")
-    checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); preflight and inventory "
-                                         "always run, the others are SKIPped with this reason (default: every "
-                                         "check of the level)",
+    checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); "
+                                         f"{' and '.join(registry.always())} always run, the others are SKIPped "
+                                         "with this reason (default: every check of the level)",
                                          default=None, parse=csv_parser(str, dedupe=True), metavar="LIST")
     reference: str | None = opt("reference table (default bench/data/reference_throughput.json)", default=None,
                                 metavar="FILE")

@@ -88,16 +88,16 @@ def _rows(v: Validation, check: str, kinds: tuple[str, ...], t0: float) -> None:
     if not res:
         return
     got = runs.phase_entries(v, res, "copies")
-    by_key = {(r["host"], r["slot"]): r for r in got["ranks"]}
+    by_key = {(r["host"], r["slot"]): r for r in got.ranks}
     verdicts: dict[str, list[judge_copies.Verdict]] = {}
-    for verdict in judge_copies.judge(figures(v, got["ranks"], kinds)):
+    for verdict in judge_copies.judge(figures(v, list(got.ranks), kinds)):
         verdicts.setdefault(verdict.gpu, []).append(verdict)
     v.figures.setdefault("copies", {})
     for host, slots in res.items():
         for s in slots:
             e = by_key.get((host, s))
             if e is None or e.get("status") != "ok":
-                why = (e or {}).get("reason") or (got.get("error") or {}).get("reason") or "no report"
+                why = (e or {}).get("reason") or (got.error or {}).get("reason") or "no report"
                 measured = bool((e or {}).get("measured"))
                 v.add_gpu(check, host, s, "FAIL" if measured else "ERROR", t0=t0,
                           reason=f"{'its run failed' if measured else 'could not be measured'}: {why}")

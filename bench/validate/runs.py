@@ -20,7 +20,9 @@ from bench.core.errors import BadInput, RunFailed
 from bench.jobs import comm as comm_job
 from bench.jobs import numerics as numerics_job
 from bench.jobs import train
-from bench.validate.state import Validation
+from bench.validate import checks
+from bench.validate.checks import launches
+from bench.validate.state import Measured, Validation
 
 
 def _failed(e: Exception, where: str) -> dict[str, Any]:
@@ -68,26 +70,19 @@ def _started(v: Validation, rec: dict[str, Any], t0: float) -> None:
         v.startup_s += max(marks) - t0
 
 
-# The copies' sizes (MiB) and timed copies: a GPU's host link and memory need hundreds of MiB to reach their rate
-# (nvbandwidth copies 512 MiB); a CPU rank's memcpy only needs to be past its caches, in well under a second.
-COPIES = {"cuda": {"host_mb": 256, "memory_mb": 1024, "iters": 10},
-          "cpu": {"host_mb": 32, "memory_mb": 64, "iters": 3}}
-LOCK_STEM = "/tmp/vitbench-copies"   # + the run id and the machine's boot id: node-local, never the shared --out
-
-
 def _phases(v: Validation, resources: dict[str, list[int]], tag: str, extras: bool) -> dict[str, Any]:
-    """Mode's copies and burn for the per-GPU launch that carries them (extras): the copies where the copies or
-    memory check is asked for, the burn where the burn check is and --burn (or the level) gives it time."""
+    """Mode's phases for the per-GPU launch that carries them (extras): each phase a wanted check rides
+    (bench.validate.checks: the copies for the copies and memory checks, the burn where --burn or the level gives
+    it time), with its barrier."""
     if not extras:
         return {}
     world, wait = sum(len(s) for s in resources.values()), v.launch_timeout(resources) / 2
     out: dict[str, Any] = {}
-    if v.cfg.wanted("copies") or v.cfg.wanted("memory"):
-        out["copies"] = {**COPIES[v.device], "lock": LOCK_STEM,
-                         "barrier": {"name": f"{tag}-copies-{v.launches}", "count": world, "timeout_s": wait}}
-    if v.cfg.wanted("burn") and v.cfg.burn_s() > 0:
-        out["burn"] = {"seconds": v.cfg.burn_s(), "interval_s": 1.0,
-                       "barrier": {"name": f"{tag}-burn-{v.launches}", "count": world, "timeout_s": wait}}
+    for phase in checks.phases(v.cfg.wanted, launches.PER_GPU.name):
+        spec = phase.spec(v.cfg, v.device) if phase.spec is not None else None
+        if spec is not None:
+            out[phase.name] = {**spec, "barrier": {"name": f"{tag}-{phase.name}-{v.launches}", "count": world,
+                                                   "timeout_s": wait}}
     return out
 
 
@@ -117,8 +112,7 @@ def alone(v: Validation, resources: dict[str, list[int]], tag: str, steps: int |
 def keep_phases(v: Validation, resources: dict[str, list[int]], rec: dict[str, Any]) -> None:
     """The copies and burn entries of a per-GPU launch that carried them (alone's extras), kept for their checks."""
     for name in _phases(v, resources, "", True):
-        v.phases_ahead[name] = {"resources": resources, "ranks": rec.get(name) or [], "run_dir": rec.get("run_dir"),
-                                "error": rec.get("error")}
+        v.phases_ahead[name] = Measured(resources, tuple(rec.get(name) or ()), rec.get("run_dir"), rec.get("error"))
 
 
 def training(v: Validation, resources: dict[str, list[int]], steps: int) -> dict[str, Any]:
@@ -178,13 +172,11 @@ def ranks_of(resources: dict[str, list[int]]) -> dict[str, list[int]]:
     return out
 
 
-def phase_entries(v: Validation, res: dict[str, list[int]], phase: str) -> dict[str, Any]:
-    """The entries of a phase ("copies", "burn") for the GPUs of res: from the per-GPU launch that ran it, else a
+def phase_entries(v: Validation, res: dict[str, list[int]], phase: str) -> Measured:
+    """What a phase ("copies", "burn") measured for the GPUs of res: from the per-GPU launch that ran it, else a
     launch of its own (a short per-GPU run: --checks without throughput)."""
     if phase not in v.phases_ahead:
         keep_phases(v, res, alone(v, res, phase, steps=v.level.timing_warmup + 2, extras=True))
-    ahead = v.phases_ahead.get(phase) or {}
-    keep = {(h, s) for h, slots in res.items() for s in slots}
-    v.runs.setdefault(phase, ahead.get("run_dir") or "")
-    return {"ranks": [r for r in ahead.get("ranks") or [] if (r["host"], r["slot"]) in keep],
-            "error": ahead.get("error")}
+    ahead = v.phases_ahead.get(phase) or Measured({}, ())
+    v.runs.setdefault(phase, ahead.run_dir or "")
+    return ahead.of(res)

@@ -34,14 +34,13 @@ from bench.analysis import references, soak as trends
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import burn, copies, dcgm, gpus, health, links, nodes, numerics, pairs, stages, tree
+from bench.validate import checks, dcgm, health, nodes, stages, tree
 from bench.validate.config import ValidateConfig, duration
 from bench.validate.state import Stage, Validation
 from bench.validate.where import where
 
-ROUND = (("throughput", gpus.throughput), ("numerics", numerics.numerics), ("copies", copies.copies),
-         ("memory", copies.memory), ("burn", burn.burn), ("intra-node", links.intra_node),
-         ("inter-node", pairs.inter_node))
+# Every round's checks, in order: those the registry marks (bench.validate.checks).
+ROUND = tuple((c.name, c.runner()) for c in checks.soak_round())
 
 
 def parse_duration(text: str) -> float:

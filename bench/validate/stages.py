@@ -6,23 +6,10 @@
     bench validate --level prolog                                     # this node only, in seconds (Slurm)
     bench validate --level health --since-job                         # counters and kernel log: an epilog
 
-Stages, in order (this list is the one place that orders them); each adds
-PASS, WARN, FAIL, ERROR or SKIP rows with a reason, per GPU, node, pair and cluster:
-  preflight    the nodes reached (ssh, srun or mpirun), this machine's Python and package versions
-  inventory    each node's GPUs and links (bench probe, whose process also reads the node's health)
-  health       each node's own counters and kernel log: Xid, row remaps, ECC, throttling, PCIe, NVLink,
-               InfiniBand (bench.validate.health)
-  dcgm         DCGM's diagnostic on every node at once, each under its own timeout (bench.validate.dcgm)
-  throughput   every GPU alone, all at once (bench.validate.gpus)
-  numerics     the same deterministic job on every GPU, bit for bit; the exact matmul (bench.validate.numerics)
-  copies       each GPU's copies to and from its host, alone on its node and all at once (bench.validate.copies)
-  memory       a copy within each GPU's memory (bench.validate.copies)
-  burn         every GPU of a node trains at once for --burn, its GPUs sampled each second (bench.validate.burn)
-  intra-node   each node's all-reduce over its own GPUs, every node at once (bench.validate.links)
-  inter-node   node pairs in rounds of disjoint pairs, bisection to the node (bench.validate.pairs)
-  training     a short data-parallel run over what is still good (bench.validate.training)
-  stragglers   the costliest GPU, rank or link, and the --exclude that drops it (bench.validate.scaling)
-  scaling      predicted data-parallel efficiency beside the measured one
+Stages, in the order of the registry of checks (bench.validate.checks: one module per check, which
+says its levels, the launch it rides, how it runs and judges, its plan and its docs row; `bench validate
+--dry-run` and docs/validate.md's table list them); each adds PASS, WARN, FAIL, ERROR or SKIP rows with a
+reason, per GPU, node, pair and cluster.
 A GPU or node that FAILs (or could not be checked: ERROR) is left out of the
 later stages (SKIP rows say so); the rest go on, unless --fail-fast. The
 record gives each node's verdict and action (bench.validate.verdicts), what to
@@ -47,20 +34,15 @@ from bench.core import results, storage
 from bench.core.errors import BadInput
 from bench.history import hook
 from bench.history.provenance import of_nodes
-from bench.validate import (baseline, burn, copies, dcgm, drain, gpus, health, links, nodes, numerics, pairs,
-                            rails, scaling, training, tree, verdicts)
+from bench.validate import baseline, checks, drain, health, numerics, tree, verdicts
 from bench.validate.config import ValidateConfig
 from bench.validate.state import CLUSTER, NOT_RUN, STATUSES, Stage, Validation
 from bench.launch.registry import LOCAL
 from bench.validate.where import where
 
-STAGES: tuple[tuple[str, Callable[[Validation], None]], ...] = (
-    ("preflight", nodes.preflight), ("inventory", nodes.inventory), ("health", health.health), ("dcgm", dcgm.dcgm),
-    ("throughput", gpus.throughput),
-    ("numerics", numerics.numerics), ("copies", copies.copies), ("memory", copies.memory), ("burn", burn.burn),
-    ("intra-node", links.intra_node), ("inter-node", pairs.inter_node), ("rails", rails.rails),
-    ("training", training.training), ("stragglers", scaling.stragglers), ("scaling", scaling.scaling))
-ALWAYS = ("preflight", "inventory")
+# Each check and the function that runs and judges it, in order (the registry's).
+STAGES: tuple[tuple[str, Callable[[Validation], None]], ...] = tuple((c.name, c.runner()) for c in checks.REGISTRY)
+ALWAYS = checks.always()
 
 
 def resources_of(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, list[int]]:
@@ -183,17 +165,12 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
 
 def skip(v: Validation, name: str, why: str) -> None:
     """This check is not run; every node it would cover gets a SKIP row saying why."""
-    if name == "inventory":
-        for h in v.resources:
-            v.add("inventory", h, "SKIP", reason=why, host=h)
-        v.add("heterogeneity", CLUSTER, "SKIP", reason=why)
-        return
-    if name in ("preflight", "health", "throughput", "numerics", "copies", "memory", "burn", "intra-node",
-                "inter-node"):
-        for h in v.resources:
-            v.add(name, h, "SKIP", reason=why, host=h)
-    if name in ("inter-node", "training", "stragglers", "scaling"):
-        v.add(name, CLUSTER, "SKIP", reason=why)
+    for row, scope in checks.get(name).skip:
+        if scope == "nodes":
+            for h in v.resources:
+                v.add(row or name, h, "SKIP", reason=why, host=h)
+        else:
+            v.add(row or name, CLUSTER, "SKIP", reason=why)
 
 
 def record(v: Validation, run_id: str, duration: float, interrupted: bool = False,

@@ -55,6 +55,24 @@ class Check:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What one launch measured for a check that rides it, kept for that check to judge (the per-GPU launch's
+    copies and burn: bench.validate.runs.keep_phases): the resources it covered, one entry per rank, its folder and
+    the launch's error (None: it ran)."""
+
+    resources: dict[str, list[int]]
+    ranks: tuple[dict[str, Any], ...]
+    run_dir: str | None = None
+    error: dict[str, Any] | None = None
+
+    def of(self, res: dict[str, list[int]]) -> Measured:
+        """The same, narrowed to the GPUs of res."""
+        keep = {(h, s) for h, slots in res.items() for s in slots}
+        return Measured(self.resources, tuple(r for r in self.ranks if (r["host"], r["slot"]) in keep),
+                        self.run_dir, self.error)
+
+
 @dataclass(slots=True)
 class Stage:
     stage: str
@@ -96,9 +114,9 @@ class Validation:
         # per-GPU runs or the link launch, the link rows measured with the numerics job (bench.validate.numerics).
         self.numerics_ahead: dict[str, Any] | None = None
         self.intra_ahead: dict[str, Any] | None = None
-        # The copies and the burn the per-GPU launch ran beside its steps: {"copies": rec, "burn": rec}
-        # (bench.validate.copies, bench.validate.burn judge them).
-        self.phases_ahead: dict[str, dict[str, Any]] = {}
+        # The phases the per-GPU launch ran beside its steps, by name ("copies", "burn": bench.validate.checks'
+        # phases), for the checks that ride them (bench.validate.copies, bench.validate.burn judge them).
+        self.phases_ahead: dict[str, Measured] = {}
         # A GPU that looks like a straggler in the first round is measured again before it is named one; a
         # soak, which measures every GPU round after round, judges each round as it comes.
         self.confirm_stragglers = True

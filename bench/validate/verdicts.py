@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN
+from bench.validate import checks
 from bench.validate.state import CLUSTER, LEFT_OUT, NOT_RUN, Check
 
 FABRIC = "fabric"  # bench.validate.fabric's rows: a leaf switch's (host None) and its held nodes'
@@ -33,19 +34,11 @@ FABRIC = "fabric"  # bench.validate.fabric's rows: a leaf switch's (host None) a
 VERDICTS = ("healthy", "degraded", "drain", "unknown")
 
 # What to do when a check FAILs a node or GPU, where the row itself names no action (a health finding does:
-# bench/data/health_actions.json). The words a sysadmin reads in the drain reason and the record.
+# bench/data/health_actions.json): each check's and its other rows' (bench.validate.checks), and the baseline's
+# rows (bench.validate.baseline). The words a sysadmin reads in the drain reason and the record.
 CHECK_ACTION = {
-    "preflight": "fix the node's software: it differs from this machine (python, torch, deepspeed, shared storage)",
-    "inventory": "drain: fix what the inventory names (GPU count, driver, the GPU model against its peers)",
-    "health": "drain: see the finding",
-    "throughput": "drain: the GPU trains slower than its peers; read its health rows (clocks, PCIe, thermal), "
-                  "reseat or replace it, then validate again",
-    "numerics": "drain: the GPU computes different bits from its peers; reset it and validate again, replace it "
-                "if it repeats",
-    "matmul": "drain: the GPU's matmul is slower than its peers; read its health rows (clocks, power), then "
-              "validate again",
-    "intra-node": "drain: the node's GPUs reach each other slower than its peers'; check NVLink/PCIe (health rows)",
-    "inter-node": "drain: the node reaches the others slower than its peers; check its NIC, cable and switch port",
+    **{c.name: c.action for c in checks.REGISTRY if c.action},
+    **{r.name: r.action for c in checks.REGISTRY for r in c.rows if r.action},
     "baseline": "drain: slower than the node was before (--baseline); find what changed",
 }
 UNKNOWN_ACTION = "validate again: some checks did not reach the node (see not_checked); fix what stopped them"

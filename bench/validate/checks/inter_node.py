@@ -1,0 +1,46 @@
+"""The inter-node check: node pairs in rounds of disjoint pairs, bisection to the node; in the link launch."""
+
+from __future__ import annotations
+
+from bench.validate import pairing  # pure: rounds of node pairs
+from bench.validate.checks import launches
+from bench.validate.checks.base import Check, Row, FULL_AND_QUICK, NODES_AND_CLUSTER
+
+
+def _plan(p) -> None:
+    if p.wanted("intra-node"):
+        p.none("inter-node", "measured in the intra-node launch; a second look only where a pair fell short",
+               looks=1)
+    else:
+        launches.links_launch(p, "inter-node")
+    lv, rounds, leaves, nodes = p.lv, p.rounds, p.leaves, p.nodes
+    stage_pairs = sum(len(r) for r in rounds)
+    crossing = sum(1 for r in rounds for a, b in r if leaves and leaves[a] != leaves[b])
+    p.stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings)
+                        + (f"; {crossing} of {stage_pairs} pairs across leaf switches" if leaves else "")
+                        + f"; the ring's order: {pairing.describe_order(lv.pairs, nodes, leaves, p.cfg.pairs_seed)}",
+                        seed=p.cfg.pairs_seed,
+                        partners=min((len(x) for x in pairing.partners(rounds).values()), default=0))
+
+
+CHECK = Check(
+    name="inter-node",
+    levels=FULL_AND_QUICK,
+    launch=launches.LINKS,
+    runs="bench.validate.pairs:inter_node",
+    skip=NODES_AND_CLUSTER,
+    soak=True,
+    plan=_plan,
+    action="drain: the node reaches the others slower than its peers; check its NIC, cable and switch port",
+    row=Row(
+        what=('node pairs, the pairs of a round at once (ring pairs at `quick`, every pair at `full`, four looks at'
+              " each; with a topology each leaf's own ring too), then every pair that fell short again and each "
+              'blamed node against two good ones; in the same launch as intra-node'),
+        judged=("each look: the published busbw per NIC rate inside a leaf, else lines from the nodes' best pairs; "
+                'the floor. A node by the share of its looks that fell short (below)')),
+    rows=(Row(
+        name="fabric",
+        what=('with a topology of three leaf switches or more: each leaf by its pairs across leaves (from the '
+              'inter-node launch)'),
+        judged=("the other leaves: a leaf whose pairs across leaves fall short while its nodes' own do not is "
+                'named, its nodes held, not drained (below)')),),)

@@ -1,0 +1,32 @@
+"""The throughput check: every GPU alone, all at once; it opens the per-GPU launch the numerics job, copies and burn
+ride."""
+
+from __future__ import annotations
+
+from bench.validate.checks import launches
+from bench.validate.checks.base import Check, Row, FULL_AND_QUICK, NODES
+
+
+def _plan(p) -> None:
+    riders = p.riders(launches.PER_GPU)
+    lv = p.lv
+    p.launch("throughput", lv.steps * p.step * p.cfg.repeats + sum(r.cost(p) for r in riders),
+             f"every GPU alone, all at once: {lv.steps} steps of {p.model}, batch {p.batch}"
+             + "".join(r.words(p) for r in riders), looks=2, rendezvous=False)
+
+
+CHECK = Check(
+    name="throughput",
+    levels=FULL_AND_QUICK,
+    launch=launches.PER_GPU,
+    runs="bench.validate.gpus:throughput",
+    skip=NODES,
+    soak=True,
+    plan=_plan,
+    action=("drain: the GPU trains slower than its peers; read its health rows (clocks, PCIe, thermal), reseat or "
+            "replace it, then validate again"),
+    row=Row(
+        what=('every GPU of every node trains alone, all at once (one rank each, no communication): a row per '
+              '`host:slot`'),
+        judged=("the published figure for its GPU, precision and model, and lines derived from its model's peers "
+                '(below)')),)
