@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from dataclasses import field
 from datetime import datetime
@@ -68,6 +69,8 @@ class Renamed(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         note = self.note
+        if self.nargs == 0:
+            values = self.const
         if isinstance(values, str) and values in self.value_aliases:
             note = f"{option_string} {values} is now {option_string} {self.value_aliases[values]}"
             values = self.value_aliases[values]
@@ -103,6 +106,22 @@ def moment(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO 8601, e.g. 2026-12-02T10:00, or Unix "
                                          "seconds)") from None
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def seconds(text: str) -> float:
+    """A time span as seconds: plain seconds (300, 2.5) or with units (90s, 5m, 1h30m): every timeout's text."""
+    t = text.strip().lower()
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?", t):
+            return float(t)
+        if not re.fullmatch(r"(\d+(\.\d+)?[smh])+", t):
+            raise ValueError
+        return sum(float(n) * _UNITS[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smh])", t))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time span (seconds, or 90s, 5m, 1h30m)") from None
 
 
 def option_name(name: str) -> str:
@@ -163,7 +182,10 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, 
             kw.update(help=argparse.SUPPRESS, action=Renamed, note=f"{flag} is now {meta['replaced_by']}")
         if "parse" not in meta and _base_type(f.type) is bool:
             # --x and --no-x, both in --help; None (neither given) keeps the field's default.
-            target.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+            target.add_argument(flag, action=argparse.BooleanOptionalAction, **kw).field_default = f.default
+            for old in meta.get("aliases", ()):  # an old name of a flag: given, it is on
+                target.add_argument(old, dest=f.name, default=None, help=argparse.SUPPRESS, action=Renamed, nargs=0,
+                                    const=True, note=f"{old} is now {flag}")
             continue
         metavar = meta.get("metavar", f.name.upper())
         if "choices" in meta:
@@ -175,7 +197,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, 
         if "const" in meta:
             kw.update(nargs="?", const=meta["const"])
         kw["type"] = meta.get("parse") or _base_type(f.type)
-        target.add_argument(flag, metavar=metavar, **kw)
+        # The field's default, which argparse's None stands for: the profile and the help test read it.
+        target.add_argument(flag, metavar=metavar, **kw).field_default = f.default
         for old in meta.get("aliases", ()):
             target.add_argument(old, **{**kw, "help": argparse.SUPPRESS, "action": Renamed,
                                         "note": f"{old} is now {flag}"})

@@ -117,7 +117,7 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
     nodes, ranks = len(resources), sum(len(s) for s in resources.values())
     c = costs()
     via = get(launcher).preflight_via or "ssh"
-    timeout = launch_timeout(lv.timeout, nodes, ranks)
+    timeout = launch_timeout(cfg.timeout or lv.timeout, nodes, ranks)   # --timeout, else the level's
     reach = fanout_s(launcher, nodes)
     start = reach + c["rank_start_s"]
     model, batch = lv.cuda_model, lv.cuda_micro_batch

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 from bench.analysis.compare import parse_threshold
 from bench.core.errors import BadInput
-from bench.core.options import csv_parser, moment, opt
+from bench.core.options import csv_parser, moment, opt, seconds
 from bench.core.precision import PRECISIONS
+from bench.core.site import SiteLaunch
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run.
 CHECKS = ("health", "dcgm", "throughput", "numerics", "copies", "memory", "burn", "intra-node", "inter-node", "rails",
           "training", "stragglers", "scaling")
-# How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
-LAUNCHERS = ("slurm", "openmpi", "pdsh")
+LAUNCHERS = ("local", "pdsh", "openmpi", "slurm")   # --launcher: how the nodes are reached, as bench run's
 # --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level: at quick the level that fits its
 # minutes (1: seconds), at full the long one (3: about 15 minutes; bench.cluster.health.dcgm.DOCUMENTED_S).
 DCGM = ("auto", "off", "1", "2", "3")
@@ -95,16 +95,17 @@ THIS_NODE = ("prolog", "health")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ValidateConfig:
-    """What bench validate checks and how (the hosts are a HostSelection)."""
+class ValidateConfig(SiteLaunch):
+    """What bench validate checks and how (the hosts are a HostSelection; how ranks start, SiteLaunch's)."""
 
-    level: str = opt("quick: tiny runs (vit-micro-p4-32, synthetic, few steps, ring pairs); full: ViT-B/16, more "
-                     "steps, every node pair; prolog: this node only, in seconds (Slurm prolog); health: the nodes' "
-                     "own counters and kernel log only, no GPU time (HealthCheckProgram, epilog)",
+    level: str = opt("quick: short runs (synthetic data, few steps, ring pairs; vit-micro-p4-32 on CPU ranks, "
+                     "vit-b16-224 on GPUs); full: vit-b16-224 at the study's batch, more steps, every node pair; "
+                     "prolog: this node only, in seconds (Slurm prolog); health: the nodes' own counters and kernel "
+                     "log only, no GPU time (HealthCheckProgram, epilog)",
                      default="quick", choices=tuple(LEVELS))
-    launcher: str | None = opt("how the nodes are reached: slurm (srun job steps; the default inside a Slurm "
-                               "allocation without --hostfile: the allocation is the cluster), openmpi (mpirun), "
-                               "pdsh (ssh; the default with --hostfile)", default=None, choices=LAUNCHERS)
+    launcher: str | None = opt("how the nodes are reached: local (this node alone), pdsh (ssh; the default with "
+                               "--hostfile), openmpi (mpirun), slurm (srun steps; the default in an allocation)",
+                               default=None, choices=LAUNCHERS)
     health_from: str | None = opt("judge one node from its saved reports in DIR (nvidia-smi.txt, nvidia-smi-q.txt, "
                                   "nvidia-smi-nvlink.txt, dmesg.txt, ibstat.txt, infiniband/, dcgmi-diag.txt or "
                                   ".json): the health check's verdict and exit status, nothing launched",
@@ -114,11 +115,11 @@ class ValidateConfig:
     since: float | None = opt("health: report only the kernel-log events since TIME (ISO 8601 or Unix seconds; "
                               "e.g. after a GPU reset)", default=None, parse=moment, metavar="TIME")
     dcgm: str = opt("run DCGM's diagnostic (dcgmi diag -r N) on every node where dcgmi is installed, all at once, "
-                    "as a stage of its own: auto (level 1 at prolog and quick, 3 at full, none at health), off, or a "
-                    "level 1-3", default="auto", choices=DCGM)
-    dcgm_timeout: float | None = opt("seconds a node's dcgmi diag may run before that node is unknown (default: "
-                                     "twice NVIDIA's documented length of the level: 120 s at 1, 240 s at 2, "
-                                     "1800 s at 3)", default=None, metavar="S")
+                    "as a stage of its own: auto (level 1 at quick, 3 at full; at health only when a level is given; "
+                    "prolog has no DCGM stage), off, or a level 1-3", default="auto", choices=DCGM)
+    dcgm_timeout: float | None = opt("seconds (or 90s, 20m) a node's dcgmi diag may run before that node is unknown "
+                                     "(default: twice NVIDIA's documented length of the level: 120 s at 1, 240 s at "
+                                     "2, 1800 s at 3)", default=None, metavar="S", parse=seconds)
     checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); preflight and inventory "
                                          "always run, the others are SKIPped with this reason (default: every "
                                          "check of the level)",
@@ -163,9 +164,9 @@ class ValidateConfig:
     threshold: str = opt("with --baseline: the fall that is a regression", default="5%", metavar="SHARE")
     drain: bool = opt("Slurm: drain every node the verdict drains (scontrol update State=DRAIN, the reason "
                       "prefixed 'bench validate:'); not from a Prolog, whose exit status drains", default=False)
-    resume: bool = opt("Slurm: return to service every node that is healthy now and that bench drained (its "
-                       "reason starts 'bench validate:'); a node drained for another reason stays drained",
-                       default=False)
+    resume: bool = opt("Slurm: return to service (undrain) every node that is healthy now and that bench drained "
+                       "(its reason starts 'bench validate:'); a node drained for another reason stays drained",
+                       default=False, flag="--undrain", aliases=("--resume",))
     drain_file: str | None = opt("write the hosts to drain, one a line (an empty file when none)", default=None,
                                  metavar="FILE")
     all: bool = opt("show every row of the table (default: a summary per check and every row that is not PASS)",
@@ -190,7 +191,7 @@ class ValidateConfig:
         if self.since_job and self.since is not None:
             raise BadInput("--since-job: give --since-job or --since TIME, not both")
         if self.health_from is not None and (self.soak is not None or self.drain or self.resume):
-            raise BadInput("--health-from: judges saved reports; --soak, --drain and --resume need live nodes")
+            raise BadInput("--health-from: judges saved reports; --soak, --drain and --undrain need live nodes")
         if not 1 <= self.repeats <= 20:
             raise BadInput(f"--repeats: must be 1..20, got {self.repeats}")
         if self.precision not in PRECISIONS:
@@ -203,6 +204,7 @@ class ValidateConfig:
         if self.burn is not None:
             duration(self.burn, "--burn", zero=True)
         self._check_rails()
+        self.check_launch()
         if self.dcgm_timeout is not None and not self.dcgm_timeout > 0:
             raise BadInput(f"--dcgm-timeout: must be > 0 seconds, got {self.dcgm_timeout:g}")
         unknown = [c for c in self.checks or () if c not in CHECKS]

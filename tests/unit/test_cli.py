@@ -22,10 +22,12 @@ def test_help_imports_no_torch():
 
 
 def test_run_help_lists_generated_options():
-    proc = cli("run", "--help")
+    proc = cli("run", "--help-all")
     assert proc.returncode == 0
     for opt in ("--micro-batch", "--zero-stage", "--precision", "--deepspeed-config", "--dry-run", "--hostfile"):
         assert opt in proc.stdout
+    short = cli("run", "--help").stdout
+    assert "--zero-stage" in short and "--deepspeed-config" not in short and "more options: bench run --help-all" in short
 
 
 @pytest.mark.parametrize("args,needle", [
