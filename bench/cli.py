@@ -65,12 +65,15 @@ class Parser(argparse.ArgumentParser):
             return super().format_help()
         hidden = [a for a in self._actions if a.option_strings and a.help != argparse.SUPPRESS
                   and not set(a.option_strings) & {*self.short, "-h", "--help-all"}]
-        saved = [(a, a.help) for a in hidden]
+        saved, usage = [(a, a.help) for a in hidden], self.usage
         for a in hidden:
             a.help = argparse.SUPPRESS
+        positionals = " ".join(a.metavar or a.dest for a in self._actions if not a.option_strings)
+        self.usage = f"%(prog)s {positionals + ' ' if positionals else ''}[options]"
         try:
             text = super().format_help()
         finally:
+            self.usage = usage
             for a, h in saved:
                 a.help = h
         return text + f"\n{len(hidden)} more options: {self.prog} --help-all\n"

@@ -11,6 +11,7 @@ import argparse
 import os
 
 from bench.core.errors import BadInput
+from bench.core.options import add_options
 
 
 def add_json_flag(p: argparse.ArgumentParser, what: str = "one JSON document") -> None:
@@ -73,3 +74,18 @@ class HelpAll(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         parser.print_help(every=True)
         parser.exit()
+
+
+LAUNCH_GROUP = "launch (how and where ranks start: a site profile's)"
+TRAINING_GROUP = "training (bench run's options; sweep and tune take the same group)"
+
+
+def add_training_options(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    """bench run's options, once for run, sweep and tune: the launch's in one group, the training job's in another
+    (a command leaves out what it searches itself: tune's micro batch, stage, ...)."""
+    import dataclasses
+
+    from bench.core.config import LaunchConfig, RunConfig
+
+    launch = {f.name for f in dataclasses.fields(LaunchConfig)}
+    add_options(p, RunConfig, skip=skip, group_of=lambda name: LAUNCH_GROUP if name in launch else TRAINING_GROUP)

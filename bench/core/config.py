@@ -149,7 +149,7 @@ class RunConfig(LaunchConfig):
         "bench's watchdog 15 s past it, so the ranks' own timeouts report first. Default on GPUs (NCCL, whose "
         "watchdog aborts a rank instead of reporting): bench's wait for the first step + 60 s, so bench's watchdog "
         "fires first and asks every rank for its stack and flight record. Given shorter on GPUs, NCCL aborts the "
-        "ranks and bench names the culprit from their logs and dumps", default=None)
+        "ranks and bench names the culprit from their logs and dumps", default=None, parse=seconds, metavar="S")
 
     def __post_init__(self) -> None:
         validate_launch(self)

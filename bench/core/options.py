@@ -97,6 +97,13 @@ def csv_parser(kind: type, *, dedupe: bool = False) -> Callable[[str], tuple]:
     return parse
 
 
+def strategies(text: str) -> tuple[str, ...]:
+    """--strategies as every command spells them: zero0..zero3, zero2+offload, zero3+nvme, fsdp2, ...; the zero
+    suite's older 2 and 2+offload are the same strategies (zero2, zero2+offload)."""
+    return tuple(dict.fromkeys(f"zero{s}" if re.fullmatch(r"[0-3](\+\w+)?", s) else s
+                               for s in csv_parser(str)(text)))
+
+
 def moment(text: str) -> float:
     """An option's time as Unix seconds: ISO 8601 (2026-12-02T10:00; local time where it names no zone) or
     Unix seconds (1796205600)."""
@@ -166,16 +173,19 @@ def _base_type(t: Any) -> type:
     raise TypeError(f"unsupported option type {t!r}: give the field a parse= function")
 
 
-def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
-    """One option per field of cls (but `skip`), grouped by the fields' `group`, with its old names hidden."""
-    groups: dict[str, Any] = {}
+def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (),
+                group_of: Callable[[str], str | None] | None = None) -> None:
+    """One option per field of cls (but `skip`), grouped by the fields' `group` (else group_of(name), else none),
+    with its old names hidden."""
+    groups: dict[str, Any] = {g.title: g for g in parser._action_groups if g.title}
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
             continue
         meta = f.metadata
         target = parser
-        if meta.get("group"):
-            target = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
+        title = meta.get("group") or (group_of(f.name) if group_of else None)
+        if title:
+            target = groups.setdefault(title, parser.add_argument_group(title))
         flag = meta.get("flag") or option_name(f.name)
         kw: dict[str, Any] = {"help": help_text(meta["help"], f.default), "dest": f.name, "default": None}
         if "replaced_by" in meta:
