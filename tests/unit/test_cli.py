@@ -75,3 +75,12 @@ def test_dry_run_prints_config_ds_json_and_command(tmp_path):
     assert "bench.launch.node --world-info=" in doc["command"]
     assert "deepspeed.launcher" not in doc["command"]
     assert not (tmp_path / "r").exists()  # a dry run launches and writes nothing
+
+
+def test_a_dry_run_needs_no_data_set_and_says_the_run_would_refuse_it(tmp_path):
+    proc = cli("run", "--dry-run", "--zero-stage", "2", cwd=str(tmp_path))   # no ./data here
+    assert proc.returncode == 0, proc.stderr
+    import json
+    data = json.loads(proc.stdout)["data"]
+    assert data["ready"] is False and "--data-dir" in data["why"] and "the run refuses it" in data["why"]
+    assert_bad_input(cli("run", "--zero-stage", "2", cwd=str(tmp_path)), "--data-dir")   # the run itself refuses
