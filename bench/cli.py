@@ -84,6 +84,9 @@ def build_parser() -> Parser:
         prog="bench",
         description="DeepSpeed ViT training benchmark for single nodes and clusters. "
         "With no subcommand, `bench [options]` is `bench run [options]`.",
+        epilog="Every command: --help (the options most people use), --help-all (every option), --config FILE "
+        "or $BENCH_CONFIG (a site profile in TOML: hostfile, launcher, container, master address, --out, any "
+        "option's default; the command line overrides it; --dry-run says where each value came from).",
     )
     parser.add_argument("--version", action="version", version=f"vitbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

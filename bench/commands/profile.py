@@ -144,7 +144,7 @@ def said(parsers: dict[str, argparse.ArgumentParser], command: str, args: argpar
     p = parsers[command]
     lines, seen = [], set()
     for a in p._actions:
-        if a.dest in sources and a.option_strings and not _old_name(a) and a.dest not in seen:
+        if a.dest in sources and a.option_strings and not _old_name(a) and a.dest not in seen | {"dry_run"}:
             seen.add(a.dest)
             value = getattr(args, a.dest)
             shown = ",".join(map(str, value)) if isinstance(value, tuple) else value

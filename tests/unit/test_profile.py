@@ -104,3 +104,30 @@ def test_keys_of_other_commands_are_theirs_and_lists_are_arrays(site):
     sweep = cli("sweep", "batch", "--dry-run", "--json", "--dataset", "synthetic", "--config", str(site / "site.toml"))
     assert sweep.returncode == 0, sweep.stderr
     assert "--micro-batches 16,32" in sweep.stderr and "--zero-stage 2" in sweep.stderr
+
+
+def test_the_operator_pages_profile_drives_validate_and_run(tmp_path):
+    """docs/operator.md's profile, as written, in a site folder with the project's hostfiles: both commands take
+    the hostfile, launcher, container and master address from it, with no option but --dry-run."""
+    import os
+    import shutil
+
+    from tests.unit.test_docs import REPO, code_blocks
+
+    with open(os.path.join(REPO, "docs", "operator.md")) as f:
+        block = next(b for b in code_blocks(f.read()) if any(line.strip().startswith("hostfile =") for _, line in b))
+    (tmp_path / "site.toml").write_text("\n".join(line[4:] for _, line in block) + "\n")
+    shutil.copytree(os.path.join(REPO, "hostfiles"), tmp_path / "hostfiles")
+    from bench.cluster.hostfile import parse_hostfile
+
+    hosts = list(parse_hostfile(str(tmp_path / "hostfiles" / "vector")))
+    env = env_with(tmp_path / "site.toml")
+    val = cli("validate", "--dry-run", "--json", env=env, cwd=str(tmp_path))
+    assert val.returncode == 0, val.stderr
+    launch = json.loads(val.stdout)["launch"]
+    assert (launch["launcher"], launch["hosts"], launch["master_addr"]) == ("pdsh", hosts, "10.0.0.1")
+    assert launch["container_exec"].startswith("apptainer exec")
+    run = cli("run", "--dry-run", env=env, cwd=str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    plan = json.loads(run.stdout)["plan"]
+    assert (list(plan["resources"]), plan["launcher"], plan["master_addr"]) == (hosts, "pdsh", "10.0.0.1")
