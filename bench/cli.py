@@ -60,11 +60,13 @@ class Parser(argparse.ArgumentParser):
         super().print_help(file)
 
     def format_help(self) -> str:
-        """--help: the short list and a line saying how many more --help-all shows; --help-all: every option."""
-        if self.short is None or getattr(self, "_every", False):
+        """--help: the short list and a line saying how many more --help-all shows; --help-all: every option.
+        Either way the usage line is `bench run [options]`: the options are listed below it."""
+        if self.short is None:
             return super().format_help()
-        hidden = [a for a in self._actions if a.option_strings and a.help != argparse.SUPPRESS
-                  and not set(a.option_strings) & {*self.short, "-h", "--help-all"}]
+        every = getattr(self, "_every", False)
+        hidden = [] if every else [a for a in self._actions if a.option_strings and a.help != argparse.SUPPRESS
+                                   and not set(a.option_strings) & {*self.short, "-h", "--help-all"}]
         saved, usage = [(a, a.help) for a in hidden], self.usage
         for a in hidden:
             a.help = argparse.SUPPRESS
@@ -76,7 +78,7 @@ class Parser(argparse.ArgumentParser):
             self.usage = usage
             for a, h in saved:
                 a.help = h
-        return text + f"\n{len(hidden)} more options: {self.prog} --help-all\n"
+        return text if every else text + f"\n{len(hidden)} more options: {self.prog} --help-all\n"
 
 
 def build_parser() -> Parser:

@@ -69,6 +69,13 @@ def _old_name(a: argparse.Action) -> bool:
     return bool(getattr(a, "note", None))
 
 
+def _renamed(parsers: dict[str, argparse.ArgumentParser], key: str) -> str | None:
+    """What replaced the old option `key`, where a command has it as an old name."""
+    flag = "--" + key.replace("_", "-")
+    return next((a.note for q in parsers.values() for a in q._actions if flag in a.option_strings and _old_name(a)),
+                None)
+
+
 def _action(p: argparse.ArgumentParser, key: str) -> argparse.Action | None:
     flag = "--" + key.replace("_", "-")
     return next((a for a in p._actions if flag in a.option_strings and not _old_name(a)), None)
@@ -120,7 +127,9 @@ def apply(parsers: dict[str, argparse.ArgumentParser], command: str, args: argpa
                 raise BadInput(f"{path}: [{key}]: not a command (tables: {', '.join(parsers)})")
             continue
         if not any(_action(q, key) for q in parsers.values()):
-            raise BadInput(f"{path}: {key}: no bench command has --{key.replace('_', '-')}")
+            renamed = _renamed(parsers, key)
+            raise BadInput(f"{path}: {key}: " + (f"{renamed}: a profile uses the current name" if renamed else
+                                                 f"no bench command has --{key.replace('_', '-')}"))
         if _action(p, key):
             values[key] = (value, f"{path}: {key}")
     for key, value in (doc.get(command) or {}).items():

@@ -77,6 +77,7 @@ def test_a_this_node_level_leaves_the_profiles_cluster_out(site):
 @pytest.mark.parametrize("text,needles", [
     ('launcher = "ssh2"\n', ["site.toml: launcher", "'ssh2' is not one of local, pdsh, openmpi, slurm"]),
     ('frobnicate = 1\n', ["site.toml: frobnicate: no bench command has --frobnicate"]),
+    ('num-gpus = 1\n', ["site.toml: num-gpus: --num-gpus is now --gpus: a profile uses the current name"]),
     ('[run]\nlevel = "full"\n', ["site.toml: [run] level: bench run has no --level"]),
     ('[runn]\nsteps = 3\n', ["site.toml: [runn]: not a command"]),
     ('steps = "many"\n', ["site.toml: steps", "'many'"]),
