@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 MPI_STAMP := $(VENV)/.installed-mpi
 
-.PHONY: bench test test-nvme test-fast lint system docker-test clean
+.PHONY: bench test test-nvme test-fast lint system docker-test clean options-doc
 
 # pip compiles every module it installs one file at a time (44 s of a 125 s install here); compileall
 # does the same on every core (16 s on 2). Its non-zero status comes from files pip skips as well (torch
@@ -56,3 +56,8 @@ docker-test:
 
 clean:
 	rm -rf $(VENV) results
+
+# docs/options.md from the parsers (tests/unit/test_options_table.py fails when it is out of date).
+options-doc:
+	PYTHONPATH=$(CURDIR) $(VENV)/bin/python -c "from bench.cli import build_parser, subparsers; \
+	from bench.commands.options_table import table; print(table(subparsers(build_parser())), end='')" > docs/options.md

@@ -23,6 +23,10 @@ import os
 import sys
 
 from bench import __version__
+from bench.commands.common import SHORT_HELP, add_help_all
+from bench.commands.profile import add_flag
+from bench.commands.profile import apply as apply_profile
+from bench.commands.profile import said
 from bench.core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, BadInput, RunFailed, StorageFailed
 
 # name -> module; order is the order of `bench --help`.
@@ -47,8 +51,35 @@ class Parser(argparse.ArgumentParser):
     argparse's errors and the commands' own alike.
     """
 
+    short: tuple[str, ...] | None = None   # the options --help shows (bench.commands.common.SHORT_HELP); None: all
+
     def error(self, message: str):  # noqa: D401 - argparse API
         raise BadInput(message)
+
+    def print_help(self, file=None, every: bool = False) -> None:  # noqa: D401 - argparse API
+        self._every = every
+        super().print_help(file)
+
+    def format_help(self) -> str:
+        """--help: the short list and a line saying how many more --help-all shows; --help-all: every option.
+        Either way the usage line is `bench run [options]`: the options are listed below it."""
+        if self.short is None:
+            return super().format_help()
+        every = getattr(self, "_every", False)
+        hidden = [] if every else [a for a in self._actions if a.option_strings and a.help != argparse.SUPPRESS
+                                   and not set(a.option_strings) & {*self.short, "-h", "--help-all"}]
+        saved, usage = [(a, a.help) for a in hidden], self.usage
+        for a in hidden:
+            a.help = argparse.SUPPRESS
+        positionals = " ".join(a.metavar or a.dest for a in self._actions if not a.option_strings)
+        self.usage = f"%(prog)s {positionals + ' ' if positionals else ''}[options]"
+        try:
+            text = super().format_help()
+        finally:
+            self.usage = usage
+            for a, h in saved:
+                a.help = h
+        return text if every else text + f"\n{len(hidden)} more options: {self.prog} --help-all\n"
 
 
 def build_parser() -> Parser:
@@ -56,6 +87,9 @@ def build_parser() -> Parser:
         prog="bench",
         description="DeepSpeed ViT training benchmark for single nodes and clusters. "
         "With no subcommand, `bench [options]` is `bench run [options]`.",
+        epilog="Every command: --help (the options most people use), --help-all (every option), --config FILE "
+        "or $BENCH_CONFIG (a site profile in TOML: hostfile, launcher, container, master address, --out, any "
+        "option's default; the command line overrides it; --dry-run says where each value came from).",
     )
     parser.add_argument("--version", action="version", version=f"vitbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -63,14 +97,24 @@ def build_parser() -> Parser:
         mod = importlib.import_module(modname)
         p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
+        add_flag(p)
+        add_help_all(p)
+        p.short = SHORT_HELP.get(name)
         p.set_defaults(_main=mod.main)
     return parser
+
+
+def subparsers(parser: Parser) -> dict[str, Parser]:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
 
 
 def _with_default_command(argv: list[str]) -> list[str]:
     """`bench --gpus 4` -> `bench run --gpus 4`; `bench --help` stays top-level help."""
     if not argv:
         return ["run"]
+    if argv[0] == "--config" and len(argv) > 1:   # `bench --config site.toml validate`: the command's --config
+        rest = _with_default_command(argv[2:])
+        return [rest[0], "--config", argv[1], *rest[1:]]
     first = argv[0]
     if first in SUBCOMMANDS or first in ("-h", "--help", "--version"):
         return argv
@@ -134,12 +178,23 @@ def prog_of(argv: list[str]) -> str:
     return f"bench {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "bench"
 
 
+def _from_profile(e: BadInput, sources: dict[str, str]) -> str:
+    """An option's refusal names the profile when the profile gave its value: `--launcher: ... (site.toml)`."""
+    text = str(e)
+    option = text.split(":", 1)[0]
+    dest = option[2:].replace("-", "_") if option.startswith("--") else None
+    where = sources.get(dest or "")
+    return f"{text} (from {where})" if where and where != "command line" else text
+
+
 def _main(argv: list[str]) -> int:
     prog = "bench"
+    sources: dict[str, str] = {}
     try:
-        if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:
+        word = argv[2] if argv[:1] == ["--config"] and len(argv) > 2 else argv[0] if argv else "-"
+        if not word.startswith("-") and word not in SUBCOMMANDS:
             # `bench sweeep`: a mistyped command, not `bench run` with a stray word.
-            raise BadInput(f"{argv[0]!r} is not a command (choose from {', '.join(SUBCOMMANDS)})")
+            raise BadInput(f"{word!r} is not a command (choose from {', '.join(SUBCOMMANDS)})")
         argv = _with_default_command(argv)
         prog = prog_of(argv)
         parser = build_parser()
@@ -147,9 +202,15 @@ def _main(argv: list[str]) -> int:
         args, unknown = parser.parse_known_args(argv)
         if unknown:
             raise BadInput(f"unrecognized arguments: {' '.join(unknown)}")
-        return int(args._main(args) or 0)
+        parsers = subparsers(parser)
+        sources = apply_profile(parsers, args.command, args, dict(os.environ))
+        args._sources = sources
+        rc = int(args._main(args) or 0)
+        if getattr(args, "dry_run", False) and rc == 0:   # after the plan: a refusal stays one line
+            print("\n".join(said(parsers, args.command, args, sources)), file=sys.stderr)
+        return rc
     except BadInput as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {_from_profile(e, sources)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except StorageFailed as e:
         # The one document on stdout (with --json too) is what could not be written.

@@ -490,7 +490,7 @@ $PY -m bench validate --hostfile "$OUT/validate-hostfile" --level quick --checks
     --out "$OUT/validate-quick" --json > "$OUT/validate-quick.json" 2> "$OUT/validate-quick.err"
 if [[ $DRY == 1 ]]; then COMM_N=2; COMM_DEV=(--device cpu); else COMM_N=$(nvidia-smi -L | wc -l); COMM_DEV=(--device cuda); fi
 ( [[ $DRY == 0 ]] && unset CUDA_VISIBLE_DEVICES
-  $PY -m bench comm --gpus "$COMM_N" "${COMM_DEV[@]}" --sizes 1K,1M --iters 20 --warmup 5 --out "$OUT/comm" --json \
+  $PY -m bench comm --gpus "$COMM_N" "${COMM_DEV[@]}" --sizes 1K,1M --iters 20 --warmup-iters 5 --out "$OUT/comm" --json \
       > "$OUT/comm.json" 2> "$OUT/comm.err" )
 $PY - "$OUT" "$DRY" "$COMM_N" "${NCCL_TESTS_1K_US:-}" <<'EOF5'
 import glob, json, statistics, sys

@@ -20,7 +20,7 @@ from bench.cluster.slurm import slurm_hosts
 from bench.core.accel_names import by_device
 from bench.core.config import LAUNCHERS
 from bench.core.errors import BadInput
-from bench.core.options import csv_parser, moment, opt
+from bench.core.options import csv_parser, moment, opt, seconds
 from bench.core.precision import PRECISIONS
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -123,8 +123,8 @@ class ProbeConfig:
                                           metavar="GIB")
     # Not --timeout: elsewhere that is the seconds without progress before a job is declared hung.
     timeout: float = opt(f"seconds each host may take to answer (default {DEFAULT_TIMEOUT_S:g}: importing torch on "
-                         "a cold node is slow)", default=DEFAULT_TIMEOUT_S, metavar="S", flag="--probe-timeout",
-                         aliases=("--timeout",))
+                         "a cold node is slow; or 90s, 5m)", default=DEFAULT_TIMEOUT_S, metavar="S",
+                         flag="--probe-timeout", parse=seconds, aliases=("--timeout",))
     health: bool = opt(f"also read each node's own health: GPU counters ({by_device('cuda')['health_sources']}), "
                        "the kernel log's Xid events, NVLink and InfiniBand ports, free space (bench validate's "
                        "health check)",
@@ -133,13 +133,14 @@ class ProbeConfig:
     since: float | None = opt("with --health: kernel-log events since TIME, ISO 8601 or Unix seconds, e.g. after a "
                               "GPU reset (default: since boot)", default=None, parse=moment, metavar="TIME",
                               aliases=("--health-since",))
-    dcgm: int | None = opt("with --health: also run DCGM's diagnostic at this level where dcgmi answers",
-                           default=None, choices=(1, 2, 3))
+    dcgm: str = opt("with --health: also run DCGM's diagnostic (dcgmi diag -r N) at this level where dcgmi answers: "
+                    "off, or 1-3 (validate's --dcgm levels)", default="off", choices=("off", "1", "2", "3"))
     health_folders: tuple[str, ...] = opt("with --health: folders whose free space to check", default=("/tmp",),
                                           parse=csv_parser(str, dedupe=True), metavar="LIST")
 
     def health_ask(self) -> HealthAsk | None:
-        return HealthAsk(self.since, self.dcgm, self.health_folders) if self.health else None
+        level = None if self.dcgm == "off" else int(self.dcgm)
+        return HealthAsk(self.since, level, self.health_folders) if self.health else None
 
     def __post_init__(self) -> None:
         if self.micro_batch is not None and self.micro_batch < 1:
@@ -148,7 +149,7 @@ class ProbeConfig:
             raise BadInput(f"--mem-per-sample-gb: must be > 0, not {self.mem_per_sample_gb}")
         if not self.timeout > 0:
             raise BadInput(f"--probe-timeout: must be > 0, not {self.timeout}")
-        for given, flag in ((self.since is not None, "--since"), (self.dcgm is not None, "--dcgm")):
+        for given, flag in ((self.since is not None, "--since"), (self.dcgm != "off", "--dcgm")):
             if given and not self.health:
                 raise BadInput(f"{flag}: reads a node's health; add --health")
 

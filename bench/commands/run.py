@@ -15,7 +15,8 @@ import os
 import sys
 
 from bench.cluster.hostfile import HostSelection
-from bench.commands.common import add_dry_run_flag, add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
+from bench.commands.common import (add_dry_run_flag, add_json_flag, add_metrics_flag, add_training_options,
+                                   check_metrics_file, write_metrics)
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from bench.core.options import add_options, from_args
@@ -25,7 +26,7 @@ HELP = "train a timm ViT with DeepSpeed on this node or a hostfile's nodes, and 
 
 
 def add_arguments(p) -> None:
-    add_options(p, RunConfig)
+    add_training_options(p)
     add_options(p, HostSelection, skip=("num_gpus",))
     add_dry_run_flag(p, "print the resolved config, the DeepSpeed JSON and the launch command; launch nothing")
     add_json_flag(p, "the result record")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 
 from bench.cluster.hostfile import HostSelection
-from bench.commands.common import add_dry_run_flag, add_json_flag
+from bench.commands.common import add_dry_run_flag, add_json_flag, add_training_options
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
 from bench.core.options import add_options, from_args
@@ -40,7 +40,7 @@ HELP = "run a suite of points (" + ", ".join(suites.SUITES) + "); the same comma
 
 def add_arguments(p) -> None:
     p.add_argument("suite", choices=suites.SUITES, metavar="SUITE", help="one of: " + ", ".join(suites.SUITES))
-    add_options(p, RunConfig)
+    add_training_options(p)
     add_options(p, HostSelection, skip=("num_gpus",))
     add_options(p, suites.SuiteOptions)
     g = p.add_argument_group("output")

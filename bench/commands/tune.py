@@ -23,7 +23,7 @@ import json
 import os
 
 from bench.cluster.hostfile import HostSelection
-from bench.commands.common import add_json_flag
+from bench.commands.common import add_dry_run_flag, add_json_flag, add_training_options
 from bench.core import results
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED, BadInput
@@ -37,12 +37,13 @@ HELP = "search ZeRO stage, micro batch, accumulation and GPU count for these hos
 
 
 def add_arguments(p) -> None:
-    add_options(p, RunConfig, skip=("micro_batch", "grad_accum", "zero_stage", "offload", "engine", "steps",
-                                    "epochs"))
+    add_training_options(p, skip=("micro_batch", "grad_accum", "zero_stage", "offload", "engine", "steps", "epochs"))
     add_options(p, HostSelection, skip=("num_gpus",))
     add_options(p, TuneOptions)
     g = p.add_argument_group("output")
     g.add_argument("--name", default=None, help="tune folder name under --out (default: tune)")
+    add_dry_run_flag(g, "print the search space (strategies, GPU counts, micro batches, what is ruled out and why) "
+                        "as planned from this node; reach no node, launch nothing")
     add_json_flag(g, "tune.json")
 
 
@@ -59,7 +60,11 @@ def main(args) -> int:
     placement = plan_resources(cfg, hosts)
     pool = Pool(resources=placement.resources, hostfile=bool(hosts.hostfile), device=placement.device)
     tune_dir = os.path.abspath(os.path.join(cfg.out, name))
-    Space.build(cfg, opts, pool)    # bad options fail here, before any host is reached
+    space = Space.build(cfg, opts, pool)    # bad options fail here, before any host is reached
+    if args.dry_run:  # the space as this node plans it; the nodes' inventory (GPU memory, device) refines it
+        print(json.dumps({"tune_dir": tune_dir, "resources": pool.resources, "device": pool.device,
+                          "options": dataclasses.asdict(opts), "space": dataclasses.asdict(space)}, indent=2))
+        return 0
     # The inventory once, for every trial: the smallest GPU's memory bounds the search.
     inventory, verdict = gate.inspect_cluster(cfg, placement, quiet=args.json, run_root=cfg.out)
     device = gate.device_of(cfg, placement, verdict)

@@ -4,7 +4,7 @@
     bench validate --hostfile hostfiles/vector --level full --junit validate.xml --drain-file drain.txt
     salloc -N 4 --gpus-per-node 8 bench validate                    # inside Slurm: srun steps, no ssh
     bench validate --level prolog                                     # this node, seconds: a Slurm Prolog
-    bench validate --level health --drain --resume                    # counters only: HealthCheckProgram
+    bench validate --level health --drain --undrain                    # counters only: HealthCheckProgram
     bench validate --health-from saved/node7                          # a node's saved reports, offline
     bench validate --hostfile hostfiles/vector --level full --dry-run # the plan and its time; nothing runs
 
@@ -47,6 +47,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
+    _this_node_only(args)
     cfg = from_args(ValidateConfig, args)
     check_metrics_file(args.metrics_file)
     if args.dry_run:
@@ -72,6 +73,20 @@ def main(args) -> int:
         from bench.render.validate import render
         render(rec, every_row=cfg.all)
     return rec["exit_status"]
+
+
+def _this_node_only(args) -> None:
+    """--level prolog and health check this node: a site profile's hostfile and launcher (for the cluster's
+    levels) are left out there, said on stderr; given on the command line they are refused as before."""
+    sources = getattr(args, "_sources", {})
+    if (args.level or "quick") not in THIS_NODE:
+        return
+    for dest, flag in (("hostfile", "--hostfile"), ("launcher", "--launcher")):
+        where = sources.get(dest)
+        if where and where != "command line":
+            print(f"bench validate: --level {args.level} checks this node: {flag} of {where} left out",
+                  file=sys.stderr)
+            setattr(args, dest, None)
 
 
 def _page(rec) -> None:
@@ -121,5 +136,9 @@ def _dry_run(cfg: ValidateConfig, hosts: HostSelection, as_json: bool) -> int:
 
     w, table, found = refuse(cfg, hosts)  # what the run would refuse, refused here too
     p = plan(cfg, w.resources, w.launcher, table, found)
-    print(json.dumps(p) if as_json else "\n".join(stage_rows(p)))
+    # How the ranks start, as the run would start them (a site profile's, else the defaults).
+    launch = {"launcher": w.launcher, "hosts": list(w.resources), "container_exec": cfg.container_exec,
+              "master_addr": cfg.master_addr, "timeout_s": cfg.timeout}
+    print(json.dumps({**p, "launch": launch}) if as_json else "\n".join(
+        [*stage_rows(p), "launch: " + ", ".join(f"{k} {v}" for k, v in launch.items() if v not in (None, []))]))
     return EXIT_OK

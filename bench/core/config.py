@@ -24,9 +24,10 @@ from typing import Any
 from bench.core.containerspec import check_text as check_container_exec
 from bench.core.errors import BadInput
 from bench.core.models import PRESETS, resolve_model
-from bench.core.options import opt, option_name
+from bench.core.options import opt, option_name, seconds
 from bench.core.parallel import check_config as check_parallel
 from bench.core.precision import PRECISIONS
+from bench.core.site import CONTAINER_EXEC_HELP
 
 DATASETS = ("cifar10", "cifar100", "synthetic")
 # The launcher names; their classes are bench.launch's registry (a test keeps the two equal).
@@ -46,16 +47,16 @@ class LaunchConfig:
                            "slot; 2 on a CPU-only node)", default=None, metavar="N", aliases=("--num-gpus",))
     launcher: str | None = opt("pdsh (default with several hosts), openmpi, slurm; local for one node",
                                default=None, choices=LAUNCHERS)
-    container_exec: str | None = opt(
-        "how remote ranks enter the image: \"apptainer exec [--nv] IMAGE\" (default: the Apptainer/Singularity "
-        "image bench runs in, detected; none: no prefix)", default=None)
+    container_exec: str | None = opt(CONTAINER_EXEC_HELP, default=None)
     master_addr: str | None = opt("rendezvous address (default: the first host)", default=None)
     master_port: int | None = opt("rendezvous port (default: a free one)", default=None)
-    device: str = opt("cuda or cpu (default: cuda when a GPU is visible)", default="auto",
+    device: str = opt("auto (cuda when a GPU is visible, else cpu), cuda or cpu", default="auto",
                       choices=("auto", "cuda", "cpu"))
     strict: bool = opt("refuse to launch on a heterogeneous cluster", default=False)
-    out: str = opt("results root; each run writes OUT/<run-id>/", default="results")
-    timeout: float = opt("seconds without progress before the run is declared hung", default=300.0)
+    out: str = opt("results root; each run writes OUT/<run-id>/ (sweep: OUT/<name>/, tune: OUT/tune/)",
+                   default="results")
+    timeout: float = opt("seconds (or 90s, 5m) without progress before the run is declared hung", default=300.0,
+                         parse=seconds, metavar="S")
 
     def __post_init__(self) -> None:
         validate_launch(self)
@@ -148,7 +149,7 @@ class RunConfig(LaunchConfig):
         "bench's watchdog 15 s past it, so the ranks' own timeouts report first. Default on GPUs (NCCL, whose "
         "watchdog aborts a rank instead of reporting): bench's wait for the first step + 60 s, so bench's watchdog "
         "fires first and asks every rank for its stack and flight record. Given shorter on GPUs, NCCL aborts the "
-        "ranks and bench names the culprit from their logs and dumps", default=None)
+        "ranks and bench names the culprit from their logs and dumps", default=None, parse=seconds, metavar="S")
 
     def __post_init__(self) -> None:
         validate_launch(self)

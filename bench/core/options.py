@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from dataclasses import field
 from datetime import datetime
@@ -68,6 +69,8 @@ class Renamed(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         note = self.note
+        if self.nargs == 0:
+            values = self.const
         if isinstance(values, str) and values in self.value_aliases:
             note = f"{option_string} {values} is now {option_string} {self.value_aliases[values]}"
             values = self.value_aliases[values]
@@ -94,6 +97,13 @@ def csv_parser(kind: type, *, dedupe: bool = False) -> Callable[[str], tuple]:
     return parse
 
 
+def strategies(text: str) -> tuple[str, ...]:
+    """--strategies as every command spells them: zero0..zero3, zero2+offload, zero3+nvme, fsdp2, ...; the zero
+    suite's older 2 and 2+offload are the same strategies (zero2, zero2+offload)."""
+    return tuple(dict.fromkeys(f"zero{s}" if re.fullmatch(r"[0-3](\+\w+)?", s) else s
+                               for s in csv_parser(str)(text)))
+
+
 def moment(text: str) -> float:
     """An option's time as Unix seconds: ISO 8601 (2026-12-02T10:00; local time where it names no zone) or
     Unix seconds (1796205600)."""
@@ -103,6 +113,22 @@ def moment(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO 8601, e.g. 2026-12-02T10:00, or Unix "
                                          "seconds)") from None
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def seconds(text: str) -> float:
+    """A time span as seconds: plain seconds (300, 2.5) or with units (90s, 5m, 1h30m): every timeout's text."""
+    t = text.strip().lower()
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?", t):
+            return float(t)
+        if not re.fullmatch(r"(\d+(\.\d+)?[smh])+", t):
+            raise ValueError
+        return sum(float(n) * _UNITS[u] for n, _, u in re.findall(r"(\d+(\.\d+)?)([smh])", t))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time span (seconds, or 90s, 5m, 1h30m)") from None
 
 
 def option_name(name: str) -> str:
@@ -147,23 +173,29 @@ def _base_type(t: Any) -> type:
     raise TypeError(f"unsupported option type {t!r}: give the field a parse= function")
 
 
-def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = ()) -> None:
-    """One option per field of cls (but `skip`), grouped by the fields' `group`, with its old names hidden."""
-    groups: dict[str, Any] = {}
+def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, ...] = (),
+                group_of: Callable[[str], str | None] | None = None) -> None:
+    """One option per field of cls (but `skip`), grouped by the fields' `group` (else group_of(name), else none),
+    with its old names hidden."""
+    groups: dict[str, Any] = {g.title: g for g in parser._action_groups if g.title}
     for f in dataclasses.fields(cls):
         if f.name in skip or "help" not in f.metadata:
             continue
         meta = f.metadata
         target = parser
-        if meta.get("group"):
-            target = groups.setdefault(meta["group"], parser.add_argument_group(meta["group"]))
+        title = meta.get("group") or (group_of(f.name) if group_of else None)
+        if title:
+            target = groups.setdefault(title, parser.add_argument_group(title))
         flag = meta.get("flag") or option_name(f.name)
         kw: dict[str, Any] = {"help": help_text(meta["help"], f.default), "dest": f.name, "default": None}
         if "replaced_by" in meta:
             kw.update(help=argparse.SUPPRESS, action=Renamed, note=f"{flag} is now {meta['replaced_by']}")
         if "parse" not in meta and _base_type(f.type) is bool:
             # --x and --no-x, both in --help; None (neither given) keeps the field's default.
-            target.add_argument(flag, action=argparse.BooleanOptionalAction, **kw)
+            target.add_argument(flag, action=argparse.BooleanOptionalAction, **kw).field_default = f.default
+            for old in meta.get("aliases", ()):  # an old name of a flag: given, it is on
+                target.add_argument(old, dest=f.name, default=None, help=argparse.SUPPRESS, action=Renamed, nargs=0,
+                                    const=True, note=f"{old} is now {flag}")
             continue
         metavar = meta.get("metavar", f.name.upper())
         if "choices" in meta:
@@ -175,7 +207,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, skip: tuple[str, 
         if "const" in meta:
             kw.update(nargs="?", const=meta["const"])
         kw["type"] = meta.get("parse") or _base_type(f.type)
-        target.add_argument(flag, metavar=metavar, **kw)
+        # The field's default, which argparse's None stands for: the profile and the help test read it.
+        target.add_argument(flag, metavar=metavar, **kw).field_default = f.default
         for old in meta.get("aliases", ()):
             target.add_argument(old, **{**kw, "help": argparse.SUPPRESS, "action": Renamed,
                                         "note": f"{old} is now {flag}"})

@@ -11,7 +11,7 @@ from typing import Any
 
 # Slurm keeps a node's reason in a fixed-size field; a reason longer than this is cut (with "...").
 REASON_MAX = 200
-# The prefix of every reason bench writes: --resume returns to service only the nodes it drained itself (NHC's
+# The prefix of every reason bench writes: --undrain returns to service only the nodes it drained itself (NHC's
 # rule: a node someone drained by hand, or another tool, stays drained).
 REASON_PREFIX = "bench validate:"
 

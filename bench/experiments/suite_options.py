@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from bench.core.errors import BadInput
-from bench.core.options import csv_parser, opt
+from bench.core.options import csv_parser, opt, strategies
 from bench.experiments import memory
 
 SENSES = ("fixed-global", "study")
@@ -33,9 +33,10 @@ class SuiteOptions:
     grad_accums: tuple[str, ...] | None = opt("accum: the gradient accumulation steps to sweep (default 1,2,4,8)",
                                               default=None, parse=_csv(str), metavar="LIST", group="sweep")
     strategies: tuple[str, ...] | None = opt(
-        "zero: ZeRO variants 0,1,2,3,1+offload,2+offload,3+offload,3+nvme,fsdp2,fsdp2-keep (also as zero2+offload, "
-        "...); memory: " + ",".join(memory.STRATEGIES) + ", fsdp2+tp<T>, zero<k>+tp<T> (default: the suite's)",
-        default=None, parse=_csv(str), metavar="LIST", group="sweep")
+        "zero: zero0,zero1,zero2,zero3,zero1+offload,zero2+offload,zero3+offload,zero3+nvme,fsdp2,fsdp2-keep "
+        "(as bench tune spells them; 2+offload is zero2+offload); memory: " + ",".join(memory.STRATEGIES)
+        + ", fsdp2+tp<T>, zero<k>+tp<T> (default: the suite's)", default=None, parse=strategies, metavar="LIST",
+        group="sweep")
     values: tuple[str, ...] | None = opt(
         "the swept values, whichever the suite sweeps", default=None, parse=_csv(str), metavar="LIST",
         group="sweep", replaced_by="--micro-batches (batch, paper), --grad-accums (accum) or --strategies "

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.core.config import RunConfig
 from bench.core.errors import BadInput
-from bench.core.options import csv_parser, opt
+from bench.core.options import csv_parser, opt, strategies
 from bench.core.parallel import model_divides, tensor_parallel_of
 from bench.experiments.pool import Pool, powers_of_two
 
@@ -39,7 +39,7 @@ class TuneOptions:
     strategies: tuple[str, ...] | None = opt(
         "strategies to search: " + ", ".join(STRATEGIES) + ", and <fsdp2|zero0-3>+tp<T> (tensor parallelism) "
         "(default zero0-zero3, plus zero2+offload and fsdp2+tp2/tp4 where the model divides, on GPUs)",
-        default=None, parse=_csv(str), metavar="LIST", group="tune")
+        default=None, parse=strategies, metavar="LIST", group="tune")
     gpu_counts: tuple[int, ...] | None = opt("GPU (rank) counts to search (default 1, 2, 4 ... up to the pool)",
                                              default=None, parse=_csv(int), metavar="LIST", group="tune")
     micro_batches: tuple[int, ...] | None = opt(

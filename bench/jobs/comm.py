@@ -25,7 +25,7 @@ from bench.cluster.hostfile import HostSelection
 from bench.core import collectives, provenance, results, storage
 from bench.core.config import LaunchConfig, validate_launch
 from bench.core.errors import BadInput
-from bench.core.options import opt
+from bench.core.options import opt, seconds
 from bench.core.sizes import parse_sizes
 from bench.jobs import numerics as numerics_job
 from bench.jobs.gate import device_of, inspect_cluster
@@ -48,18 +48,19 @@ class CommConfig(LaunchConfig):
     sizes: str | None = opt(f"per-rank buffer sizes: powers of two LO..HI, or a list (default {CPU_SIZES} on CPU, "
                             f"{GPU_SIZES} on GPUs)", default=None, metavar="LO:HI|S,S")
     iters: int = opt("timed iterations per size", default=20, metavar="N")
-    # --timing-warmup, as bench run's untimed first steps (--warmup-steps is the learning rate's warm-up).
-    warmup: int = opt("untimed iterations per size", default=5, metavar="N", flag="--timing-warmup",
-                      aliases=("--warmup",))
-    timeout: float = opt("seconds without progress before the ranks are declared hung", default=120.0,
-                         metavar="S")
+    # Iterations, beside --iters: bench run's --timing-warmup counts steps (--warmup-steps: the learning rate's).
+    warmup: int = opt("untimed iterations per size", default=5, metavar="N", flag="--warmup-iters",
+                      aliases=("--warmup", "--timing-warmup"))
+    timeout: float = opt("seconds (or 90s, 5m) without progress before the ranks are declared hung; shorter than "
+                         "bench run's 300: a collective's iteration is milliseconds, a step can be minutes",
+                         default=120.0, metavar="S", parse=seconds)
 
     def __post_init__(self) -> None:
         validate_launch(self)
         if self.op not in collectives.MEASURED:
             raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {self.op!r}")
         if self.iters < 1 or self.warmup < 0:
-            raise BadInput(f"--iters/--timing-warmup: need iters >= 1 and timing warm-up >= 0, got "
+            raise BadInput(f"--iters/--warmup-iters: need iters >= 1 and warm-up iterations >= 0, got "
                            f"{self.iters}/{self.warmup}")
         if self.sizes is not None:
             parse_sizes(self.sizes)
@@ -120,7 +121,7 @@ def _layout(op: str, iters: int, warmup: int, world: int, groups: list[list[int]
     if op not in collectives.MEASURED:
         raise BadInput(f"--op: must be one of {', '.join(collectives.MEASURED)}, got {op!r}")
     if iters < 1 or warmup < 0:
-        raise BadInput(f"--iters/--timing-warmup: need iters >= 1 and timing warm-up >= 0, got {iters}/{warmup}")
+        raise BadInput(f"--iters/--warmup-iters: need iters >= 1 and warm-up iterations >= 0, got {iters}/{warmup}")
     groups = groups or [list(range(world))]
     names = group_names or ["all" if len(g) == world else f"g{i}" for i, g in enumerate(groups)]
     rounds = rounds or [[gi] for gi in range(len(groups))]

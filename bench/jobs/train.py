@@ -87,20 +87,35 @@ def dry_run(cfg: RunConfig, hosts: HostSelection, *, inspected: tuple[list[dict]
 
     It reaches no host and reserves no run directory; `inspected` stands for the nodes' inventory.
     """
-    p = _plan(cfg, hosts, Mode())
+    p = _plan(cfg, hosts, Mode(), check_data=False)
     verdict = inspected[1] if inspected is not None else {}
     _, ds, lp, plan = _launch_plan(p, verdict, os.path.abspath(os.path.join(p.root, "DRY-RUN")), Mode())
     return {"config": p.cfg.to_dict(), "plan": plan, "deepspeed_config": ds, "env_file": lp.env_file,
-            "command": lp.shell()}
+            "command": lp.shell(), "data": _data_said(p.cfg)}
 
 
-def _plan(cfg: RunConfig, hosts: HostSelection, mode: Mode) -> _Planned:
-    """Every refusal of the input, before any host is reached or any run dir reserved."""
+def _data_said(cfg: RunConfig) -> dict[str, Any]:
+    """A dry-run's word on the data set: a plan needs none, the run refuses a missing one (said here, not raised)."""
+    if cfg.dataset == "synthetic":
+        return {"dataset": "synthetic", "ready": True}
+    from bench.core import datasets
+
+    try:
+        datasets.check_data_dir(cfg.dataset, cfg.data_dir)
+    except BadInput as e:
+        return {"dataset": cfg.dataset, "data_dir": cfg.data_dir, "ready": False,
+                "why": f"{e}; the run refuses it (--download fetches it, --dataset synthetic needs none)"}
+    return {"dataset": cfg.dataset, "data_dir": cfg.data_dir, "ready": True}
+
+
+def _plan(cfg: RunConfig, hosts: HostSelection, mode: Mode, check_data: bool = True) -> _Planned:
+    """Every refusal of the input, before any host is reached or any run dir reserved (the data set's but for a
+    dry-run: check_data False)."""
     cfg = cfg.with_absolute_paths()
     placement = plan_resources(cfg, hosts)
     if not device_follows_nodes(cfg, placement):
         check_precision(cfg.precision, placement.device)  # else once the nodes' device is known (_launch_plan)
-    if cfg.dataset != "synthetic":
+    if cfg.dataset != "synthetic" and check_data:
         from bench.core import datasets  # numpy: not for `bench --help`
 
         if cfg.download:

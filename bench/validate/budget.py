@@ -118,7 +118,7 @@ class Planner:
         self.gpus_per_node = max(len(s) for s in resources.values())
         self.c = costs()
         self.via = get(launcher).preflight_via or "ssh"
-        self.timeout = launch_timeout(lv.timeout, self.nodes, self.ranks)
+        self.timeout = launch_timeout(cfg.timeout or lv.timeout, self.nodes, self.ranks)  # --timeout, else the level's
         self.reach = fanout_s(launcher, self.nodes)
         self.start = self.reach + self.c["rank_start_s"]
         self.model, self.batch = lv.cuda_model, lv.cuda_micro_batch

@@ -17,17 +17,18 @@ from dataclasses import dataclass
 from bench.analysis.compare import parse_threshold
 from bench.cluster import accel
 from bench.core.errors import BadInput
-from bench.core.options import csv_parser, moment, opt
+from bench.core.options import csv_parser, moment, opt, seconds
 from bench.core.precision import PRECISIONS
+from bench.core.site import SiteLaunch
 from bench.validate import checks as registry
+from bench.validate.levels import LEVELS, THIS_NODE, Level  # noqa: F401 - re-exported
 
 _GPU_FILES = ", ".join(f for b in accel.vendors() for f in b.saved_files)   # --health-from's help: the backends' files
 
 # Every check a run can ask for (--checks), in the order the stages run; preflight and inventory always run
 # (the registry, bench.validate.checks).
 CHECKS = registry.choices()
-# How validate reaches the nodes (--launcher): srun steps, mpirun, or ssh through pdsh.
-LAUNCHERS = ("slurm", "openmpi", "pdsh")
+LAUNCHERS = ("local", "pdsh", "openmpi", "slurm")   # --launcher: how the nodes are reached, as bench run's
 # --dcgm: run `dcgmi diag -r N` where dcgmi answers; auto picks N by level (bench.validate.checks.dcgm.AUTO).
 DCGM = ("auto", "off", "1", "2", "3")
 DCGM_AUTO = registry.get("dcgm").by_level
@@ -38,79 +39,20 @@ DCGM_MAX_S = 86400  # a day, where level 3 runs about 15 minutes: more is a typo
 RAIL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Level:
-    """How much one level checks: the workloads, their sizes and the time each launch may take."""
-
-    model: str               # the per-GPU runs' and the data-parallel run's model preset
-    micro_batch: int         # their micro batch per GPU
-    steps: int               # steps of a per-GPU run (the first timing_warmup untimed)
-    timing_warmup: int
-    synthetic_size: int      # images in the synthetic data set
-    dp_steps: int            # steps of the data-parallel run
-    fallback_size: int       # bytes of an all-reduce, when no per-GPU run said how large the gradient is
-    iters: int               # timed iterations per size: the median of these is a row's time
-    comm_warmup: int
-    timeout: float           # seconds one launch may take
-    pairs: str               # inter-node pairs: "ring" (each node with its two neighbours) or "all" (round-robin;
-                             # past pairing.ALL_PAIRS_MAX nodes the ring and `matchings` random perfect matchings)
-    numerics_model: str
-    numerics_steps: int
-    matmul_n_gpu: int        # the timed matmul on a GPU (a CPU core gets 1024): large enough to reach the peak
-    # On GPUs the per-GPU and data-parallel runs train this instead of model/micro_batch: a step the GPU bounds,
-    # tens of milliseconds at fp32 even on the fastest GPU of bench/data/gpu_specs.json (docs/metrics.md, "The
-    # per-GPU workload on GPUs"), where the micro model's is microseconds of kernels and the figure the host's.
-    cuda_model: str
-    cuda_img_size: int
-    cuda_micro_batch: int
-    checks: tuple[str, ...]  # what --checks may name at this level (bench.validate.checks.of_level)
-    matchings: int = 4       # with pairs="all" past pairing.ALL_PAIRS_MAX nodes: random matchings after the ring
-    pair_looks: int = 1      # passes over the pair rounds in the first launch (x --repeats): a node is judged by the
-                             # share of its looks that fell short, which needs looks to mean something (full: see
-                             # docs/validate.md, "Intermittent links", for the simulation that chose it)
-    burn_s: float = 0.0      # the burn's seconds without --burn (0: off): every GPU of a node hot at once
-
-
-LEVELS = {
-    # The smallest preset on synthetic data; messages of its gradient's size (1.8 MB).
-    "quick": Level(model="vit-micro-p4-32", micro_batch=16, steps=24, timing_warmup=4, synthetic_size=1024,
-                   dp_steps=30, fallback_size=1 << 20, iters=20, comm_warmup=5, timeout=240.0, pairs="ring",
-                   numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
-                   cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32,
-                   checks=registry.of_level("quick")),
-    # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
-    "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
-                  dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
-                  numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
-                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0, pair_looks=4,
-                  checks=registry.of_level("full")),
-    # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
-    "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
-                    dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",
-                    numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
-                    cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32,
-                    checks=registry.of_level("prolog")),
-    # The health check alone: counters, kernel log, ports; no rank starts, no GPU time (beside running jobs).
-    "health": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
-                    dp_steps=0, fallback_size=1 << 20, iters=0, comm_warmup=0, timeout=60.0, pairs="ring",
-                    numerics_model="vit-micro-p4-32", numerics_steps=0, matmul_n_gpu=0, cuda_model="vit-b16-224",
-                    cuda_img_size=224, cuda_micro_batch=32, checks=registry.of_level("health")),
-}
-# Levels that check this node alone when no --hostfile (or --launcher inside an allocation) names others.
-THIS_NODE = ("prolog", "health")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ValidateConfig:
-    """What bench validate checks and how (the hosts are a HostSelection)."""
+class ValidateConfig(SiteLaunch):
+    """What bench validate checks and how (the hosts are a HostSelection; how ranks start, SiteLaunch's)."""
 
-    level: str = opt("quick: tiny runs (vit-micro-p4-32, synthetic, few steps, ring pairs); full: ViT-B/16, more "
-                     "steps, every node pair; prolog: this node only, in seconds (Slurm prolog); health: the nodes' "
-                     "own counters and kernel log only, no GPU time (HealthCheckProgram, epilog)",
+    level: str = opt("quick: short runs (synthetic data, few steps, ring pairs; vit-micro-p4-32 on CPU ranks, "
+                     "vit-b16-224 on GPUs); full: vit-b16-224 at the study's batch, more steps, every node pair; "
+                     "prolog: this node only, in seconds (Slurm prolog); health: the nodes' own counters and kernel "
+                     "log only, no GPU time (HealthCheckProgram, epilog)",
                      default="quick", choices=tuple(LEVELS))
-    launcher: str | None = opt("how the nodes are reached: slurm (srun job steps; the default inside a Slurm "
-                               "allocation without --hostfile: the allocation is the cluster), openmpi (mpirun), "
-                               "pdsh (ssh; the default with --hostfile)", default=None, choices=LAUNCHERS)
+    launcher: str | None = opt("how the nodes are reached: local (this node alone), pdsh (ssh; the default with "
+                               "--hostfile), openmpi (mpirun), slurm (srun steps; the default in an allocation)",
+                               default=None, choices=LAUNCHERS)
     health_from: str | None = opt(f"judge one node from its saved reports in DIR ({_GPU_FILES}, dmesg.txt, "
                                   "ibstat.txt, infiniband/, dcgmi-diag.txt or "
                                   ".json): the health check's verdict and exit status, nothing launched",
@@ -120,11 +62,11 @@ class ValidateConfig:
     since: float | None = opt("health: report only the kernel-log events since TIME (ISO 8601 or Unix seconds; "
                               "e.g. after a GPU reset)", default=None, parse=moment, metavar="TIME")
     dcgm: str = opt("run DCGM's diagnostic (dcgmi diag -r N) on every node where dcgmi is installed, all at once, "
-                    "as a stage of its own: auto (level 1 at prolog and quick, 3 at full, none at health), off, or a "
-                    "level 1-3", default="auto", choices=DCGM)
-    dcgm_timeout: float | None = opt("seconds a node's dcgmi diag may run before that node is unknown (default: "
-                                     "twice NVIDIA's documented length of the level: 120 s at 1, 240 s at 2, "
-                                     "1800 s at 3)", default=None, metavar="S")
+                    "as a stage of its own: auto (level 1 at quick, 3 at full; at health only when a level is given; "
+                    "prolog has no DCGM stage), off, or a level 1-3", default="auto", choices=DCGM)
+    dcgm_timeout: float | None = opt("seconds (or 90s, 20m) a node's dcgmi diag may run before that node is unknown "
+                                     "(default: twice NVIDIA's documented length of the level: 120 s at 1, 240 s at "
+                                     "2, 1800 s at 3)", default=None, metavar="S", parse=seconds)
     checks: tuple[str, ...] | None = opt(f"run only these checks ({', '.join(CHECKS)}); "
                                          f"{' and '.join(registry.always())} always run, the others are SKIPped "
                                          "with this reason (default: every check of the level)",
@@ -169,9 +111,9 @@ class ValidateConfig:
     threshold: str = opt("with --baseline: the fall that is a regression", default="5%", metavar="SHARE")
     drain: bool = opt("Slurm: drain every node the verdict drains (scontrol update State=DRAIN, the reason "
                       "prefixed 'bench validate:'); not from a Prolog, whose exit status drains", default=False)
-    resume: bool = opt("Slurm: return to service every node that is healthy now and that bench drained (its "
-                       "reason starts 'bench validate:'); a node drained for another reason stays drained",
-                       default=False)
+    resume: bool = opt("Slurm: return to service (undrain) every node that is healthy now and that bench drained "
+                       "(its reason starts 'bench validate:'); a node drained for another reason stays drained",
+                       default=False, flag="--undrain", aliases=("--resume",))
     drain_file: str | None = opt("write the hosts to drain, one a line (an empty file when none)", default=None,
                                  metavar="FILE")
     all: bool = opt("show every row of the table (default: a summary per check and every row that is not PASS)",
@@ -196,7 +138,7 @@ class ValidateConfig:
         if self.since_job and self.since is not None:
             raise BadInput("--since-job: give --since-job or --since TIME, not both")
         if self.health_from is not None and (self.soak is not None or self.drain or self.resume):
-            raise BadInput("--health-from: judges saved reports; --soak, --drain and --resume need live nodes")
+            raise BadInput("--health-from: judges saved reports; --soak, --drain and --undrain need live nodes")
         if not 1 <= self.repeats <= 20:
             raise BadInput(f"--repeats: must be 1..20, got {self.repeats}")
         if self.precision not in PRECISIONS:
@@ -209,6 +151,7 @@ class ValidateConfig:
         if self.burn is not None:
             duration(self.burn, "--burn", zero=True)
         self._check_rails()
+        self.check_launch()
         if self.dcgm_timeout is not None and not 0 < self.dcgm_timeout <= DCGM_MAX_S:  # nan and inf fail too
             raise BadInput(f"--dcgm-timeout: must be 0 < S <= {DCGM_MAX_S} seconds, got {self.dcgm_timeout:g}")
         unknown = [c for c in self.checks or () if c not in CHECKS]

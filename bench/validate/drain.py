@@ -10,7 +10,7 @@ Only rows that name a node or a GPU drain (a pair's row does not: its
 nodes' rows carry the verdict after bisection; a cluster row does not).
 A failed GPU is excluded alone (host:slot), but the scheduler drains its
 node: Slurm drains nodes, not GPUs. Every reason bench writes starts with
-"bench validate:"; --resume returns to service only such nodes, and only
+"bench validate:"; --undrain returns to service only such nodes, and only
 when they are healthy now (NHC's rule): a node drained by a person or
 another tool stays drained. From a Slurm Prolog bench calls no scontrol:
 the Prolog's exit status drains the node, and scontrol would wait on

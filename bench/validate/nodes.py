@@ -83,7 +83,8 @@ def inventory(v: Validation) -> None:
     good = {h: v.resources[h] for h in v.good}
     kind = get(v.launcher_for(list(good)))
     via = kind.probe_via
-    nodes, unreachable = probe_any(via, good, _inventory_timeout(kind, len(good)), health=health_request(v))
+    nodes, unreachable = probe_any(via, good, _inventory_timeout(kind, len(good)), health=health_request(v),
+                                   container_exec=v.cfg.container_exec)
     for host, why in unreachable.items():
         v.add_node("inventory", host, "ERROR", reason=f"not probed ({via}): {why}", t0=t0)
     verdict_ = verdict([selected(n) for n in nodes], v.cfg.precision, v.level.micro_batch)
@@ -120,7 +121,7 @@ def reread_health(v: Validation, since: float | None) -> None:
     if ask is None:
         return
     fresh, unreachable = probe_any(kind.probe_via, good, _inventory_timeout(kind, len(good)),
-                                   health=dataclasses.replace(ask, since=since))
+                                   health=dataclasses.replace(ask, since=since), container_exec=v.cfg.container_exec)
     for n in fresh:
         v.inventory.setdefault(n["host"], {})["health"] = n.get("health")
     for host in unreachable:

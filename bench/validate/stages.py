@@ -64,7 +64,7 @@ def refuse(cfg: ValidateConfig, hosts: HostSelection):
     """Every refusal of the input that writes nothing (--dry-run refuses what the run would): the hosts (where),
     the reference table and the topology (bench.validate.tree.find: a --topology file that Slurm would refuse is
     refused here)."""
-    for option, asked in (("--drain", cfg.drain), ("--resume", cfg.resume)):
+    for option, asked in (("--drain", cfg.drain), ("--undrain", cfg.resume)):
         missing = no_slurm() if asked else None
         if missing:
             raise BadInput(f"{option}: drains and resumes Slurm nodes, and Slurm is not here: {missing}")

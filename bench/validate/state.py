@@ -243,7 +243,7 @@ class Validation:
         """The level's launch timeout grown with the launch's nodes and ranks (bench.validate.budget)."""
         ranks = sum(len(self.resources[h]) for h in hosts) if isinstance(hosts, list) else \
             sum(len(s) for s in hosts.values())
-        return budget.launch_timeout(self.level.timeout, len(hosts), ranks)
+        return budget.launch_timeout(self.cfg.timeout or self.level.timeout, len(hosts), ranks)
 
     def pairing_plan(self) -> dict[str, Any]:
         """How the first rounds of pairs were chosen, for the record: a run is repeated pair for pair from it."""
@@ -262,7 +262,8 @@ class Validation:
         return RunConfig(model=model, img_size=img_size, dataset="synthetic", synthetic_size=lv.synthetic_size,
                          steps=steps, timing_warmup=lv.timing_warmup, micro_batch=micro_batch, eval=False,
                          launcher=self.launcher_for(hosts), precision=self.cfg.precision, device=self.device,
-                         timeout=self.launch_timeout(hosts), out=os.path.join(self.vdir, "runs"))
+                         timeout=self.launch_timeout(hosts), out=os.path.join(self.vdir, "runs"),
+                         container_exec=self.cfg.container_exec, master_addr=self.cfg.master_addr)
 
     def gpu_name(self, host: str, slot: int) -> str:
         """The GPU model of a slot (as the probe named it), or the node's CPU model for CPU ranks."""

@@ -48,8 +48,12 @@ def where(cfg: ValidateConfig, hosts: HostSelection) -> Where:
                                  (cfg.launcher and allocation)):
         if hosts.hostfile:
             raise BadInput(f"--level {cfg.level}: checks this node only; give no --hostfile (run it on each node)")
-        if cfg.launcher:
+        if cfg.launcher not in (None, LOCAL):
             raise BadInput(f"--launcher: --level {cfg.level} checks this node alone, with local ranks")
+        return _this_node()
+    if cfg.launcher == LOCAL:
+        if hosts.hostfile:
+            raise BadInput("--launcher local: checks this node alone; give no --hostfile")
         return _this_node()
     if hosts.hostfile:
         resources = hosts.resources()
@@ -60,7 +64,7 @@ def where(cfg: ValidateConfig, hosts: HostSelection) -> Where:
             raise BadInput(f"--launcher {cfg.launcher}: needs --hostfile, or a Slurm allocation to take the nodes "
                            "from (salloc, sbatch)")
         # No hostfile and no allocation: this node, as `bench run` does (a node checked on its own before it
-        # returns to service: `bench validate --resume` on it).
+        # returns to service: `bench validate --undrain` on it).
         return _this_node()
     slots = allocation_slots()
     resources = hosts.resources(local_hosts=slots)

@@ -139,7 +139,7 @@ def _on_node(cluster, slurm, host: str, argv: list[str]) -> subprocess.Completed
 def test_a_slow_gpu_drains_its_node_and_resume_returns_only_what_bench_drained(cluster, slurm, tmp_path):
     """Local rank 1 of node2 at 15% of a core from its first timed step (~40% of its five peers, which share the
     rest of the two cores): FAIL, node2 drained by --drain with bench's reason, no ssh used. Once the quota is
-    lifted, node2 checked on itself (as a HealthCheckProgram would run it) with --resume: back in service. A node
+    lifted, node2 checked on itself (as a HealthCheckProgram would run it) with --undrain: back in service. A node
     drained by hand for another reason is left drained by the same command."""
     slow = cluster.hosts[1]
     node, other = slurm.nodes[1], slurm.nodes[2]
@@ -162,7 +162,7 @@ def test_a_slow_gpu_drains_its_node_and_resume_returns_only_what_bench_drained(c
         slurm.run(["scontrol", "update", f"NodeName={other}", "State=DRAIN", "Reason=fan replaced by hand"])
         for host, resumed, why in ((slow, True, "bench drained it"), (cluster.hosts[2], False, "another reason")):
             got = _on_node(cluster, slurm, host, [sys.executable, "-m", "bench", "validate", "--checks", "throughput",
-                                                  "--resume", "--json", "--out", str(tmp_path / host)])
+                                                  "--undrain", "--json", "--out", str(tmp_path / host)])
             assert got.returncode == 0, got.stderr[-3000:]
             back = one_json(got.stdout)
             assert back["launcher"] == "local" and back["nodes"]["localhost"]["verdict"] == "healthy"

@@ -12,7 +12,7 @@ from tests.faults import corrupt_all_reduce
 
 pytestmark = pytest.mark.slow
 
-QUICK = ("--sizes", "1K,64K", "--iters", "5", "--timing-warmup", "2")
+QUICK = ("--sizes", "1K,64K", "--iters", "5", "--warmup-iters", "2")
 
 
 def test_all_reduce_busbw_is_the_hand_calculation_from_the_record(out_dir, tmp_path):

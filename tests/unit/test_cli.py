@@ -22,10 +22,13 @@ def test_help_imports_no_torch():
 
 
 def test_run_help_lists_generated_options():
-    proc = cli("run", "--help")
+    proc = cli("run", "--help-all")
     assert proc.returncode == 0
     for opt in ("--micro-batch", "--zero-stage", "--precision", "--deepspeed-config", "--dry-run", "--hostfile"):
         assert opt in proc.stdout
+    short = cli("run", "--help").stdout
+    assert "--zero-stage" in short and "--deepspeed-config" not in short
+    assert "more options: bench run --help-all" in short
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -73,3 +76,12 @@ def test_dry_run_prints_config_ds_json_and_command(tmp_path):
     assert "bench.launch.node --world-info=" in doc["command"]
     assert "deepspeed.launcher" not in doc["command"]
     assert not (tmp_path / "r").exists()  # a dry run launches and writes nothing
+
+
+def test_a_dry_run_needs_no_data_set_and_says_the_run_would_refuse_it(tmp_path):
+    proc = cli("run", "--dry-run", "--zero-stage", "2", cwd=str(tmp_path))   # no ./data here
+    assert proc.returncode == 0, proc.stderr
+    import json
+    data = json.loads(proc.stdout)["data"]
+    assert data["ready"] is False and "--data-dir" in data["why"] and "the run refuses it" in data["why"]
+    assert_bad_input(cli("run", "--zero-stage", "2", cwd=str(tmp_path)), "--data-dir")   # the run itself refuses

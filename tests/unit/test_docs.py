@@ -10,7 +10,7 @@ bench ...`, `apptainer run ... SIF ...` (the image's runscript is bench),
 `exec bench ...` in a script; a `$ ` prompt and VAR=value prefixes are
 dropped, lines ending in `\\` are joined, and the command ends at a shell
 operator (>, |, &&, ;). Each one is parsed by bench's own parser; where the
-subcommand has --dry-run (run, sweep) and every --hostfile it names is in
+subcommand has --dry-run (run, sweep, comm) and every --hostfile it names is in
 the project, it also runs with --dry-run in this process, on a node without
 a GPU, and must exit 0; so does bench hosts, which reads files only. A doc that shows an old option name (a hidden alias,
 which prints "is now") fails too: docs show the current names.
@@ -164,19 +164,8 @@ def _hostfiles_present(argv: list[str]) -> bool:
 
 
 def _dry_runnable(argv: list[str]) -> bool:
-    """run and sweep have --dry-run; it needs the hostfile named (or, for Slurm, an allocation) to be here."""
-    return argv[0] in ("run", "sweep") and "--help" not in argv and _hostfiles_present(argv)
-
-
-@pytest.fixture(scope="module")
-def cifar(tmp_path_factory) -> str:
-    """A small CIFAR-10 and CIFAR-100 in their own format: the dry run checks the data set is there."""
-    from bench.core.synthetic import write_cifar
-
-    root = str(tmp_path_factory.mktemp("data"))
-    write_cifar(root, "cifar10", 50, 10, seed=1)
-    write_cifar(root, "cifar100", 50, 10, seed=2)
-    return root
+    """run, sweep and comm dry-run anywhere (tune's GPU counts need the GPUs); the hostfile named must be here."""
+    return argv[0] in ("run", "sweep", "comm") and "--help" not in argv and _hostfiles_present(argv)
 
 
 @pytest.fixture
@@ -208,7 +197,7 @@ def test_the_docs_show_commands():
 
 
 @pytest.mark.parametrize("cmd", ALL_COMMANDS, ids=lambda c: c.where)
-def test_doc_command_parses_and_dry_runs(cmd, no_gpu_node, cifar):
+def test_doc_command_parses_and_dry_runs(cmd, no_gpu_node):
     from bench import cli
     from bench.core.errors import BadInput
 
@@ -223,7 +212,7 @@ def test_doc_command_parses_and_dry_runs(cmd, no_gpu_node, cifar):
         pass
     assert " is now " not in err.getvalue(), f"{cmd.where}: `{cmd.text}` uses an old name: {err.getvalue()}"
     if _dry_runnable(argv):
-        rc, _, stderr = run_cli([*argv, "--dry-run", "--out", str(no_gpu_node / "out"), "--data-dir", cifar])
+        rc, _, stderr = run_cli([*argv, "--dry-run", "--out", str(no_gpu_node / "out")])   # no data set needed
         assert rc == 0, f"{cmd.where}: `{cmd.text}` --dry-run exits {rc}: {stderr.strip()}"
     elif argv[0] == "hosts" and "--help" not in argv and _hostfiles_present(argv):
         rc, _, stderr = run_cli(argv)   # reads files only: it runs as it is

@@ -4,7 +4,7 @@
     --values (sweep)              -> --micro-batches / --grad-accums / --strategies, as bench tune names them
     --launcher ssh (probe)        -> --launcher pdsh: bench probe takes bench run's launcher names
     --timeout (probe)             -> --probe-timeout (--timeout is a job's seconds without progress elsewhere)
-    --warmup (comm)               -> --timing-warmup, as bench run's untimed first steps
+    --warmup, --timing-warmup (comm) -> --warmup-iters: iterations, where run's --timing-warmup counts steps
     --health-since (probe)        -> --since, as bench validate's (ISO 8601 or Unix seconds, as there)
 """
 
@@ -102,7 +102,8 @@ def test_probe_takes_bench_runs_launcher_names():
 
 @pytest.mark.parametrize("argv,dest,value,note", [
     (["probe", "--timeout", "5"], "timeout", 5.0, "bench probe: --timeout is now --probe-timeout"),
-    (["comm", "--warmup", "2"], "warmup", 2, "bench comm: --warmup is now --timing-warmup"),
+    (["comm", "--warmup", "2"], "warmup", 2, "bench comm: --warmup is now --warmup-iters"),
+    (["comm", "--timing-warmup", "2"], "warmup", 2, "bench comm: --timing-warmup is now --warmup-iters"),
     (["run", "--num-gpus", "3"], "gpus", 3, "bench run: --num-gpus is now --gpus"),
     (["tune", "--num-gpus", "3"], "gpus", 3, "bench tune: --num-gpus is now --gpus"),
     (["probe", "--health-since", "1764669600"], "since", 1764669600.0, "bench probe: --health-since is now --since"),

@@ -146,7 +146,7 @@ def test_a_missing_empty_or_binary_report_folder_is_refused_in_one_line(tmp_path
 
 
 def test_health_from_refuses_what_needs_a_live_node(tmp_path):
-    for extra in (["--drain"], ["--resume"], ["--soak", "1h"]):
+    for extra in (["--drain"], ["--undrain"], ["--soak", "1h"]):
         got = cli("validate", "--health-from", str(tmp_path), *extra)
         assert got.returncode == 2 and "--health-from" in got.stderr, (extra, got.stderr)
 

@@ -44,14 +44,23 @@ def test_drain_and_resume_without_slurm_say_so_before_any_work(tmp_path, monkeyp
     hosts = tmp_path / "hosts"
     hosts.write_text("node1 slots=1\n")
     env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}  # no scontrol on it
-    for option in ("--resume", "--drain"):
+    for option in ("--undrain", "--drain"):
         proc = cli("validate", option, "--hostfile", str(hosts), "--out", str(tmp_path / "out"), env=env)
         assert_bad_input(proc, option, "scontrol is not on PATH")
         assert not (tmp_path / "out").exists(), "refused before a run folder"
     (tmp_path / "scontrol").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "scontrol").chmod(0o755)
-    proc = cli("validate", "--resume", "--hostfile", str(hosts), env={**env, "SLURM_CONF": str(tmp_path / "nope")})
-    assert_bad_input(proc, "--resume", "SLURM_CONF=")
+    proc = cli("validate", "--undrain", "--hostfile", str(hosts), env={**env, "SLURM_CONF": str(tmp_path / "nope")})
+    assert_bad_input(proc, "--undrain", "SLURM_CONF=")
+
+
+def test_the_old_name_of_undrain_still_works_and_says_so_once(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("node1 slots=1\n")
+    proc = cli("validate", "--resume", "--resume", "--hostfile", str(hosts), "--out", str(tmp_path / "out"),
+               env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    assert proc.returncode == 2 and proc.stderr.count("--resume is now --undrain") == 1, proc.stderr
+    assert "error: --undrain: " in proc.stderr
 
 
 def _roce_node(text: str) -> str:

@@ -1,0 +1,32 @@
+"""What a site's launches need that bench validate shares with bench run: how ranks enter the image and meet.
+
+bench.core.config.LaunchConfig (bench run, comm, sweep, tune) has the same options with the same help; a site
+profile (bench.commands.profile) sets them once for every command.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from bench.core.containerspec import check_text
+from bench.core.errors import BadInput
+from bench.core.options import opt, seconds
+
+CONTAINER_EXEC_HELP = ("how remote ranks enter the image: \"apptainer exec [--nv] IMAGE\" (default: the "
+                       "Apptainer/Singularity image bench runs in, detected; none: no prefix)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SiteLaunch:
+    container_exec: str | None = opt(CONTAINER_EXEC_HELP, default=None)
+    master_addr: str | None = opt("rendezvous address of every launch (default: each launch's first host)",
+                                  default=None)
+    timeout: float | None = opt("seconds (or 90s, 20m) one launch may take before it is called hung (default: the "
+                                "level's, grown with the nodes and ranks of the launch)", default=None,
+                                parse=seconds, metavar="S")
+
+    def check_launch(self) -> None:
+        check_text(self.container_exec)
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise BadInput(f"--timeout: must be > 0 seconds, got {self.timeout:g}")
