@@ -1,4 +1,4 @@
-"""The burn check: every GPU of a node trains at once for --burn, NVML sampled each second."""
+"""The burn check: every GPU of a node trains at once for --burn, sampled each second by its backend."""
 
 from __future__ import annotations
 
@@ -17,5 +17,5 @@ CHECK = Check(
     actions=("burn-fell-behind, burn-throttled-alone, gpu-unreachable: bench/data/health_actions.json",),
     row=Row(
         what=('`--burn DURATION` (3 minutes at `full`, off at `quick`): every GPU of every node trains at once '
-              'after its timed steps, one thread per node reading NVML each second'),
+              'after its timed steps, one thread per node reading its GPUs each second through their backend'),
         judged=("the GPU's first minute and the node's other GPUs (below)")),)
