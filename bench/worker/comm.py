@@ -51,6 +51,7 @@ import sys
 import time
 
 from bench.core import collectives
+from bench.core.accel_names import by_device
 from bench.core.results import write_json_atomic
 from bench.worker.bootstrap import mark_started, progress, rank_main
 
@@ -240,7 +241,7 @@ def run(run_dir: str) -> dict:
     flight.enable(run_dir)
     comm_counter.install(plan["device"])
     world, rank, local, device = init(plan, via_deepspeed=False)
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    backend = by_device(device.type)["collective_backend"]
     if device.type == "cuda":
         sync, name = torch.cuda.synchronize, torch.cuda.get_device_name(device)
     else:

@@ -54,6 +54,7 @@ import time
 from typing import Any, Callable
 
 from bench.core import collectives
+from bench.core.accel_names import by_device
 from bench.worker.position import POSITION, Position
 
 # torch.distributed function -> (collective, the argument that holds S, whether it is a list of tensors)
@@ -242,7 +243,7 @@ def install(device_type: str) -> CommCounter:
         return (group if group is not None else c10d._get_default_group()).group_name
 
     counter = CommCounter(timed=device_type != "cuda", world_size=lambda g: dist.get_world_size(g),
-                          backend="nccl" if device_type == "cuda" else "gloo", position=POSITION,
+                          backend=by_device(device_type)["collective_backend"], position=POSITION,
                           group_name=group_name)
     for name in _WRAPPED:
         original = getattr(c10d, name, None) or getattr(dist, name, None)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import os
 
+from bench.core.accel_names import by_device
 from bench.core.provenance import release
 from bench.worker.bootstrap import bind_device, env_local_rank, map_launcher_env
 
@@ -67,7 +68,7 @@ def init(plan: dict, *, via_deepspeed: bool):
     import torch.distributed as dist
 
     map_launcher_env(plan)
-    backend = "nccl" if plan["device"] == "cuda" else "gloo"
+    backend = by_device(plan["device"])["collective_backend"]   # nccl on GPUs, gloo on CPU ranks
     timeout = datetime.timedelta(seconds=plan["collective_timeout_s"])
     dist.distributed_c10d.default_pg_timeout = timeout
     dist.distributed_c10d.default_pg_nccl_timeout = timeout

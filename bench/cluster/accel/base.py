@@ -4,19 +4,33 @@
     acc = detect(inventory)                 # the backend a probed node's GPUs need ("cpu" where it has none)
     acc.visible_devices_env                 # the variable that picks a rank's devices, as the ranks read it
     acc.inventory()                         # {"gpus": [...], "driver_version", "error", ...}: this node, now
-    acc.health_live(report); acc.health_saved(report, folder, present)
+    acc.links(10.0); acc.intra(gpus, topo, nvlink, pcie)
+    acc.health_live(report); acc.health_saved(report, folder, present, read_text)
 
 Everything a vendor's tools say is read by that vendor's backend (one folder
 under bench/cluster/accel/); the rest of bench asks the backend. A backend
-answers in bench's own words: an inventory is the probe's dict (gpus with
-index, name, memory_mib, compute_capability, bus_id, source), health is
-findings added to a health Report (bench.cluster.health.report), a sampler
-gives the burn's columns (bench.core.accel_names.SAMPLER_FIELDS).
+answers in bench's own words: an inventory is the probe's dict (gpus, each
+a bench.cluster.accel.nvidia.smi.gpu_record: index, name, memory_mib, cc,
+cc_source, pci_bus_id, mig), links are the parsed matrix and per-device
+links interconnect records as raw "topo" and "nvlink", health is findings
+added to a health Report (bench.cluster.health.report) with codes from
+bench/data/health_actions.json, a sampler gives the burn's record part
+(bench.worker.burn; NVIDIA's columns in bench.cluster.accel.nvidia.sampler.FIELDS).
 
 What a rank needs (the visible-devices variable, the collective backend's
-name, the sampler's columns) lives in bench.core.accel_names, read from
+name, the sampler's words) lives in bench.core.accel_names, read from
 bench/data/accelerators.json, because ranks import bench.core only; a
 backend takes those figures from there, so there is one table.
+
+Adding a vendor: a row in bench/data/accelerators.json, a package
+bench/cluster/accel/<name>/ whose class subclasses Accelerator, its line in
+bench.cluster.accel.REGISTRY (before "nvidia", which claims any GPUs no
+backend before it claims), its module in .importlinter's accel-independent
+and vendor-behind-backend contracts. Not yet carried: which vendor a launch
+is for. The launch side and the ranks take the GPU backend's words by torch
+device type (accel_names.by_device("cuda")), and a ROCm torch calls its
+devices "cuda" too, so a second GPU vendor needs the plan to name the backend
+(plan.json) and the ranks to read accel_names.vendor(that name).
 """
 
 from __future__ import annotations
