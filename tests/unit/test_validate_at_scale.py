@@ -66,8 +66,9 @@ def test_every_check_has_a_row_per_gpu_node_and_pair_it_covers(thousand):
     assert got["numerics", "gpu", "FAIL"] == 2
     assert got["matmul", "gpu", "PASS"] == 8000 - out - 3
     assert got["intra-node", "node", "PASS"] + got["intra-node", "node", "SKIP"] == 1000
-    # The ring of the 998 nodes still in, and each slow NIC's bisection against two nodes found good.
-    assert got["inter-node", "pair", "PASS"] + got["inter-node", "pair", "FAIL"] == 998 + 3 * 2
+    # The ring of the 998 nodes still in, each slow NIC's bisection against two nodes found good, and (no topology)
+    # the three blamed against each other: slow together too, so each is its own NIC, not a path they share.
+    assert got["inter-node", "pair", "PASS"] + got["inter-node", "pair", "FAIL"] == 998 + 3 * 2 + 3
     assert got["inter-node", "node", "FAIL"] == 3 and got["inter-node", "node", "SKIP"] == 2
     for check in ("heterogeneity", "training", "stragglers", "scaling"):
         assert sum(n for (c, a, _), n in got.items() if (c, a) == (check, "cluster")) == 1, check
