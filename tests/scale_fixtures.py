@@ -137,6 +137,11 @@ def health_templates() -> tuple[str, str]:
 # with it errs towards false alarms.
 LOOK_NOISE_NCCL = 0.01
 LOOK_NOISE_HERE = 0.30
+@cache
+def _spine_of(lo: int, hi: int, spines: int) -> int:
+    return random.Random(f"spine {lo}-{hi}").randrange(spines) if spines > 1 else 0
+
+
 @dataclass
 class Fabric:
     """What the links between nodes do (shares of the published figure); the defaults are a healthy 1:1 fabric.
@@ -166,8 +171,7 @@ class Fabric:
         return (host_index % self.leaf_size) * self.uplinks // self.leaf_size
 
     def spine_of(self, la: int, lb: int) -> int:
-        lo, hi = min(la, lb), max(la, lb)
-        return random.Random(f"spine {lo}-{hi}").randrange(self.spines) if self.spines > 1 else 0
+        return _spine_of(min(la, lb), max(la, lb), self.spines)
 
     def above(self, a: int, b: int, hosts: list[str]) -> float:
         """The share the path between two nodes on different leaves allows (1.0 inside a leaf)."""

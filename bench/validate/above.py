@@ -1,7 +1,7 @@
 """Which part of the fabric above the leaves a short look across leaves belongs to: a leaf's uplinks, the uplink a
 group of a leaf's nodes routes through, a leaf pair's path, or the fabric above the leaves (a spine).
 
-    looks = [Cross("n1", "n40", "leaf00", "leaf01", "FAIL"), ...]   # looks across leaves, no blamed node in them
+    looks = [Cross("n1", "n40", "leaf00", "leaf01", 4, 4, 4), ...]   # pairs across leaves: looks, short, FAIL
     parts = explain(looks)        # [Part(kind="group", leaf="leaf07", nodes=(...)), ...], the best first
 
 A look across leaves crossed both nodes' uplinks, both leaves' and the path
@@ -32,10 +32,11 @@ Pure: names and statuses in, parts out.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
-from bench.validate.blame import EVIDENCE, P_HEALTHY, SHORT
+from bench.validate.blame import EVIDENCE, P_HEALTHY
 
 P_FABRIC = 0.99    # a slow fabric part's looks fall short nearly always (a cable, a port: not now and then)
 ROUNDS_MOST = 3    # families fitted one after another over what is left
@@ -43,11 +44,15 @@ ROUNDS_MOST = 3    # families fitted one after another over what is left
 
 @dataclass(frozen=True, slots=True)
 class Cross:
+    """The looks at one pair across leaves: how many, how many short, how many FAILed."""
+
     a: str
     b: str
     la: str | None   # None: a leaf the topology does not say
     lb: str | None
-    status: str
+    looks: int
+    short: int
+    failed: int = 0
 
 
 @dataclass(slots=True)
@@ -75,29 +80,41 @@ def _keys(kind: str, x: Cross) -> tuple:
 def _fit(kind: str, looks: list[Cross], open_: list[int]) -> tuple[float, list[Part]]:
     """Greedy fit of one family to the looks `open_` (indices): (its total gain, its bad parts, in order)."""
     up, down = math.log(P_FABRIC / P_HEALTHY), math.log((1 - P_FABRIC) / (1 - P_HEALTHY))
+    worth = [looks[i].short * up + (looks[i].looks - looks[i].short) * down for i in range(len(looks))]
     parts: dict[object, Part] = {}
     for i in open_:
         for k in _keys(kind, looks[i]):
             p = parts.setdefault(k, Part(kind, k))
             p.members.append(i)
-            p.gain += up if looks[i].status in SHORT else down
+            p.gain += worth[i]
+    heap = [(-p.gain, n, k) for n, (k, p) in enumerate(parts.items())]
+    order = {k: n for _, n, k in heap}
+    heapq.heapify(heap)
     covered: set[int] = set()
     chosen: list[Part] = []
-    while parts:
-        best = max(parts.values(), key=lambda p: p.gain)
-        if best.gain < EVIDENCE:
+    while heap:
+        gain, _, k = heapq.heappop(heap)
+        p = parts.get(k)
+        if p is None or -gain != p.gain:
+            continue  # taken, or its gain changed since (a fresher entry is in the heap)
+        if p.gain < EVIDENCE:
             break
-        del parts[best.key]
-        best.gain -= EVIDENCE
-        fresh = [i for i in best.members if i not in covered]
-        best.looks, best.short = len(fresh), sum(looks[i].status in SHORT for i in fresh)
-        best.failed = sum(looks[i].status == "FAIL" for i in fresh)
-        chosen.append(best)
+        del parts[k]
+        p.gain -= EVIDENCE
+        fresh = [i for i in p.members if i not in covered]
+        p.looks = sum(looks[i].looks for i in fresh)
+        p.short = sum(looks[i].short for i in fresh)
+        p.failed = sum(looks[i].failed for i in fresh)
+        chosen.append(p)
+        touched = set()
         for i in fresh:
             covered.add(i)
-            for k in _keys(kind, looks[i]):
-                if k in parts:
-                    parts[k].gain -= up if looks[i].status in SHORT else down
+            for other in _keys(kind, looks[i]):
+                if other in parts:
+                    parts[other].gain -= worth[i]
+                    touched.add(other)
+        for other in touched:
+            heapq.heappush(heap, (-parts[other].gain, order[other], other))
     return sum(p.gain for p in chosen), chosen
 
 
@@ -106,6 +123,8 @@ def explain(looks: list[Cross]) -> list[Part]:
     open_ = list(range(len(looks)))
     out: list[Part] = []
     for _ in range(ROUNDS_MOST):
+        if not any(looks[i].short for i in open_):
+            break  # nothing short left to explain (a healthy fabric: no fit at all)
         fits = [_fit(kind, looks, open_) for kind in ("leaf", "up", "pair")]
         gain, parts = max(fits, key=lambda f: f[0])
         if not parts:

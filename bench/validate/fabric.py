@@ -127,6 +127,11 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                           f" that {len(held)} of its nodes route through (ports, cables); they are held, not drained")
             _hold(v, held, value, leaf, f"on leaf switch {leaf}, whose pairs across leaves fall short ({leaf}'s "
                   "fabric row)", action.split(";")[0], t0)
+        if status == "PASS" and len(mine) >= 3 and 2 * len(nodes_blamed) > len(mine):
+            status = "WARN"
+            reason = (f"{len(nodes_blamed)} of its {len(mine)} nodes are short inside it: the leaf switch itself, or "
+                      "what its nodes share (power, cooling); each judged on its own row")
+            action = f"check switch {leaf} itself"
         v.add(CHECK, leaf, status, value, f"median across leaves {rate(mid_across)}", reason, t0=t0, action=action)
     _unplaced(v, ups.get(None, []), t0)
     pairs = [p for p in parts if p.kind == "pair"]

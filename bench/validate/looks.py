@@ -121,10 +121,13 @@ class Links:
     lines_of: dict[str, str] = field(default_factory=dict)  # host -> the line its inside pairs were judged by
     above: list = field(default_factory=list)    # bench.validate.above.Part: the fabric's parts found slow
     covered: set = field(default_factory=set)    # keys of the pairs across leaves those parts explain
+    placed: bool | None = None                   # whether any node's leaf is known (topology)
 
     @property
     def topology(self) -> bool:
-        return any(x is not None for x in self.leaf.values())
+        if self.placed is None:
+            self.placed = any(x is not None for x in self.leaf.values())
+        return self.placed
 
     def inside(self, link: Link) -> bool:
         """The pair crosses no uplink (both ends on one leaf), or no topology says the leaves (every pair is)."""
@@ -178,8 +181,10 @@ def _lines(v: Validation, links: Links, inside: bool) -> peer_lines.Lines | None
     values = [x.busbw for x in chosen]
     if not inside:
         values = _fast(values)
-    passes = {x.firsts for x in chosen}
-    rounds = [x.looks[:x.firsts] for x in chosen] if len(passes) == 1 and min(passes) >= 2 else []
+    # Each pair's first looks, the level's passes over it (pairs first met in the second launch have none): a look's
+    # spread about its pair's, where there are passes.
+    passes = max((x.firsts for x in chosen), default=0)
+    rounds = [x.looks[:x.firsts] for x in chosen if x.firsts == passes] if passes >= 2 else []
     return peer_lines.derive(values, rounds=rounds, straggler=LINK_FAIL,
                              floor=LOOK_FLOOR["cuda" if v.device == "cuda" else "cpu"])
 
@@ -209,17 +214,14 @@ def _fast(values: list[float]) -> list[float]:
     if cut is None:
         return values
     lo, hi = logs[:cut], logs[cut:]
-    gap = metrics.percentile(hi, 50) - metrics.percentile(lo, 50)
-    spread = max(_mad(lo), _mad(hi))
+    mids = [metrics.percentile(g, 50) for g in (lo, hi)]
+    spread = max(peer_lines.MAD_TO_SIGMA * metrics.percentile([abs(x - m) for x in g], 50)
+                 for g, m in zip((lo, hi), mids))
+    gap = mids[1] - mids[0]
     if gap < -math.log(1 - LINK_FAIL) or gap < 4 * spread:
         return values
     top = hi[0] - 1e-9  # in logs: exp(log(x)) may round above x
     return [x for x in values if x and x > 0 and math.log(x) >= top]
-
-
-def _mad(logs: list[float]) -> float:
-    m = metrics.percentile(logs, 50)
-    return peer_lines.MAD_TO_SIGMA * metrics.percentile([abs(x - m) for x in logs], 50)
 
 
 def _cut(v: Validation, link: Link, ranks: int, ref, lines) -> tuple[float, float] | None:
@@ -280,10 +282,12 @@ def judge_all(v: Validation, hosts: list[str], links: Links) -> dict[str, blame.
             for h in (x.pair.a, x.pair.b):
                 shares[h].across_looks += sum(s != "SKIP" for s in x.statuses)
                 shares[h].across_short += x.short()
-    cross = [(x, above.Cross(x.pair.a, x.pair.b, links.leaf.get(x.pair.a), links.leaf.get(x.pair.b), s))
+    cross = [(x, above.Cross(x.pair.a, x.pair.b, links.leaf.get(x.pair.a), links.leaf.get(x.pair.b),
+                             sum(s != "SKIP" for s in x.every), sum(s in blame.SHORT for s in x.every),
+                             x.every.count("FAIL")))
              for x in links.pairs.values() if not links.inside(x)
-             and shares[x.pair.a].blamed is None and shares[x.pair.b].blamed is None
-             for s in x.every if s != "SKIP"]  # a fault of the fabric is steady: both launches' looks count
+             and shares[x.pair.a].blamed is None and shares[x.pair.b].blamed is None]
+    # a fault of the fabric is steady: both launches' looks count
     links.above = above.explain([c for _, c in cross])
     index = above.index(links.above)
     links.covered = {x.pair.key for x, c in cross if above.covers(index, c)}

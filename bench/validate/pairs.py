@@ -58,9 +58,9 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
     """Again, in one launch (the level's looks at each): every pair with a short look; every pair of a node in doubt
     (blame.Share.doubtful); each node blamed against two nodes that were not (bisection; nodes of its own leaf first,
     whose pairs cross no uplink); the pairs inside its leaf of every node held for a part of the fabric (it may be in
-    doubt too: its own link is told by them); without a topology, the blamed against each other (a group fast
-    together and slow with the rest shares a path, not a bad NIC each). A pair measured again is judged by the
-    second look alone (Link.judged). False when nothing needed it."""
+    doubt too: its own link is told by them); without a topology, the suspects (blamed, or with a short pair) in a
+    ring of their own (a group fast together and slow with the rest shares a path, not a bad NIC each). A pair
+    measured again is judged by the second look alone (Link.judged). False when nothing needed it."""
     idx = {h: i for i, h in enumerate(hosts)}
     # The blamed, and those left with no look that were short with blamed partners only (untold): each against
     # two nodes not blamed, its own leaf's first (their pairs cross no uplink).
@@ -75,11 +75,18 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
     good = [h for h in hosts if shares[h].blamed is None and shares[h].looks and h not in held]
     leaf = links.leaf
     extra = []
-    for h in blamed:
-        near = sorted(good, key=lambda g: leaf.get(g) != leaf.get(h) or leaf.get(h) is None)
-        extra += pairing.retest_pairs([idx[h]], [idx[g] for g in near[:2]])
-    if not links.topology and len(blamed) >= 2:
-        extra += [(idx[a], idx[b]) for a, b in zip(blamed, blamed[1:] + blamed[:1]) if a != b]
+    own: dict[str | None, list[str]] = {}
+    for g in good:
+        own.setdefault(leaf.get(g), []).append(g)
+    for i, h in enumerate(blamed):  # spread over the good: the same two for every suspect would make them look bad
+        near = (own.get(leaf.get(h)) if leaf.get(h) is not None else None) or good
+        if near:
+            extra += [(idx[h], idx[near[(2 * i + j) % len(near)]]) for j in range(min(2, len(near)))]
+    if not links.topology:  # the suspects in a ring of their own: every node blamed or with a short pair
+        shorts = {h for x in links.pairs.values() if x.short() for h in (x.pair.a, x.pair.b)}
+        suspects = [h for h in hosts if h in shorts or h in set(blamed)]
+        if len(suspects) >= 3:
+            extra += [(idx[a], idx[b]) for a, b in zip(suspects, suspects[1:] + suspects[:1])]
     for p in extra:
         if frozenset(p) not in known:
             known.add(frozenset(p))
