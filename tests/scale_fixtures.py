@@ -515,9 +515,15 @@ def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
 
     def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
         per_host = {h: len(s) for h, s in resources.items()}
-        return {"rows": [{"group": names[gi], "wrong": 0, "busbw": cluster._busbw(
-            v_, names[gi].split("+") if names[gi] != "all" else list(resources), per_host, names[gi])}
-            for rnd in rounds for gi in rnd]}
+        base = v_.table.link_for("inter", node, gpus_per_node=GPUS).busbw  # every node the same H200 node
+        index, rng = cluster.index, cluster._look_rng
+
+        def bw(name: str) -> float:
+            if name == "all":
+                return cluster._busbw(v_, list(resources), per_host, name)
+            a, b = name.split("+")
+            return base * fabric.share(index[a], index[b], hosts, rng)
+        return {"rows": [{"group": names[gi], "wrong": 0, "busbw": bw(names[gi])} for rnd in rounds for gi in rnd]}
 
     saved = runs.comm
     runs.comm = comm

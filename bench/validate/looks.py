@@ -252,8 +252,8 @@ def judge_all(v: Validation, hosts: list[str], links: Links) -> dict[str, blame.
     lines = {kind: _lines(v, links, kind) for kind in ((True, False) if topology else (True,))}
     known = v.derived.setdefault("inter_refs", {})  # a node's published figure, once per run and GPU count
     refs = {}
-    for h in hosts:
-        key = (h, len(v.good_slots(h)))
+    for h in hosts:  # by inventory (one object per node's answer; the same object answers the same)
+        key = (id(v.inventory.get(h)), len(v.good_slots(h)))
         if key not in known:
             known[key] = link_ref(v, "inter", h)
         refs[h] = known[key]
