@@ -100,11 +100,13 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
 
 
 def _together(h: str, links: Links, shares: dict[str, blame.Share]) -> list[str]:
-    """Without a topology: the blamed nodes this blamed node's pair with PASSes (neither has a bad link, then: they
-    share a path the others do not, a leaf whose uplinks are slow)."""
+    """Without a topology: the nodes this blamed node's pair with PASSes that are short with others too (neither has
+    a bad link, then: they share a path the others do not, a leaf whose uplinks are slow; a bad NIC is slow with
+    every partner, and has none)."""
     if links.topology or shares[h].blamed is None:
         return []
-    return [x.other(h) for x in links.of(h) if shares[x.other(h)].blamed is not None and x.status() == "PASS"]
+    return [x.other(h) for x in links.of(h) if x.status() == "PASS"
+            and any(y.short() and h not in y.pair.key for y in links.of(x.other(h)))]
 
 
 def _pair_rows(v: Validation, links: Links, shares: dict[str, blame.Share], t0: float) -> None:
