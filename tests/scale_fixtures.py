@@ -138,9 +138,19 @@ def health_templates() -> tuple[str, str]:
 # with it errs towards false alarms.
 LOOK_NOISE_NCCL = 0.01
 LOOK_NOISE_HERE = 0.30
+@cache
+def _spine_of(lo: int, hi: int, spines: int) -> int:
+    return random.Random(f"spine {lo}-{hi}").randrange(spines) if spines > 1 else 0
+
+
 @dataclass
 class Fabric:
-    """What the links between nodes do (shares of the published figure); the defaults are a healthy 1:1 fabric."""
+    """What the links between nodes do (shares of the published figure); the defaults are a healthy 1:1 fabric.
+
+    Above the leaves: each leaf has `uplinks` uplinks and routes statically, its nodes in `uplinks` runs of
+    leaf_size / uplinks (node k of a leaf through uplink k * uplinks // leaf_size); `spines` spines, a leaf pair's
+    path through one of them chosen by the pair (spine_of: a seeded draw per leaf pair, as ECMP hashes); a leaf
+    pair's own path (`path`), and a node slow only towards one leaf (`towards`)."""
 
     leaf_size: int = 32
     uplink: dict[int, float] = field(default_factory=dict)   # leaf index -> its uplinks' share
@@ -148,19 +158,40 @@ class Fabric:
     nic: dict[str, float] = field(default_factory=dict)      # host -> its NIC's share
     flaky: dict[str, float] = field(default_factory=dict)    # host -> the share of looks its NIC runs at half
     noise: float = 0.01                                       # one look's relative standard deviation (lognormal)
+    uplinks: int = 4
+    port: dict[tuple[int, int], float] = field(default_factory=dict)   # (leaf, uplink) -> that uplink's share
+    spines: int = 1
+    spine: dict[int, float] = field(default_factory=dict)   # spine index -> its share
+    path: dict[tuple[int, int], float] = field(default_factory=dict)   # (leaf, leaf), lower first -> its share
+    towards: dict[str, tuple[int, float]] = field(default_factory=dict)  # host -> (leaf, share towards it)
 
     def leaf(self, host_index: int) -> int:
         return host_index // self.leaf_size
+
+    def uplink_of(self, host_index: int) -> int:
+        return (host_index % self.leaf_size) * self.uplinks // self.leaf_size
+
+    def spine_of(self, la: int, lb: int) -> int:
+        return _spine_of(min(la, lb), max(la, lb), self.spines)
+
+    def above(self, a: int, b: int, hosts: list[str]) -> float:
+        """The share the path between two nodes on different leaves allows (1.0 inside a leaf)."""
+        la, lb = self.leaf(a), self.leaf(b)
+        if la == lb:
+            return 1.0
+        share = min(self.uplink.get(la, 1.0), self.uplink.get(lb, 1.0),
+                    self.port.get((la, self.uplink_of(a)), 1.0), self.port.get((lb, self.uplink_of(b)), 1.0),
+                    self.spine.get(self.spine_of(la, lb), 1.0), self.path.get((min(la, lb), max(la, lb)), 1.0))
+        for i, other in ((a, lb), (b, la)):
+            leaf, s = self.towards.get(hosts[i], (None, 1.0))
+            share = min(share, s if leaf == other else 1.0)
+        return share * self.oversub
 
     def share(self, a: int, b: int, hosts: list[str], rng: random.Random) -> float:
         """One look at the pair (a, b) of host indices: its share of the published figure."""
         nics = [self.nic.get(hosts[i], 1.0) * (0.5 if rng.random() < self.flaky.get(hosts[i], 0.0) else 1.0)
                 for i in (a, b)]
-        path = 1.0
-        la, lb = self.leaf(a), self.leaf(b)
-        if la != lb:
-            path = min(self.uplink.get(la, 1.0), self.uplink.get(lb, 1.0)) * self.oversub
-        return min(*nics, path) * math.exp(rng.gauss(0.0, self.noise))
+        return min(*nics, self.above(a, b, hosts)) * math.exp(rng.gauss(0.0, self.noise))
 
 
 # --------------------------------------------------------------------------- the cluster and its launches' answers
@@ -364,7 +395,9 @@ class Cluster:
             return base * self.fabric.share(a, b, self.hosts, self._look_rng)
         if self.fabric is not None and len(members) > 2:  # the whole set's ring: its slowest NIC and uplink
             leaves = {self.fabric.leaf(self.index[h]) for h in members}
-            path = min(self.fabric.uplink.get(x, 1.0) for x in leaves) * self.fabric.oversub if len(leaves) > 1 else 1
+            f = self.fabric
+            path = min([f.uplink.get(x, 1.0) for x in leaves] + list(f.port.values()) + list(f.spine.values())
+                       + list(f.path.values())) * f.oversub if len(leaves) > 1 else 1
             return base * min(path, *(self.fabric.nic.get(h, 1.0) for h in members))
         return base * (1 + 0.01 * self._rng("bw", name).uniform(-1, 1))
 
@@ -454,6 +487,14 @@ def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
     known to bench), every look answered from the fabric model directly (no launch, no rows_from_summary over the
     ranks: validate's scale tests time that); pair_looks: the level's looks at each pair, where not its own. Returns
     {node: its inter-node Check}."""
+    v = judge_only(fabric, nodes, seed, level, pair_looks)
+    return {c.node: c for c in v.checks if c.check == "inter-node" and c.host is not None}
+
+
+def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None,
+               topology: bool = True, unplaced: tuple[str, ...] = ()):
+    """As inter_only, the Validation after it (every row: inter-node's, fabric's). topology=False: bench knows no
+    leaves; unplaced: hosts the topology does not place (their hostfile name is not the topology's)."""
     import dataclasses
 
     from bench.analysis import references
@@ -470,13 +511,20 @@ def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
     v.device = "cuda"
     node = json.loads(node_template())
     v.inventory = {h: node for h in hosts}
-    v.leaf_of = {h: f"leaf{fabric.leaf(i):02d}" for i, h in enumerate(hosts)}
+    if topology:
+        v.leaf_of = {h: f"leaf{fabric.leaf(i):02d}" for i, h in enumerate(hosts) if h not in unplaced}
 
     def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
         per_host = {h: len(s) for h, s in resources.items()}
-        return {"rows": [{"group": names[gi], "wrong": 0, "busbw": cluster._busbw(
-            v_, names[gi].split("+") if names[gi] != "all" else list(resources), per_host, names[gi])}
-            for rnd in rounds for gi in rnd]}
+        base = v_.table.link_for("inter", node, gpus_per_node=GPUS).busbw  # every node the same H200 node
+        index, rng = cluster.index, cluster._look_rng
+
+        def bw(name: str) -> float:
+            if name == "all":
+                return cluster._busbw(v_, list(resources), per_host, name)
+            a, b = name.split("+")
+            return base * fabric.share(index[a], index[b], hosts, rng)
+        return {"rows": [{"group": names[gi], "wrong": 0, "busbw": bw(names[gi])} for rnd in rounds for gi in rnd]}
 
     saved = runs.comm
     runs.comm = comm
@@ -484,4 +532,4 @@ def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
         pairs.inter_node(v)
     finally:
         runs.comm = saved
-    return {c.node: c for c in v.checks if c.check == "inter-node" and c.host is not None}
+    return v

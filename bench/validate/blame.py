@@ -1,21 +1,32 @@
-"""Which part a short look belongs to: each node and each leaf switch judged by the share of its looks that fell
-short, the part that explains the most first.
+"""Which node a short look belongs to: each node judged by the share of its looks that fell short, blamed only
+where the looks make a test with a stated error rate, the node the looks weigh most against first.
 
-    looks = [Look(("n1", "n2"), "FAIL"), Look(("n1", "n3", "leaf:a"), "WARN"), ...]   # the parts each look crossed
-    shares = peel(looks, order=["leaf:a", "n1", "n2", "n3"])
+    looks = [Look(("n1", "n2"), "FAIL"), Look(("n1", "n3"), "WARN"), ...]   # the nodes each look crossed
+    shares = peel(looks, order=["n1", "n2", "n3"])
     shares["n1"].status(), shares["n1"].blamed       # "FAIL", 1
 
 A look is one measurement of one pair of nodes (one all-reduce round's
-median), judged PASS, WARN or FAIL against its line; it crossed both nodes'
-links and, between leaf switches, both leaves' uplinks. A part's share is
-its short looks (WARN or FAIL) over its looks: Imbue's rule for 4,092 H100s
-(a host judged by its share of good rounds), so a link that is slow now
-and then is seen in its share, where keeping the better of two looks hid
-it. A look with a part that is already blamed says nothing more about the
-others it crossed: a bad node's partners, a slow uplink's nodes. So parts
-are blamed one at a time, the one with the largest share of failed, then
-short, looks first ("peeling"), and their looks are taken off every other
-part's count. What is left is judged by the same shares:
+median), judged PASS, WARN or FAIL against its line. The looks given are
+those that say something of the nodes' own links: pairs inside one leaf
+switch (no uplink crossed), against known-good partners, or every pair where
+no topology says the leaves (bench.validate.looks chooses); looks across
+leaves are the fabric's first (bench.validate.above). A part's share is its
+short looks (WARN or FAIL) over its looks: Imbue's rule for 4,092 H100s (a
+host judged by its share of good rounds). Which node is blamed, and in which
+order, is a likelihood-ratio test, not the share alone:
+
+  evidence = short x ln(P_BAD / P_HEALTHY) + passed x ln((1 - P_BAD) / (1 - P_HEALTHY))
+
+the log of how much likelier its looks are if the node is bad (short in
+P_BAD of them: half, an intermittent fault) than healthy (short in
+P_HEALTHY: 1%, where the lines sit at 3 standard deviations of a look's noise,
+0.13%). A node is blamed only where evidence >= EVIDENCE (ln 1,000): a
+healthy node reaches it with odds under 1 in 1,000 (a likelihood ratio's
+tail bound), so a 1,000-node run expects at most one false suspect, and
+more looks weigh more (8 short looks of 8 outweigh 40 of 200). The one with
+the most evidence is blamed first ("peeling"), and its looks are taken off
+every other part's count: a bad node's partners are not blamed for it.
+A blamed node's status is its shares':
 
   FAIL   at least FAIL_SHARE of its looks FAILed (two thirds: slow in most
          looks, and by more than the FAIL line);
@@ -31,6 +42,7 @@ Pure: parts are names, looks are statuses.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -38,6 +50,16 @@ WARN_SHARE = 1 / 3
 FAIL_SHARE = 2 / 3
 DOUBT_SHARE = 1 / 6  # short in this share of its looks: not yet a WARN, but worth every pair of it looked at again
 SHORT = ("WARN", "FAIL")
+P_HEALTHY = 0.01   # the most often a healthy part's look falls short (its lines: 3 sigma, 0.13%)
+P_BAD = 0.5        # a bad node's looks fall short at least this often (intermittent: half)
+EVIDENCE = math.log(1000)  # blamed past a likelihood ratio of 1,000: a healthy part there 1 time in 1,000 at most
+
+
+def evidence(short: int, looks: int, p_bad: float = P_BAD) -> float:
+    """ln of how much likelier `short` short looks of `looks` are from a bad part (p_bad) than a healthy one."""
+    if looks <= 0:
+        return 0.0
+    return short * math.log(p_bad / P_HEALTHY) + (looks - short) * math.log((1 - p_bad) / (1 - P_HEALTHY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,8 @@ class Share:
     blamed: int | None = None          # 1, 2, ...: the order parts were blamed in; None: not blamed
     explained_by: dict[str, int] = field(default_factory=dict)  # blamed part -> its looks taken off this count
     explained_short: int = 0           # of those, the short ones
+    across_looks: int = 0              # its looks across leaves (the fabric's first: bench.validate.above)
+    across_short: int = 0
 
     def add(self, status: str, sign: int = 1) -> None:
         self.looks += sign
@@ -68,6 +92,9 @@ class Share:
         if self.short >= WARN_SHARE * self.looks:
             return "WARN"
         return "PASS"
+
+    def evidence(self) -> float:
+        return evidence(self.short, self.looks)
 
     def doubtful(self) -> bool:
         """Not blamed, but short in at least DOUBT_SHARE of its looks: a share near the WARN line from few looks
@@ -105,11 +132,11 @@ def peel(looks: Iterable[Look], order: list[str]) -> dict[str, Share]:
     rank = {p: i for i, p in enumerate(order)}
     blamed = 0
     while True:
-        suspects = [p for p, s in shares.items() if s.blamed is None and s.status() in SHORT]
+        suspects = [p for p, s in shares.items() if s.blamed is None and s.status() in SHORT
+                    and s.evidence() >= EVIDENCE]
         if not suspects:
             return shares
-        worst = max(suspects, key=lambda p: (shares[p].failed / shares[p].looks, shares[p].short / shares[p].looks,
-                                             shares[p].short, -rank[p]))
+        worst = max(suspects, key=lambda p: (shares[p].evidence(), shares[p].failed, -rank[p]))
         blamed += 1
         shares[worst].blamed = blamed
         for i in by_part[worst]:

@@ -1,31 +1,42 @@
 """The fabric between leaf switches, judged where a topology says which node hangs off which leaf.
 
-    fabric.rows(v, hosts, links, shares, t0)   # a `fabric` row per leaf and one for the cluster; held nodes
+    fabric.rows(v, hosts, links, shares, t0)   # a `fabric` row per leaf, per slow path, and one for the cluster
 
-With three leaves or more, each leaf switch is a part of its pairs across
-leaves (bench.validate.blame): a leaf whose looks across leaves fall short
-in the share a node's would (a third WARN, two thirds FAIL), after what its
-nodes themselves explain, is named: its uplinks (to the switch above it,
-where the topology has one), not its nodes. Its row FAILs or WARNs and the
-exit status is 1 for a FAIL; each of its nodes gets a `fabric` row that
-WARNs "held" (degraded, with the switch as its action), so `--drain` takes
-none of them out for a switch fault: a node that is slow inside its own
-leaf is still drained by its inter-node row. An oversubscribed fabric,
-where every pair across leaves is slower by the same share, is healthy:
-each leaf is judged against the others, and the cluster row shows the
-share as measured. With two leaves there is one path: a slow one cannot be
-told from oversubscription, nor named to a side (SKIP, with the figures).
+With three leaves or more, the looks across leaves that no blamed node
+explains are the fabric's (bench.validate.above says which part each short
+one belongs to). Each part found slow gets a row that FAILs (WARNs where its
+looks only WARNed), and its nodes get a `fabric` row that WARNs "held"
+(degraded, with the part as its action), so `--drain` takes none of them out
+for a fabric fault: a node slow inside its own leaf is still drained by its
+inter-node row. The parts:
+  a leaf's uplinks      the leaf's row; every node of it held;
+  one uplink of a leaf  the leaf's row names the nodes behind it (static
+                        routing: they share its looks), only they held;
+  a leaf pair's path    a row "leafA-leafB"; nothing held;
+  above the leaves      more than PATHS_MOST leaf pairs over three leaves or
+                        more: the cluster's row names the fabric above those
+                        leaves (a spine, or its links); nothing held;
+  a node not placed     short across what may be other leaves: held, named
+                        as unplaced, never drained (its row is inter-node's).
+An oversubscribed fabric, where every pair across leaves is slower by the
+same share, is healthy: the norm across leaves is the pairs' fastest mode
+(bench.validate.looks), and the cluster row shows the share as measured.
+With two leaves there is one path: a slow one cannot be told from
+oversubscription, nor named to a side (SKIP, with the figures).
 """
 
 from __future__ import annotations
 
 from bench.analysis import metrics
+from bench.validate.above import Part
 from bench.validate.blame import Share
 from bench.validate.links import rate
-from bench.validate.looks import Links, switch
+from bench.validate.looks import Links
 from bench.validate.state import CLUSTER, Validation
 
 CHECK = "fabric"
+PATHS_MOST = 3     # more slow leaf pairs than this, over three leaves or more: the fabric above them, not paths
+MOST_OF_LEAF = 3 / 4   # this share of a leaf's nodes short across it: its uplinks, not one of them
 
 
 def _above(v: Validation, leaf: str) -> str | None:
@@ -36,6 +47,24 @@ def _above(v: Validation, leaf: str) -> str | None:
 
 def _median(xs: list[float]) -> float | None:
     return metrics.percentile(xs, 50) if xs else None
+
+
+def _status(p: Part) -> str:
+    return "FAIL" if p.failed * 3 >= p.looks * 2 else "WARN"
+
+
+def _looks(p: Part) -> str:
+    return f"{p.short} of {p.looks} look(s) short ({p.failed} FAIL)"
+
+
+def _some(xs: list[str], most: int = 8) -> str:
+    return ", ".join(xs[:most]) + (f" and {len(xs) - most} more" if len(xs) > most else "")
+
+
+def _hold(v: Validation, hosts: list[str], value: str, part: str, why: str, action: str, t0: float) -> None:
+    for h in hosts:
+        v.add_node(CHECK, h, "WARN", value, part, f"held: {why}; not drained for it: the fabric, not the node",
+                   t0=t0, action=f"held, not drained: {action}")
 
 
 def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share], t0: float) -> None:
@@ -56,8 +85,13 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
     all_inside = [bw for xs in inside.values() for bw in xs]
     mid_across, mid_inside = _median(all_across), _median(all_inside)
     judged = len(leaves) >= 3
+    parts = links.above if judged else []
+    ups: dict[str | None, list[Part]] = {}
+    for p in parts:
+        if p.kind == "up":
+            ups.setdefault(links.leaf.get(p.key), []).append(p)
+    bad_leaves = {p.key: p for p in parts if p.kind == "leaf"}
     for leaf in leaves:
-        s = shares[switch(leaf)]
         up = _above(v, leaf)
         value = f"{rate(_median(across[leaf]))} busbw across leaves ({len(across[leaf])} pairs)" + (
             f", {rate(_median(inside[leaf]))} inside ({len(inside[leaf])} pairs)" if inside[leaf] else "")
@@ -67,30 +101,78 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
             v.add(CHECK, leaf, "SKIP", value, "none", "two leaf switches: one path between them; a slow one cannot be "
                   "told from oversubscription, nor named to a side", t0=t0)
             continue
-        status = s.status() if s.blamed is not None else "PASS"
-        reason = f"its pairs across leaves: {s.describe()}"
-        action = ""
-        if status in ("WARN", "FAIL"):
-            uplinks = f"switch {leaf}'s uplinks" + (f" to {up}" if up else "")
-            reason += f"; {'intermittent: ' if s.intermittent() else ''}short across leaves while " + (
-                f"{len(nodes_blamed)} of its {len(mine)} nodes are short inside it too: the leaf switch itself, or what "
-                "its nodes share (power, cooling)" if 2 * len(nodes_blamed) > len(mine) else
-                f"its nodes' own links (their pairs inside it) are not: {uplinks}, not its nodes" + (
-                    f" ({', '.join(nodes_blamed)} short inside it too: judged on its own)" if nodes_blamed else ""))
-            action = f"check {uplinks} (ports, cables, the other side); its nodes are held, not drained"
-            for h in mine:
-                v.add_node(CHECK, h, "WARN", value, leaf, f"held: on leaf switch {leaf}, whose pairs across leaves "
-                           f"fall short ({leaf}'s fabric row); not drained for it: the switch, not the node",
-                           t0=t0, action=f"held, not drained: {action.split(';')[0]}")
+        uplinks = f"switch {leaf}'s uplinks" + (f" to {up}" if up else "")
+        group = ups.get(leaf, [])
+        part = bad_leaves.get(leaf)
+        whole = part is not None or len(group) >= MOST_OF_LEAF * max(1, len(mine) - len(nodes_blamed))
+        status, reason, action = "PASS", "its pairs across leaves: none short past what its nodes explain", ""
+        if part is not None or group:
+            looks = part if part is not None else Part("up", leaf, sum(p.looks for p in group),
+                                                       sum(p.short for p in group), sum(p.failed for p in group))
+            status = _status(looks)
+            inside_too = (f" ({', '.join(nodes_blamed)} short inside it too: judged on its own)" if nodes_blamed
+                          else "")
+            if whole:
+                held = [h for h in mine if shares[h].blamed is None]
+                reason = (f"its pairs across leaves: {_looks(looks)}, whatever the partner leaf, while its nodes' own "
+                          f"links (their pairs inside it) are not: {uplinks}, not its nodes{inside_too}")
+                action = f"check {uplinks} (ports, cables, the other side); its nodes are held, not drained"
+            else:
+                held = sorted(p.key for p in group)
+                reason = (f"{len(held)} of its {len(mine)} nodes ({_some(held)}) are short across leaves whatever the "
+                          f"partner ({_looks(looks)}) while their pairs inside it are not, and its other nodes' "
+                          f"looks across leaves pass: the uplink(s) of {leaf} these nodes route through (static "
+                          f"routing: the nodes behind one uplink share its looks), not the nodes{inside_too}")
+                action = (f"check the uplink(s) of switch {leaf}" + (f" to {up}" if up else "") +
+                          f" that {len(held)} of its nodes route through (ports, cables); they are held, not drained")
+            _hold(v, held, value, leaf, f"on leaf switch {leaf}, whose pairs across leaves fall short ({leaf}'s "
+                  "fabric row)", action.split(";")[0], t0)
+        if status == "PASS" and len(mine) >= 3 and 2 * len(nodes_blamed) > len(mine):
+            status = "WARN"
+            reason = (f"{len(nodes_blamed)} of its {len(mine)} nodes are short inside it: the leaf switch itself, or "
+                      "what its nodes share (power, cooling); each judged on its own row")
+            action = f"check switch {leaf} itself"
         v.add(CHECK, leaf, status, value, f"median across leaves {rate(mid_across)}", reason, t0=t0, action=action)
+    _unplaced(v, ups.get(None, []), t0)
+    pairs = [p for p in parts if p.kind == "pair"]
+    touched = sorted({leaf for p in pairs for leaf in p.key})
+    spread = len(pairs) > PATHS_MOST and len(touched) >= 3
+    if not spread:
+        for p in pairs:
+            a, b = sorted(p.key)
+            v.add(CHECK, f"{a}-{b}", _status(p), f"{_looks(p)} between {a} and {b}", f"median across leaves "
+                  f"{rate(mid_across)}", f"the pairs between {a} and {b} are short ({_looks(p)}) while each leaf's "
+                  "pairs with the others are not: the path between them (the spine their traffic is routed through, "
+                  "or its links to them)", t0=t0, action=f"check the path between switches {a} and {b}")
     ratio = f"; pairs across leaves run at {mid_across / mid_inside:.0%} of those inside (the fabric's " \
         "oversubscription as measured)" if mid_across and mid_inside else ""
-    v.add(CHECK, CLUSTER, "PASS" if judged else "SKIP",
-          f"{rate(mid_across)} busbw across leaves" + (f", {rate(mid_inside)} inside" if mid_inside else ""),
-          f"{len(leaves)} leaf switches", f"each leaf judged against the others by its pairs across leaves{ratio}"
-          if judged else f"fewer than three leaf switches: nothing to judge a leaf against{ratio}", t0=t0)
+    if spread:
+        looks = Part("pair", None, sum(p.looks for p in pairs), sum(p.short for p in pairs),
+                     sum(p.failed for p in pairs))
+        measured = len({frozenset(x.across) for x in links.pairs.values() if x.across})
+        v.add(CHECK, CLUSTER, _status(looks), f"{len(pairs)} of {measured} leaf pairs measured short",
+              f"{len(leaves)} leaf switches", f"the fabric above leaves {_some(touched)}: their short looks follow "
+              f"leaf pairs ({_looks(looks)}), not leaves nor nodes (each leaf's pairs with other leaves pass): a "
+              "spine, or the links of one" + (f" ({_above(v, touched[0])})" if _above(v, touched[0]) else "") +
+              f"; no node held for it{ratio}", t0=t0,
+              action="check the spines above these leaves (their ports and cables); no node is at fault")
+    else:
+        v.add(CHECK, CLUSTER, "PASS" if judged else "SKIP",
+              f"{rate(mid_across)} busbw across leaves" + (f", {rate(mid_inside)} inside" if mid_inside else ""),
+              f"{len(leaves)} leaf switches", f"each leaf judged against the others by its pairs across leaves{ratio}"
+              if judged else f"fewer than three leaf switches: nothing to judge a leaf against{ratio}", t0=t0)
     v.figures["fabric"] = {"across": mid_across, "inside": mid_inside,
-                           "leaves": {leaf: {"status": shares[switch(leaf)].status() if
-                                             shares[switch(leaf)].blamed is not None else "PASS",
-                                             "across": _median(across[leaf]), "inside": _median(inside[leaf])}
+                           "parts": [{"kind": p.kind, "part": sorted(p.key) if isinstance(p.key, frozenset) else p.key,
+                                      "looks": p.looks, "short": p.short} for p in parts],
+                           "leaves": {leaf: {"across": _median(across[leaf]), "inside": _median(inside[leaf])}
                                       for leaf in leaves}}
+
+
+def _unplaced(v: Validation, parts: list[Part], t0: float) -> None:
+    """Nodes the topology does not place, short across what may be other leaves: held and named, never drained."""
+    for p in parts:
+        v.add_node(CHECK, p.key, "WARN", f"{_looks(p)} with nodes of other leaves, or of its own", "unplaced",
+                   f"held: the topology does not place {p.key}, and its short looks ({_looks(p)}) are all with "
+                   "partners it may reach across leaves: its own link cannot be told from the path above it; "
+                   "not drained for it", t0=t0, action="held, not drained: place it in the topology, then validate "
+                   "again")

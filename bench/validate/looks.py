@@ -22,10 +22,11 @@ quarter slower than its peers FAILs, as below a published NIC figure
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from bench.analysis import metrics, peer_lines
-from bench.validate import blame
+from bench.validate import above, blame
 from bench.validate.links import floor, judge_link, link_ref, rate
 from bench.validate.state import Validation
 
@@ -76,13 +77,19 @@ class Link:
     looks: list[float] = field(default_factory=list)
     firsts: int = 0
     wrong: int = 0
-    statuses: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)   # of the judged looks (judged())
+    every: list[str] = field(default_factory=list)      # of every look, first and second launch's
     reference: str = "none"
     note: str = ""
     busbw: float = 0.0       # the median look (Links.add keeps it)
 
     def other(self, host: str) -> str:
         return self.pair.b if self.pair.a == host else self.pair.a
+
+    def judged(self) -> list[float]:
+        """The looks it is judged by: the second launch's where it was measured again (its first looks chose it
+        for that, so counting them again would weigh a pair short once as short twice), else the first's."""
+        return self.looks[self.firsts:] if len(self.looks) > self.firsts else self.looks
 
     def parts(self) -> tuple[str, ...]:
         return (self.pair.a, self.pair.b) + (tuple(switch(x) for x in self.across) if self.across else ())
@@ -112,6 +119,20 @@ class Links:
     whole_wrong: int = 0
     by_host: dict[str, list[Link]] = field(default_factory=dict)
     lines_of: dict[str, str] = field(default_factory=dict)  # host -> the line its inside pairs were judged by
+    above: list = field(default_factory=list)    # bench.validate.above.Part: the fabric's parts found slow
+    covered: set = field(default_factory=set)    # keys of the pairs across leaves those parts explain
+    placed: bool | None = None                   # whether any node's leaf is known (topology)
+
+    @property
+    def topology(self) -> bool:
+        if self.placed is None:
+            self.placed = any(x is not None for x in self.leaf.values())
+        return self.placed
+
+    def inside(self, link: Link) -> bool:
+        """The pair crosses no uplink (both ends on one leaf), or no topology says the leaves (every pair is)."""
+        la, lb = self.leaf.get(link.pair.a), self.leaf.get(link.pair.b)
+        return not self.topology or (la is not None and la == lb)
 
     def add(self, bw: dict[str, list[float]], wrong: dict[str, int], first: bool) -> None:
         """One launch's rows (bench.validate.pairing.pair_figures): every row is a look."""
@@ -129,7 +150,7 @@ class Links:
             link.looks += xs
             link.firsts += len(xs) if first else 0
             link.wrong += wrong.get(name, 0)
-            link.busbw = metrics.percentile(link.looks, 50)
+            link.busbw = metrics.percentile(link.judged(), 50)
 
     def of(self, host: str) -> list[Link]:
         return list(self.by_host.get(host, ()))
@@ -143,37 +164,76 @@ class Links:
                 out[h] = max(mine)
         return out
 
-    def explained(self, link: Link, shares: dict[str, blame.Share]) -> bool:
-        """The pair crossed a leaf switch that is blamed: its looks say nothing of its nodes."""
-        return bool(link.across) and any(shares.get(switch(x), blame.Share()).blamed is not None
-                                         for x in link.across)
+    def explained(self, link: Link, shares: dict[str, blame.Share] | None = None) -> bool:
+        """The pair crossed a part of the fabric found slow (bench.validate.above): its looks say nothing of its
+        nodes."""
+        return link.pair.key in self.covered
 
     def reference_of(self, host: str) -> str:
         return self.lines_of.get(host, "its pairs")
 
 
-def _lines(v: Validation, links: Links, across: bool | None, gone: set[str] = frozenset()) -> peer_lines.Lines | None:
-    """Lines from the nodes' best pairs of this kind, the spread over the level's passes, and the look floor; gone:
-    leaf switches blamed already, whose pairs (their nodes' best across leaves among them) say nothing of the
-    others' and only widen the spread."""
-    chosen = [x for x in links.pairs.values() if (across is None or (x.across is not None) == across)
-              and not (x.across and gone & set(x.across))]
-    best: dict[str, float] = {}
-    for x in chosen:
-        for h in (x.pair.a, x.pair.b):
-            best[h] = max(best.get(h, 0.0), x.busbw)
-    passes = {x.firsts for x in chosen}
-    rounds = [x.looks[:x.firsts] for x in chosen] if len(passes) == 1 and min(passes) >= 2 else []
-    return peer_lines.derive(list(best.values()), rounds=rounds, straggler=LINK_FAIL,
+def _lines(v: Validation, links: Links, inside: bool) -> peer_lines.Lines | None:
+    """Lines from the median looks of every pair of this kind (inside a leaf, or across: where an end's leaf is not
+    known too), the spread over the level's passes, and the look floor. Across leaves, the fabric's norm is its
+    fastest mode (_fast): with half the leaves behind slow uplinks, the slow half is not the norm."""
+    chosen = [x for x in links.pairs.values() if links.inside(x) == inside]
+    values = [x.busbw for x in chosen]
+    if not inside:
+        values = _fast(values)
+    # Each pair's first looks, the level's passes over it (pairs first met in the second launch have none): a look's
+    # spread about its pair's, where there are passes.
+    passes = max((x.firsts for x in chosen), default=0)
+    rounds = [x.looks[:x.firsts] for x in chosen if x.firsts == passes] if passes >= 2 else []
+    return peer_lines.derive(values, rounds=rounds, straggler=LINK_FAIL,
                              floor=LOOK_FLOOR["cuda" if v.device == "cuda" else "cpu"])
 
 
+MODE_LEAST = 0.05   # the fast mode must hold this share of the pairs across leaves to be the norm
+
+
+def _fast(values: list[float]) -> list[float]:
+    """The pairs of the fastest mode where the pairs across leaves fall in two, apart by more than LINK_FAIL and
+    by more than 4 times their own spread (Otsu's split of the logs), the faster holding MODE_LEAST of them at
+    least; else all. A fabric's design runs every healthy pair across leaves alike (its oversubscription); pairs
+    slower than that are behind a slow part, however many."""
+    logs = sorted(math.log(x) for x in values if x and x > 0)
+    n = len(logs)
+    if n < 2 * peer_lines.MIN_PEERS:
+        return values
+    pre = [0.0]
+    for x in logs:
+        pre.append(pre[-1] + x)
+    least = max(peer_lines.MIN_PEERS, int(MODE_LEAST * n))
+    best, cut = -1.0, None
+    for k in range(least, n - least + 1):
+        m0, m1 = pre[k] / k, (pre[n] - pre[k]) / (n - k)
+        between = k * (n - k) * (m1 - m0) ** 2
+        if between > best:
+            best, cut = between, k
+    if cut is None:
+        return values
+    lo, hi = logs[:cut], logs[cut:]
+    mids = [metrics.percentile(g, 50) for g in (lo, hi)]
+    spread = max(peer_lines.MAD_TO_SIGMA * metrics.percentile([abs(x - m) for x in g], 50)
+                 for g, m in zip((lo, hi), mids))
+    gap = mids[1] - mids[0]
+    if gap < -math.log(1 - LINK_FAIL) or gap < 4 * spread:
+        return values
+    top = hi[0] - 1e-9  # in logs: exp(log(x)) may round above x
+    return [x for x in values if x and x > 0 and math.log(x) >= top]
+
+
 def _cut(v: Validation, link: Link, ranks: int, ref, lines) -> tuple[float, float] | None:
-    """(WARN below, FAIL below) in bytes/s for one look of this link; None: nothing to judge it against."""
+    """(WARN below, FAIL below) in bytes/s for one look of this link; None: nothing to judge it against. A published
+    figure's line gets the noise its kind of link shows here: a look FAILs below it only where it is below the
+    pairs' own noise line too (lines: 3 sigma of a look), so a healthy cluster's noisy looks raise nothing."""
     line, _ = floor(v, ranks)
     warn = fail = None
     if ref is not None:
         fail = ref.busbw * (1 + ref.lower) if ref.lower is not None else 0.0
+        if lines is not None:
+            fail = min(fail, lines.median * (1 - lines.noise))
         warn = fail
     elif lines is not None:
         warn, fail = lines.median * (1 - lines.noise), lines.median * (1 - lines.fail)
@@ -184,43 +244,54 @@ def _cut(v: Validation, link: Link, ranks: int, ref, lines) -> tuple[float, floa
 
 
 def judge_all(v: Validation, hosts: list[str], links: Links) -> dict[str, blame.Share]:
-    """Every look's status, each pair's reference and note (from its median look), then every part's share; where a
-    leaf switch is blamed, once more with lines that leave its pairs out."""
-    shares = _judge_all(v, hosts, links, set())
-    gone = {leaf for x in links.pairs.values() if x.across for leaf in x.across
-            if shares[switch(leaf)].blamed is not None}
-    return _judge_all(v, hosts, links, gone) if gone else shares
-
-
-def _judge_all(v: Validation, hosts: list[str], links: Links, gone: set[str]) -> dict[str, blame.Share]:
-    topology = any(x.across for x in links.pairs.values())
-    lines = {kind: _lines(v, links, kind, gone) for kind in ((False, True) if topology else (None,))}
+    """Every look's status, each pair's reference and note (from its median look); then the nodes, by the looks
+    that say something of their own links (bench.validate.blame.peel: pairs inside a leaf, every pair without a
+    topology); then the fabric above the leaves, by the looks across leaves no blamed node explains
+    (bench.validate.above.explain: links.above, links.covered)."""
+    topology = links.topology
+    lines = {kind: _lines(v, links, kind) for kind in ((True, False) if topology else (True,))}
     known = v.derived.setdefault("inter_refs", {})  # a node's published figure, once per run and GPU count
     refs = {}
-    for h in hosts:
-        key = (h, len(v.good_slots(h)))
+    for h in hosts:  # by inventory (one object per node's answer; the same object answers the same)
+        key = (id(v.inventory.get(h)), len(v.good_slots(h)))
         if key not in known:
             known[key] = link_ref(v, "inter", h)
         refs[h] = known[key]
     for x in links.pairs.values():
-        kind = (x.across is not None) if topology else None
-        ref = None if x.across else _slower(refs[x.pair.a], refs[x.pair.b])
+        inside = links.inside(x)
+        ref = _slower(refs[x.pair.a], refs[x.pair.b]) if inside else None
         ranks = len(v.good_slots(x.pair.a)) + len(v.good_slots(x.pair.b))
-        cut = _cut(v, x, ranks, ref, lines[kind])
+        cut = _cut(v, x, ranks, ref, lines[inside])
         if cut is None or x.wrong:
-            x.statuses = ["FAIL" if x.wrong else "SKIP"] * len(x.looks)
+            x.every = ["FAIL" if x.wrong else "SKIP"] * len(x.looks)
         else:
-            x.statuses = ["FAIL" if bw < cut[1] else "WARN" if bw < cut[0] else "PASS" for bw in x.looks]
-        status, x.reference, x.note = judge_link(v, x.busbw, x.wrong, ranks, ref, [], lines=lines[kind])
-        if status == "SKIP":
+            x.every = ["FAIL" if bw < cut[1] else "WARN" if bw < cut[0] else "PASS" for bw in x.looks]
+        x.statuses = x.every[x.firsts:] if len(x.looks) > x.firsts else x.every
+        _, x.reference, x.note = judge_link(v, x.busbw, x.wrong, ranks, ref, [], lines=lines[inside])
+        if cut is None and not x.wrong:
             x.note = "no published figure, no peers and no floor: nothing to judge it against"
     for h in hosts:
-        ln = lines[False if topology else None]
+        ln = lines[True]
         links.lines_of[h] = refs[h].label if refs[h] is not None else \
             (f"median {rate(ln.median)} of {ln.n} ({ln.describe()})" if ln else "its pairs")
-    leaves = sorted({switch(y) for x in links.pairs.values() if x.across for y in x.across})
-    looks = [blame.Look(x.parts(), s) for x in links.pairs.values() for s in x.statuses if s != "SKIP"]
-    return blame.peel(looks, order=list(hosts) + leaves)
+    mine = [blame.Look((x.pair.a, x.pair.b), s) for x in links.pairs.values() if links.inside(x)
+            for s in x.statuses if s != "SKIP"]
+    shares = blame.peel(mine, order=list(hosts))
+    for x in links.pairs.values():  # every look counted on the node, the fabric's too: the record shows them all
+        if not links.inside(x):
+            for h in (x.pair.a, x.pair.b):
+                shares[h].across_looks += sum(s != "SKIP" for s in x.statuses)
+                shares[h].across_short += x.short()
+    cross = [(x, above.Cross(x.pair.a, x.pair.b, links.leaf.get(x.pair.a), links.leaf.get(x.pair.b),
+                             sum(s != "SKIP" for s in x.every), sum(s in blame.SHORT for s in x.every),
+                             x.every.count("FAIL")))
+             for x in links.pairs.values() if not links.inside(x)
+             and shares[x.pair.a].blamed is None and shares[x.pair.b].blamed is None]
+    # a fault of the fabric is steady: both launches' looks count
+    links.above = above.explain([c for _, c in cross])
+    index = above.index(links.above)
+    links.covered = {x.pair.key for x, c in cross if above.covers(index, c)}
+    return shares
 
 
 def _slower(a, b):

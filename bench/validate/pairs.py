@@ -55,26 +55,42 @@ def _first_look(v: Validation, hosts: list[str]) -> tuple[dict[str, list[float]]
 
 
 def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str, blame.Share]) -> bool:
-    """Every pair with a short look, and every pair of a node in doubt (blame.Share.doubtful), again (the level's
-    looks at it), and each node blamed against two nodes that were not
-    (bisection; nodes of its own leaf first, whose pairs cross no uplink), in one launch; False when nothing
-    needed it."""
+    """Again, in one launch (the level's looks at each): every pair with a short look; every pair of a node in doubt
+    (blame.Share.doubtful); each node blamed against two nodes that were not (bisection; nodes of its own leaf first,
+    whose pairs cross no uplink); the pairs inside its leaf of every node held for a part of the fabric (it may be in
+    doubt too: its own link is told by them); without a topology, the suspects (blamed, or with a short pair) in a
+    ring of their own (a group fast together and slow with the rest shares a path, not a bad NIC each). A pair
+    measured again is judged by the second look alone (Link.judged). False when nothing needed it."""
     idx = {h: i for i, h in enumerate(hosts)}
     # The blamed, and those left with no look that were short with blamed partners only (untold): each against
     # two nodes not blamed, its own leaf's first (their pairs cross no uplink).
     blamed = [h for h in hosts if shares[h].blamed is not None or shares[h].untold()]
     doubt = {h for h in hosts if shares[h].doubtful()}
+    held = {h for p in links.above if p.kind in ("up", "leaf") for h in hosts
+            if h == p.key or links.leaf.get(h) == p.key}
     again = [(idx[x.pair.a], idx[x.pair.b]) for x in links.pairs.values()
-             if x.short() or x.pair.a in doubt or x.pair.b in doubt]
+             if x.short() or x.pair.a in doubt or x.pair.b in doubt
+             or (links.inside(x) and (x.pair.a in held or x.pair.b in held))]
     known = {frozenset(p) for p in again}
-    good = [h for h in hosts if shares[h].blamed is None and shares[h].looks]
+    good = [h for h in hosts if shares[h].blamed is None and shares[h].looks and h not in held]
     leaf = links.leaf
-    for h in blamed:
-        near = sorted(good, key=lambda g: leaf.get(g) != leaf.get(h) or leaf.get(h) is None)
-        for p in pairing.retest_pairs([idx[h]], [idx[g] for g in near[:2]]):
-            if frozenset(p) not in known:
-                known.add(frozenset(p))
-                again.append(p)
+    extra = []
+    own: dict[str | None, list[str]] = {}
+    for g in good:
+        own.setdefault(leaf.get(g), []).append(g)
+    for i, h in enumerate(blamed):  # spread over the good: the same two for every suspect would make them look bad
+        near = (own.get(leaf.get(h)) if leaf.get(h) is not None else None) or good
+        if near:
+            extra += [(idx[h], idx[near[(2 * i + j) % len(near)]]) for j in range(min(2, len(near)))]
+    if not links.topology:  # the suspects in a ring of their own: every node blamed or with a short pair
+        shorts = {h for x in links.pairs.values() if x.short() for h in (x.pair.a, x.pair.b)}
+        suspects = [h for h in hosts if h in shorts or h in set(blamed)]
+        if len(suspects) >= 3:
+            extra += [(idx[a], idx[b]) for a, b in zip(suspects, suspects[1:] + suspects[:1])]
+    for p in extra:
+        if frozenset(p) not in known:
+            known.add(frozenset(p))
+            again.append(p)
     if again:
         # As many looks at each as the first launch took: a share of looks needs them, and only the pairs in
         # doubt pay for it (a node slow in half its looks is caught in 19 of 20 seeds only so: docs/validate.md).
@@ -83,11 +99,23 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
     return bool(again)
 
 
+def _together(h: str, links: Links, shares: dict[str, blame.Share]) -> list[str]:
+    """Without a topology: the nodes this blamed node's pair with PASSes that are short with others too (neither has
+    a bad link, then: they share a path the others do not, a leaf whose uplinks are slow; a bad NIC is slow with
+    every partner, and has none)."""
+    if links.topology or shares[h].blamed is None:
+        return []
+    return [x.other(h) for x in links.of(h) if x.status() == "PASS"
+            and any(y.short() and h not in y.pair.key for y in links.of(x.other(h)))]
+
+
 def _pair_rows(v: Validation, links: Links, shares: dict[str, blame.Share], t0: float) -> None:
     for x in links.pairs.values():
         n = len(x.statuses)
         looks = f" (median of {n} looks, {x.short()} short)" if n > 1 else ""
-        blamed = [p for p in x.parts() if shares[p].blamed is not None]
+        blamed = [p for p in (x.pair.a, x.pair.b) if shares[p].blamed is not None]
+        if links.explained(x):
+            blamed.append("the fabric above the leaves")
         why = f"; blamed on {' and '.join(blamed)} (its own row)" if blamed and x.status() != "PASS" else ""
         v.add("inter-node", x.pair.name, x.status(), f"{rate(x.busbw)} busbw{looks}", x.reference,
               f"all-reduce of {message_size(v)} B over both nodes' GPUs{x.where()}; {x.note}{why}", t0=t0,
@@ -106,23 +134,38 @@ def _node_rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, 
         s = shares[h]
         status = s.status() if s.blamed is not None else "PASS" if s.looks else "WARN" if s.untold() else "SKIP"
         mine = links.of(h)
-        against = [x for x in mine if shares[x.other(h)].blamed is None and not links.explained(x, shares)]
+        against = [x for x in mine if shares[x.other(h)].blamed is None and not links.explained(x)]
         figure = max((x.busbw for x in against), default=best[h]) if s.blamed is not None else best[h]
         if s.blamed is not None and against:
             bisection[h] = [{"against": x.other(h), "busbw": x.busbw, "status": x.status()} for x in against]
             v.figures["node_busbw"][h] = figure
         why = f"{s.describe()} over its {len(mine)} pair(s)"
+        if links.topology:
+            why = f"inside its leaf: {why}" + (f"; across leaves {s.across_short} of {s.across_looks} look(s) short "
+                                               "(the fabric's first: its fabric row)" if s.across_looks else "")
+        together = _together(h, links, shares)
+        unplaced = links.topology and links.leaf.get(h) is None
+        if s.looks == 0 and not s.untold() and s.across_looks:
+            status = "PASS"
+            why = f"across leaves only: {s.across_short} of {s.across_looks} look(s) short (its fabric row judges them)"
         if len(hosts) == 2:  # one link: no third node to tell the ends apart, so both carry its verdict
             status = mine[0].status()
         if s.blamed is not None and against and len(hosts) > 2:
-            why += f"; measured again against {len(against)} node(s) found good: " + ", ".join(
+            why += "; measured again against {} node(s) found good: ".format(len(against)) + ", ".join(
                 f"{x.other(h)} {rate(x.busbw)} {x.status()}" for x in against)
-        if status == "FAIL" and len(hosts) > 2:
+        if status == "FAIL" and together:
+            status = "WARN"
+            why += (f"; but fast with {_some(together)}, short with others as it is: a path they share (a leaf's "
+                    "uplinks), not its link; held, not drained (no topology: uplinks not covered)")
+        elif status == "FAIL" and unplaced:
+            status = "WARN"
+            why += "; the topology does not place it: its link cannot be told from the path above it; not drained"
+        elif status == "FAIL" and len(hosts) > 2:
             why += "; failed in most of its looks against parts not blamed: this node, not its neighbours"
         elif status == "WARN" and s.untold():
             why = (f"short with every partner, and each of those is blamed ({s.describe()}): it may be slow too, and "
                    "could not be told apart (no good node was left to measure it against)")
-        elif status == "WARN":
+        elif status == "WARN" and not together and not unplaced:
             why += ("; intermittent: short in some looks, not in most" if s.intermittent() else
                     "; short in most looks, but only past the WARN line")
         elif status == "SKIP":
@@ -134,6 +177,10 @@ def _node_rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, 
         v.add_node("inter-node", h, status, value, links.reference_of(h), why, t0=t0, figure=figure)
     if bisection:
         v.figures["bisection"] = bisection
+
+
+def _some(xs: list[str], most: int = 4) -> str:
+    return ", ".join(xs[:most]) + (f" and {len(xs) - most} more" if len(xs) > most else "")
 
 
 def _cluster_row(v: Validation, hosts: list[str], links: Links, t0: float) -> None:

@@ -99,9 +99,15 @@ def lines(found: Found, hosts: list[str], hostname_of: dict[str, str], seed: int
                    f"{len({x for x in placed if x is not None})} leaf switch(es)")
         missing = found.tree.unplaced(hosts, hostname_of)
         if missing:
-            out.append(f"topology: {found.tree.source} does not place {_some(missing)}: their pairs are not "
-                       "known to cross leaf switches" + ("" if hostname_of else " (by hostfile name: a node the "
-                                                         "topology names by its hostname is placed once reached)"))
+            out.append(f"topology: {found.tree.source} does not place {_some(missing)}: their pairs are judged as "
+                       "across leaf switches, and they are never drained for them (held, named unplaced)" +
+                       ("" if hostname_of else " (by hostfile name: a node the topology names by its hostname is "
+                        "placed once reached)"))
+    placed = leaves(found, hosts, hostname_of)
+    if ok and placed and len({x for x in placed if x is not None}) >= 3:
+        seen, total = pairing.coverage(pairing.first_rounds(kind, len(hosts), seed, leaves=placed), placed)
+        out.append(f"topology: the first pairs meet {seen} of the {total} leaf pairs (seed {seed}): a slow path "
+                   "between two leaves they do not meet is not seen (another --pairs-seed meets others)")
     if not ok and len(hosts) >= 2:
         order = pairing.describe_order(kind, len(hosts), leaves(found, hosts, hostname_of), seed)
         out.append(f"topology: {why}; the ring's order: {order.split(':')[0]}")

@@ -57,6 +57,25 @@ class Fabric:
             for end in ends:
                 _run(["tc", "qdisc", "del", "dev", end, "root"], check=False)
 
+    @contextlib.contextmanager
+    def slow_host(self, host: str, rate: str = "200mbit") -> Iterator[None]:
+        """One host's traffic across its leaf's uplink held to `rate` both ways, its leaf's other traffic not (the
+        uplink it routes through, with static routing): on each end of the uplink's veth pair an htb whose default
+        class is unlimited and whose limited class takes the host's packets (leaving the leaf: from it; entering:
+        to it); its pairs inside the leaf never cross the uplink. Removed on leaving, whatever happened."""
+        ends = self.uplinks[self.leaf_of[host]]
+        try:
+            for end, side in zip(ends, ("src", "dst")):
+                _run(["tc", "qdisc", "replace", "dev", end, "root", "handle", "1:", "htb", "default", "10"])
+                _run(["tc", "class", "add", "dev", end, "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit"])
+                _run(["tc", "class", "add", "dev", end, "parent", "1:", "classid", "1:20", "htb", "rate", rate])
+                _run(["tc", "filter", "add", "dev", end, "parent", "1:", "protocol", "ip", "u32", "match", "ip", side,
+                      f"{host}/32", "flowid", "1:20"])
+            yield
+        finally:
+            for end in ends:
+                _run(["tc", "qdisc", "del", "dev", end, "root"], check=False)
+
     def qdiscs(self, leaf: str) -> list[str]:
         """What each end of the leaf's uplink queues by (`tc qdisc show`), to show the limit is there, or gone."""
         return [_run(["tc", "qdisc", "show", "dev", end]).stdout.strip() for end in self.uplinks[leaf]]

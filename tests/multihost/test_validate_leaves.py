@@ -85,3 +85,21 @@ def test_a_leaf_with_a_slow_uplink_is_named_and_its_nodes_held_not_drained(fabri
     assert rec["drain"] == [] and (tmp_path / "drain.txt").read_text() == "", said(not_pass(rec, *_skipped(rec)))
     assert v.proc.returncode == (1 if named["status"] == "FAIL" else 0), said(not_pass(rec, *_skipped(rec)))
     _measured_across_and_inside(fabric, rec)
+
+
+def test_one_host_slow_across_its_leafs_uplink_only_is_held_with_its_uplink_named(fabric, tmp_path):
+    """Issue 53: one host of leaf1 whose traffic across the uplink is held to 200 Mbit/s (an htb class for its
+    address on the uplink's veth pair) while its pair inside leaf1 is not: its short looks are across leaves only, so
+    it is held with the uplink it routes through named, not drained, and its leaf mate is neither."""
+    host, mate = fabric.hosts_of(SLOW)
+    with fabric.slow_host(host, "200mbit"):
+        assert all("htb" in q for q in fabric.qdiscs(SLOW)), fabric.qdiscs(SLOW)
+        v = _validate(fabric, tmp_path)
+    assert not any("htb" in q for q in fabric.qdiscs(SLOW))
+    rec = v.rec
+    named = row(rec, "fabric", SLOW)
+    assert named["status"] in ("WARN", "FAIL") and "1 of its 2 nodes" in named["reason"], said([named])
+    assert named["action"].startswith(f"check the uplink(s) of switch {SLOW}"), said([named])
+    held = [c for c in rec["checks"] if c["check"] == "fabric" and c["host"] is not None]
+    assert {c["host"] for c in held} == {host}, said(held)
+    assert rec["drain"] == [] and rec["nodes"][mate]["verdict"] == "healthy", said(not_pass(rec, *_skipped(rec)))

@@ -66,8 +66,10 @@ def test_every_check_has_a_row_per_gpu_node_and_pair_it_covers(thousand):
     assert got["numerics", "gpu", "FAIL"] == 2
     assert got["matmul", "gpu", "PASS"] == 8000 - out - 3
     assert got["intra-node", "node", "PASS"] + got["intra-node", "node", "SKIP"] == 1000
-    # The ring of the 998 nodes still in, and each slow NIC's bisection against two nodes found good.
-    assert got["inter-node", "pair", "PASS"] + got["inter-node", "pair", "FAIL"] == 998 + 3 * 2
+    # The ring of the 998 nodes still in, each slow NIC's bisection against two nodes found good, and (no topology)
+    # the suspects, the three blamed and their six ring partners, in a ring of their own (9 pairs, less any measured
+    # already): a slow NIC is slow with the other suspects too, so each is its own NIC, not a path they share.
+    assert 998 + 3 * 2 < got["inter-node", "pair", "PASS"] + got["inter-node", "pair", "FAIL"] <= 998 + 3 * 2 + 9
     assert got["inter-node", "node", "FAIL"] == 3 and got["inter-node", "node", "SKIP"] == 2
     for check in ("heterogeneity", "training", "stragglers", "scaling"):
         assert sum(n for (c, a, _), n in got.items() if (c, a) == (check, "cluster")) == 1, check

@@ -47,7 +47,10 @@ def test_the_seed_repeats_the_pairs_and_another_seed_draws_others():
     assert a[:2] != c[:2] and a[2:] != c[2:], "without leaves the seed draws the ring's order too"
     leaves = [f"l{i // 32}" for i in range(1000)]
     x, y = (pairing.first_rounds("all", 1000, seed=s, leaves=leaves) for s in (7, 8))
-    assert x[:2] == y[:2] and x[2:] != y[2:], "across the leaves the ring is the ring; the matchings follow the seed"
+    assert x == pairing.first_rounds("all", 1000, seed=7, leaves=leaves)
+    assert x[:2] != y[:2] and x[2:] != y[2:], "across the leaves the seed turns the leaves' order in the ring too"
+    for a, b in (p for r in x[:2] for p in r):
+        assert leaves[a] != leaves[b], "the ring's neighbours still hang off different leaves"
 
 
 def test_quick_stays_the_ring_at_any_size():

@@ -36,11 +36,12 @@ CHECK = Check(
         what=('node pairs, the pairs of a round at once (ring pairs at `quick`, every pair at `full`, four looks at'
               " each; with a topology each leaf's own ring too), then every pair that fell short again and each "
               'blamed node against two good ones; in the same launch as intra-node'),
-        judged=("each look: the published busbw per NIC rate inside a leaf, else lines from the nodes' best pairs; "
-                'the floor. A node by the share of its looks that fell short (below)')),
+        judged=("each look: the published busbw per NIC rate inside a leaf (with the looks' noise), else lines from "
+                'the pairs across leaves (their fastest mode); the floor. A node by a likelihood-ratio test on its '
+                'looks inside its leaf (below)')),
     rows=(Row(
         name="fabric",
         what=('with a topology of three leaf switches or more: each leaf by its pairs across leaves (from the '
               'inter-node launch)'),
-        judged=("the other leaves: a leaf whose pairs across leaves fall short while its nodes' own do not is "
-                'named, its nodes held, not drained (below)')),),)
+        judged=("the looks across leaves fitted by parts: a leaf's uplinks, one uplink's nodes, a leaf pair's "
+                'path, the fabric above the leaves (a spine); their nodes held, not drained (below)')),),)
