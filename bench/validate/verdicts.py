@@ -29,7 +29,6 @@ from bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN
 from bench.validate import checks
 from bench.validate.state import CLUSTER, LEFT_OUT, NOT_RUN, Check
 
-FABRIC = "fabric"  # bench.validate.fabric's rows: a leaf switch's (host None) and its held nodes'
 
 VERDICTS = ("healthy", "degraded", "drain", "unknown")
 
@@ -86,9 +85,11 @@ def node_verdicts(checks: list[Check], resources: dict[str, list[int]]) -> dict[
 
 
 def exit_status(nodes: dict[str, dict[str, Any]], checks: list[Check]) -> int:
+    """1 where a node is drained or a FAIL answers to no node (the cluster's, a fabric part's, a node pair's that no
+    blamed node explains: 7 pairs at 0.1x on the real unhealthy H100 set passed with 0 before), 3 where something
+    could not be checked, else 0."""
     verdicts = {n["verdict"] for n in nodes.values()}
-    if "drain" in verdicts or any(c.status == "FAIL" and (c.node == CLUSTER or (c.check == FABRIC and c.host is None))
-                                  for c in checks):
+    if "drain" in verdicts or any(c.status == "FAIL" and c.host is None for c in checks):
         return EXIT_FAILED
     if "unknown" in verdicts or any(c.status == "ERROR" for c in checks):
         return EXIT_UNKNOWN
