@@ -116,6 +116,23 @@ def _lines(*msgs: dict) -> bytes:
     return b"".join((json.dumps(m) + "\n").encode() for m in msgs)
 
 
+def as_rank(addr: str, port: int, token: str, rank: int, host: str, *msgs: dict) -> socket.socket:
+    """A connection that said hello as `rank` on `host` (welcomed), then sent msgs: what any rank, or anyone who
+    holds the token, can say."""
+    s = _connect(addr, port)
+    s.sendall(_lines({"op": "hello", "token": token, "rank": rank, "host": host, "pid": 1}))
+    got = b""
+    while b"\n" not in got:
+        data = s.recv(4096)
+        if not data:
+            raise ConnectionError(f"the hub closed rank {rank}'s connection before its welcome")
+        got += data
+    assert json.loads(got.split(b"\n", 1)[0]).get("op") == "welcome", got
+    if msgs:
+        s.sendall(_lines(*msgs))
+    return s
+
+
 def with_token(addr: str, port: int, token: str, world: int, until: threading.Event, every_s: float = 0.1) -> dict:
     """A forger who read hub.json: a hello for every rank of the world and for ranks outside it, each followed by a
     done ok, a barrier of count 0 and a progress; then a progress every every_s until `until` is set."""

@@ -131,6 +131,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
     rank is asked where it is, then the group is stopped. KeyboardInterrupt passes through (w holds what is
     running)."""
     last_change, last_seen, written = time.time(), None, 0.0
+    started = last_change
     behind = LeftBehind(hub.done_count, plan, started=last_change)
     while proc.poll() is None:
         time.sleep(0.5)
@@ -139,7 +140,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
         if w.hub_stopped is not None:  # the ranks lost bench: that, not their orphaning, is why the launch ends
             w.strays = stop_group(proc, launcher=lp.launcher)
             return
-        prog = hub.progress
+        prog = hub.progress  # checked and flat (bench.core.conversation.words): dumped, drawn, never raises
         marker = (prog or {}).get("time")
         now = time.time()
         if marker != last_seen:
@@ -150,8 +151,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
                     write_json_atomic(os.path.join(run_dir, "progress.json"), prog)
             if prog and on_progress is not None:
                 on_progress(prog)
-        elif (left := behind.hung(now, last_change)) or now - last_change > (timeout if last_seen is not None
-                                                                              else startup):
+        elif (left := behind.hung(now, last_change)) or _silent(hub, now, started, timeout, startup):
             w.hung, w.fired = True, now
             if left:
                 w.waited = now - max(last_change, behind.last_done or 0.0)
@@ -162,6 +162,14 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
             w.strays = stop_group(proc, launcher=lp.launcher)
             w.timeline["stopped"] = time.time() - w.fired
             return
+
+
+def _silent(hub: Hub, now: float, started: float, timeout: float, startup: float) -> bool:
+    """Whether a rank the watch waits on stopped: of the running ranks that told bench their progress, the one
+    heard from longest ago, silent past `timeout` (one rank's steps never hide another's hang); before any did,
+    the launch silent past `startup`."""
+    oldest = hub.oldest_progress()
+    return now - oldest > timeout if oldest is not None else now - started > startup
 
 
 def _flight(run_dir: str, plan: dict[str, Any], w: _Watch) -> dict[str, Any] | None:

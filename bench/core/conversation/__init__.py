@@ -46,6 +46,12 @@ with its reason (measured 2026-12-06 on this project's runs):
   rank's done report 0.8 KB, a successful rank's figures 8.2 KB (a file,
   not a message). torch's TCPStore caps a value at 8 MiB. A rank never
   sends more: the phone cuts its own (phone.fit).
+- What bench keeps of a rank's words: checked copies about that rank
+  alone (words.py: a flat progress under 1 KB, a report under 8 KB, the
+  latest answer to each stack request, 9.9 KB in real runs), at most
+  words.KEPT_MAX 512 KiB a rank (then it is dropped): a line of 1 MiB
+  keeps what its schema allows, not its length. The watchdog's liveness
+  is each running rank's latest progress (Hub.oldest_progress).
 - MAX_HELLO 4 KiB, a line before hello: a hello is under 200 bytes.
 - HELLO_S 10 s from accept to hello: a rank sends its hello with its
   connect, and 8,000 ranks' hellos took the hub 0.9 s

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from bench.core import conversation as talk
+from bench.core.conversation import words
 from bench.core.conversation.barriers import Barriers, Full
 from bench.core.conversation.lines import Bad, number, text, whole
 from bench.core.conversation.route import reach_from
@@ -38,6 +39,10 @@ class RankState:
     report: dict[str, Any] | None = None  # a failed rank's report (the same as its ranks/rank<R>.json)
     answers: dict[str, Any] = field(default_factory=dict)  # stack request id -> answer
     peer: str = ""                        # the address its hello came from
+    progress: dict[str, Any] | None = None  # its latest progress (bench.core.conversation.words.progress)
+    progress_at: float | None = None      # when it came (time.time()): the watchdog's liveness of this rank
+    garbled: str | None = None            # the first word of its that was not one a rank sends about itself
+    kept: int = 0                         # bytes of JSON its report and answers hold (words.KEPT_MAX)
 
 
 class Hub(Wire):
@@ -96,6 +101,14 @@ class Hub(Wire):
         """How many ranks told bench they ended well."""
         with self._cv:
             return sum(1 for s in self.ranks.values() if s.status == "ok")
+
+    def oldest_progress(self) -> float | None:
+        """The watchdog's liveness (bench.launch.execute): of the ranks still running that told bench their
+        progress, when the one heard from longest ago last did (time.time()); None before any did. One rank's
+        progress never hides another's hang."""
+        with self._cv:
+            times = [s.progress_at for s in self.ranks.values() if s.status is None and s.progress_at is not None]
+        return min(times) if times else None
 
     def ask(self, ranks: list[int], wait_s: float) -> tuple[str, dict[int, Any]]:
         """Send a stack request to these ranks; (its id, the answers that came within wait_s)."""
@@ -167,14 +180,11 @@ class Hub(Wire):
             if op == "started":
                 self.ranks[rank].started_at = number(msg, "at")
             elif op == "progress":
-                if isinstance(msg.get("progress"), dict):
-                    self.progress = msg["progress"]
-                else:
-                    self._note(c.peer, f"rank {rank}: a progress that is not an object, ignored")
+                self._progress(c, rank, msg.get("progress"))
             elif op == "stacks":
                 request = text(msg, "request", 64)
-                if request in self._asked and isinstance(msg.get("answer"), dict):
-                    self.ranks[rank].answers[request] = msg["answer"]
+                if request in self._asked:
+                    self._answer(c, rank, request, msg.get("answer"))
             elif op == "done":
                 self._done(c, rank, msg)
             elif op == "enter":
@@ -203,13 +213,50 @@ class Hub(Wire):
             self._push(c, _WELCOME)  # the rank dials again until it has this (phone.dial)
             self._cv.notify_all()
 
+    def _garbled(self, c: Conn, rs: RankState, what: str) -> None:
+        """A word of c's rank that is not one a rank sends about itself: the rank's, in the log and its record."""
+        self._note(c.peer, f"rank {c.rank}: {what}")
+        if rs.garbled is None:
+            rs.garbled = what
+
+    def _keep(self, c: Conn, rs: RankState, value: Any, was: Any = None) -> bool:
+        """Account for value kept for rs (in place of was); False (and c dropped) past words.KEPT_MAX."""
+        size = len(line(value)) - (len(line(was)) if was is not None else 0)
+        if rs.kept + size > words.KEPT_MAX:
+            self._drop(c, f"dropped: what bench keeps of its words would pass {words.KEPT_MAX} bytes")
+            return False
+        rs.kept += size
+        return True
+
+    def _progress(self, c: Conn, rank: int, raw: Any) -> None:
+        rs = self.ranks[rank]
+        try:
+            rs.progress = words.progress(raw)  # flat and small: replaced, never accumulated
+        except Bad as e:
+            return self._garbled(c, rs, f"a progress that is not one a rank sends ({e}), ignored")
+        rs.progress_at = time.time()
+        self.progress = rs.progress
+
+    def _answer(self, c: Conn, rank: int, request: str, raw: Any) -> None:
+        rs = self.ranks[rank]
+        got, garbled = words.answer(raw, rank, rs.host, request)
+        if garbled is not None:
+            self._garbled(c, rs, garbled)
+        if self._keep(c, rs, got, rs.answers.get(request)):
+            rs.answers[request] = got
+
     def _done(self, c: Conn, rank: int, msg: dict[str, Any]) -> None:
-        status, report = msg.get("status"), msg.get("report")
-        if status not in _STATUSES or not (report is None or isinstance(report, dict)):
-            raise Bad(f"done: status {str(status)[:20]!r} or its report is not one a rank sends")
+        status, raw = msg.get("status"), msg.get("report")
+        if status not in _STATUSES:
+            raise Bad(f"done: status {str(status)[:20]!r} is not one a rank sends")
         rs = self.ranks[rank]
         if rs.status is None:
-            rs.status, rs.report = status, report
+            report, garbled = words.report(raw, rank, rs.host, status)
+            if garbled is not None:
+                self._garbled(c, rs, garbled)
+            rs.status = status
+            if report is not None and self._keep(c, rs, report):
+                rs.report = report
             self.barriers.ended_now(rank)
         else:
             self._note(c.peer, f"rank {rank}: a second done ({status}), ignored")
