@@ -30,6 +30,7 @@ from typing import Any, Callable
 from bench.cluster.remote import raise_open_files
 from bench.core import storage
 from bench.core.conversation.hub import Hub, RankState
+from bench.core.conversation.planned import planned
 from bench.core.errors import RunFailed, StorageFailed
 from bench.core.results import write_json_atomic
 from bench.launch import flight_dumps, memcg, records, stacks, strays
@@ -238,7 +239,7 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     # The ranks dial this hub as they start, and stop by themselves once it is gone (bench.core.conversation).
     try:
         opened = Hub.open(run_dir, toward=[lp.master_addr, *(plan.get("resources") or {})],
-                          world=max(1, int(plan.get("world_size") or 0)))
+                          world=max(1, int(plan.get("world_size") or 0)), barriers=planned(plan))
     except (OSError, StorageFailed) as e:  # nothing of the hub is left open (Hub.open)
         log.close()
         if isinstance(e, StorageFailed):

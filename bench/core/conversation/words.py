@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.core.conversation.lines import Bad
 
-MAX_ERROR = 2000       # a failed rank's error line (bench.worker.bootstrap cuts its first line; torch's are < 1 KB)
+MAX_ERROR = 4096       # a failed rank's error line (its first line; torch's are < 1 KB; phone.fit cuts at 4 KiB)
 MAX_IN_FLIGHT = 64     # collectives a rank has in flight at once (a few: one per group)
 MAX_THREADS = 32       # a stack answer's threads (4 in a real rank: main, the phone's reader and answer, gloo's)
 MAX_FRAMES = 60        # per thread (bench.worker.stall keeps the 60 innermost)
@@ -143,6 +143,8 @@ def report(raw: Any, rank: int, host: str, status: str) -> tuple[dict[str, Any] 
         out["error"] = _str(v.get("error"), "its error", MAX_ERROR) or ""
         if v.get("at") is not None:
             out["at"] = position(v["at"])
+        if isinstance(v.get("cut"), str):  # the phone cut it to fit MAX_LINE (phone.fit) and said so
+            out["cut"] = v["cut"][:200]
         return out, None
     except Bad as e:
         garbled = f"rank {rank} on {host} sent a report that {e}" if str(e).startswith("is not about") else \
