@@ -239,7 +239,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     # The ranks dial this hub as they start, and stop by themselves once it is gone (bench.core.conversation).
     try:
         opened = Hub.open(run_dir, toward=[lp.master_addr, *(plan.get("resources") or {})],
-                          world=max(1, int(plan.get("world_size") or 0)), barriers=planned(plan))
+                          world=max(1, int(plan.get("world_size") or 0)), barriers=planned(plan),
+                          start_s=startup)
     except (OSError, StorageFailed) as e:  # nothing of the hub is left open (Hub.open)
         log.close()
         if isinstance(e, StorageFailed):

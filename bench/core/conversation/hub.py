@@ -22,7 +22,7 @@ from bench.core.conversation import words
 from bench.core.conversation.barriers import Barriers, Refused
 from bench.core.conversation.lines import Bad, number, text, whole
 from bench.core.conversation.route import reach_from
-from bench.core.conversation.wire import Conn, Wire, line
+from bench.core.conversation.wire import Conn, Wire, escape, line
 from bench.core.results import write_json_atomic
 
 _WELCOME = line({"op": "welcome"})
@@ -66,16 +66,17 @@ class Hub(Wire):
 
     @classmethod
     def open(cls, run_dir: str, toward: str | Sequence[str] = "127.0.0.1", world: int = 1,
-             beat_s: float = talk.BEAT_S, barriers: dict[str, bool] | None = None) -> Hub:
+             beat_s: float = talk.BEAT_S, barriers: dict[str, bool] | None = None, start_s: float = 0.0) -> Hub:
         """Listen where the ranks on the hosts `toward` reach this machine (master address first), write hub.json
         (0600: the token is the user's who runs bench), start the thread. barriers: the launch's, from its plan
-(bench.core.conversation.planned), the only ones its ranks may enter. OSError: it could not listen;
+(bench.core.conversation.planned), the only ones its ranks may enter. start_s: its start timeout, how long a
+rank whose connection a flood closes dials again (Phone.dial). OSError: it could not listen;
         StorageFailed: hub.json could not be written. Nothing is left open either way."""
         hub = cls(run_dir, reach_from([toward] if isinstance(toward, str) else toward), world, beat_s, barriers)
         try:
             # Written once, before any rank starts: no client has looked its name up yet, so no cache says missing.
             write_json_atomic(os.path.join(run_dir, talk.NAME), {"addr": hub.addr, "port": hub.port,
-                                                                 "token": hub.token}, mode=0o600)
+                                                                 "token": hub.token, "start_s": start_s}, mode=0o600)
             hub._note(f"{hub.addr}:{hub.port}", f"listening for {world} rank(s)")
             hub._thread.start()
         except BaseException:
@@ -200,8 +201,11 @@ class Hub(Wire):
         token = msg.get("token")
         if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
             raise Bad("a hello without this launch's token")
+        c.known = True
         rank = whole(msg, "rank", 0, self.world - 1)
         host, pid = text(msg, "host", 255), whole(msg, "pid", 0, 2 ** 31 - 1)
+        if escape(host) != host:  # a host name has none: ranks.json and hub.log take the hello's host as it is
+            raise Bad(f"hello: host {escape(host)[:80]!r} has control characters")
         with self._cv:
             if (was := self.ranks.get(rank)) is not None:
                 self._note(c.peer, f"refused: a second hello for rank {rank} (it said hello from {was.peer}, "
