@@ -252,6 +252,7 @@ def test_a_rank_whose_connection_closes_before_the_welcome_dials_again(tmp_path)
     def serve():
         for answer in (b"", b'{"op": "welcome"}\n'):
             conn, _ = server.accept()
+            conn.sendall(b'{"op": "hub", "nonce": "n"}\n')  # the hub's greeting (its nonce)
             heard.append(conn.recv(4096))
             conn.sendall(answer)
             if not answer:

@@ -68,7 +68,8 @@ def test_a_newline_in_a_hello_s_host_forges_no_log_line_and_no_record(run_dir):
         seen = []
         for _ in range(2):
             s = hostile._connect(hub.addr, hub.port)
-            s.sendall(hostile._lines({"op": "hello", "token": hub.token, "rank": 0, "host": forged, "pid": 1}))
+            s.sendall(hostile.proved(hostile._lines({"op": "hello", "token": hub.token, "rank": 0, "host": forged,
+                                                     "pid": 1}), hostile.greeting(s)))
             seen.append(_closed(s, 1.0))
             s.close()
         log = _log(hub, run_dir)
@@ -90,7 +91,8 @@ def test_1000_newline_strangers_leave_the_ranks_evidence_in_the_log(run_dir):
             for s in socks:
                 s.close()
         forger = hostile._connect(hub.addr, hub.port)
-        forger.sendall(hostile._lines({"op": "hello", "token": hub.token, "rank": 9, "host": "forger", "pid": 1}))
+        forger.sendall(hostile.proved(hostile._lines({"op": "hello", "token": hub.token, "rank": 9, "host": "forger",
+                                                      "pid": 1}), hostile.greeting(forger)))
         me = "%s:%d" % forger.getsockname()[:2]
         assert hostile._answer(forger, 2) == "closed"
         zero = Phone.dial(str(run_dir), 0, "node0")
@@ -148,7 +150,13 @@ def test_a_hello_50_ms_after_its_connect_is_welcomed_during_a_flood(run_dir, mon
         for rank in range(5):
             s = _from("127.0.0.1", hub)
             time.sleep(0.05)
-            s.sendall(hostile._lines({"op": "hello", "token": hub.token, "rank": rank, "host": "n", "pid": 1}))
+            s.settimeout(5)
+            try:
+                s.sendall(hostile.proved(hostile._lines({"op": "hello", "token": hub.token, "rank": rank, "host": "n",
+                                                         "pid": 1}), hostile.greeting(s)))
+            except OSError:
+                seen.append("closed")
+                continue
             s.settimeout(5)
             try:
                 seen.append(json.loads(s.recv(4096).split(b"\n")[0] or b"{}").get("op"))
@@ -173,6 +181,7 @@ def test_a_rank_whose_connections_a_flood_closes_dials_until_the_start_timeout(r
             if time.monotonic() - t0 < 1.5:
                 c.close()
                 continue
+            c.sendall(b'{"op": "hub", "nonce": "n"}\n')
             c.recv(4096)
             c.sendall(b'{"op": "welcome"}\n')
             time.sleep(0.5)

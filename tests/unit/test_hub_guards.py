@@ -55,7 +55,7 @@ def _raw(hub: Hub, data: bytes) -> tuple[str, str]:
     s = socket.create_connection((hub.addr, hub.port))
     me = "%s:%d" % s.getsockname()[:2]
     try:
-        s.sendall(data)
+        s.sendall(hostile.proved(data, hostile.greeting(s)))  # a hello with the token: as its holder sends it
     except (ConnectionResetError, BrokenPipeError):
         pass
     seen = hostile._answer(s, 5)
@@ -176,7 +176,8 @@ def test_every_field_is_checked_before_use(run_dir, hub, rank, then, why):
 def test_a_pid_that_is_not_a_number_or_a_progress_that_is_not_an_object(run_dir, hub):
     assert _raw(hub, _lines(_hello(hub, 0, pid="x")))[0] == "closed"
     s = socket.create_connection((hub.addr, hub.port))
-    s.sendall(_lines(_hello(hub, 1), {"op": "progress", "progress": [1, 2]}, {"op": "progress", "progress": "x"}))
+    s.sendall(hostile.proved(_lines(_hello(hub, 1), {"op": "progress", "progress": [1, 2]},
+                                    {"op": "progress", "progress": "x"}), hostile.greeting(s)))
     assert hostile._answer(s, 0.5) == "open", "ignored, not dropped: a rank's own word"
     assert _until(lambda: "a progress that is not one a rank sends (progress is not an object), ignored" in _log(hub, run_dir))
     assert hub.progress is None and hub.trouble() is None
@@ -188,7 +189,9 @@ def test_the_token_is_compared_in_constant_time(hub, monkeypatch):
     real = hmac.compare_digest
     monkeypatch.setattr(hmac, "compare_digest", lambda a, b: seen.append((a, b)) or real(a, b))
     assert _raw(hub, _lines({**_hello(hub, 0), "token": "0" * 32}))[0] == "closed"
-    assert seen == [(b"0" * 32, hub.token.encode())]
+    # the proofs (HMAC-SHA256, 64 hex digits) of the nonce under "000..." and under the token: never the token
+    assert len(seen) == 1 and seen[0][0] != seen[0][1] and {len(x) for x in seen[0]} == {64}
+    assert hub.token.encode() not in seen[0]
 
 
 def test_a_barrier_s_count_is_bench_s_plan_not_a_rank_s(run_dir, hub):
@@ -236,7 +239,7 @@ def test_a_peer_that_stops_reading_is_dropped_not_buffered(run_dir, hub, send_bu
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window stays small
     s.connect((hub.addr, hub.port))
-    s.sendall(_lines(_hello(hub, 0)))
+    s.sendall(hostile.proved(_lines(_hello(hub, 0)), hostile.greeting(s)))
     assert _until(lambda: 0 in hub.snapshot())
     kernel = hub._by_rank[0].sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
     assert kernel <= 2 * conversation.SNDBUF, (kernel, send_buffers)  # fixed by bench, not grown by the kernel
@@ -385,13 +388,20 @@ def test_the_route_skips_a_first_host_that_is_this_machine_s_loopback():
 
 
 _OUT_OF_FILES = r"""
-import json, os, resource, socket, sys, time
+import json, os, resource, socket, sys, threading, time
 from bench.core.conversation.hub import Hub
+from bench.core.conversation.lines import proof
 
 hub = Hub.open(sys.argv[1], world=100)
 def rank(r):
     s = socket.create_connection((hub.addr, hub.port))
-    s.sendall((json.dumps({"op": "hello", "token": hub.token, "rank": r, "host": "h", "pid": 1}) + "\n").encode())
+    def hello():  # once the hub greets it (it may be paused, not accepting)
+        got = b""
+        while not got.endswith(b"\n"):
+            got += s.recv(1)
+        said = proof(hub.token, json.loads(got)["nonce"])
+        s.sendall((json.dumps({"op": "hello", "proof": said, "rank": r, "host": "h", "pid": 1}) + "\n").encode())
+    threading.Thread(target=hello, daemon=True).start()
     return s
 def heard(n, wait=5.0):
     deadline = time.monotonic() + wait
@@ -414,7 +424,12 @@ os.close(fill.pop())
 ranks.append(rank(20))  # the hub's accept finds no descriptor left: the stranger goes, this rank comes in
 seen = {"with a stranger": heard(21)}
 stranger.settimeout(2)
-seen["stranger"] = "closed" if stranger.recv(1) == b"" else "open"
+try:
+    while stranger.recv(4096):  # its greeting, then the close
+        pass
+    seen["stranger"] = "closed"
+except OSError:
+    seen["stranger"] = "open"
 os.close(fill.pop())
 ranks.append(rank(21))  # none left, and no stranger to close: the hub pauses accepting
 time.sleep(0.3)

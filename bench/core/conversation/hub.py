@@ -3,7 +3,8 @@
     with Hub.open(run_dir, toward=[master_addr, *hosts], world=8) as hub: ...
 
 Only a rank speaks for itself: a connection is a stranger (bench.core.conversation.wire) until its first line
-is a hello with the launch's token (compared in constant time) and a rank in 0..world-1 that has not said hello
+is a hello that proves the launch's token (HMAC-SHA256 of the nonce the hub greeted that connection with, under
+the token, compared in constant time: seeing a hello gives nothing) and a rank in 0..world-1 that has not said hello
 before; from then on it speaks for that rank alone (started, progress, done, barriers, stack answers), and every
 field is checked for its type and range before use. A message that breaks a rule drops its connection alone.
 """
@@ -20,7 +21,7 @@ from typing import Any, Callable, Sequence
 from bench.core import conversation as talk
 from bench.core.conversation import words
 from bench.core.conversation.barriers import Barriers, Refused
-from bench.core.conversation.lines import Bad, number, text, whole
+from bench.core.conversation.lines import Bad, number, proof, text, whole
 from bench.core.conversation.route import reach_from
 from bench.core.conversation.wire import Conn, Wire, escape, line
 from bench.core.results import write_json_atomic
@@ -144,6 +145,9 @@ rank whose connection a flood closes dials again (Phone.dial). OSError: it could
 
     # -- the hub's thread -----------------------------------------------------------------------------------------
 
+    def _greet(self, c: Conn) -> None:
+        self._push(c, line({"op": "hub", "nonce": c.nonce}))
+
     def _periodic(self, now: float) -> None:
         if now >= self._next_beat:
             self._beats += 1
@@ -198,9 +202,9 @@ rank whose connection a flood closes dials again (Phone.dial). OSError: it could
             self._cv.notify_all()
 
     def _hello(self, c: Conn, msg: dict[str, Any]) -> None:
-        token = msg.get("token")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
-            raise Bad("a hello without this launch's token")
+        said = msg.get("proof")  # HMAC(token, this connection's nonce): the token itself never crosses the network
+        if not isinstance(said, str) or not hmac.compare_digest(said.encode(), proof(self.token, c.nonce).encode()):
+            raise Bad("a hello without this launch's proof (HMAC of the hub's nonce under its token)")
         c.known = True
         rank = whole(msg, "rank", 0, self.world - 1)
         host, pid = text(msg, "host", 255), whole(msg, "pid", 0, 2 ** 31 - 1)

@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable
 
 from bench.core import conversation as talk
-from bench.core.conversation.lines import Bad, Lines, TooLong, parse
+from bench.core.conversation.lines import Bad, Lines, TooLong, parse, proof
 
 # This process's phone, once bootstrap dialled (bench.worker.barrier and the progress writers use it).
 CURRENT: Phone | None = None
@@ -107,7 +107,6 @@ class Phone:
         except (OSError, ValueError) as e:
             raise OSError(f"cannot read {os.path.join(run_dir, talk.NAME)}: {e}") from None
         where = f"[{hub['addr']}]:{hub['port']}" if ":" in str(hub["addr"]) else f"{hub['addr']}:{hub['port']}"
-        hello = _line({"op": "hello", "token": hub["token"], "rank": rank, "host": host, "pid": os.getpid()})
         deadline = time.monotonic() + wait_s
         start_s = hub.get("start_s")  # the launch's start timeout: a flood that closes this rank's connections
         start_s = float(start_s) if type(start_s) in (int, float) and 0 < start_s < 1e6 else 0.0  # delays it only
@@ -119,8 +118,13 @@ class Phone:
                 reached = True
                 try:
                     sock.settimeout(max(0.5, min(talk.HELLO_S, flooded - time.monotonic())))
-                    sock.sendall(hello)
-                    answer = _first_line(sock)
+                    greeting = _first_line(sock)  # the hub's nonce: the hello proves the token, never sends it
+                    nonce = greeting.get("nonce") if greeting.get("op") == "hub" else None
+                    answer = {}
+                    if isinstance(nonce, str):
+                        sock.sendall(_line({"op": "hello", "proof": proof(str(hub["token"]), nonce[:64]), "rank": rank,
+                                            "host": host, "pid": os.getpid()}))
+                        answer = _first_line(sock)
                 except BaseException:
                     sock.close()
                     raise

@@ -24,6 +24,7 @@ import errno
 import json
 import os
 import queue
+import secrets
 import selectors
 import socket
 import threading
@@ -54,12 +55,13 @@ def line(msg: dict[str, Any]) -> bytes:
 
 
 class Conn:
-    __slots__ = ("sock", "addr", "peer", "lines", "out", "rank", "since", "writing", "known")
+    __slots__ = ("sock", "addr", "peer", "lines", "out", "rank", "since", "writing", "known", "nonce")
 
     def __init__(self, sock: socket.socket, peer: Any):
         self.sock, self.since, self.out, self.writing = sock, time.monotonic(), bytearray(), False
         self.rank: int | None = None
-        self.known = False  # its hello held the launch's token: its lines are not a stranger's
+        self.known = False  # its hello proved the launch's token: its lines are not a stranger's
+        self.nonce = secrets.token_hex(16)  # the hub's greeting: its hello answers HMAC(token, nonce)
         self.addr = str(peer[0])
         self.peer = f"[{self.addr}]:{peer[1]}" if ":" in self.addr else f"{self.addr}:{peer[1]}"
         self.lines = Lines(talk.MAX_HELLO)
@@ -103,6 +105,9 @@ class Wire:
 
     def _periodic(self, now: float) -> None:
         """Beats and the barriers' clocks: after every round of the loop."""
+
+    def _greet(self, c: Conn) -> None:
+        """A new connection's first line from the hub (the protocol's: its nonce)."""
 
     # -- bench's thread ---------------------------------------------------------------------------------------------
 
@@ -229,6 +234,7 @@ class Wire:
             self._sel.register(sock, _R, c)
             if (gone := self._pending.add(c)) is not None:
                 self._drop(gone[0], f"closed: connections without a hello, {gone[1]}: the oldest goes")
+            self._greet(c)
 
     def _drop(self, c: Conn, why: str | None) -> None:
         if self._conns.pop(c.sock, None) is None:
