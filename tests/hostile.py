@@ -116,6 +116,51 @@ def _lines(*msgs: dict) -> bytes:
     return b"".join((json.dumps(m) + "\n").encode() for m in msgs)
 
 
+def greeting(s: socket.socket) -> str:
+    """The hub's first line on a new connection: its nonce for this connection's hello."""
+    got = b""
+    while b"\n" not in got:
+        data = s.recv(1)  # one byte at a time: nothing after the greeting is read here
+        if not data:
+            raise ConnectionError("the hub closed the connection before its greeting")
+        got += data
+    return json.loads(got)["nonce"]
+
+
+def proved(data: bytes, nonce: str) -> bytes:
+    """data with each hello's "token" replaced by what a holder of it sends: its proof for this nonce (other lines,
+    JSON or not, as they are)."""
+    from bench.core.conversation.lines import proof
+    out = []
+    for line in data.split(b"\n"):
+        try:
+            msg = json.loads(line) if b'"hello"' in line else None
+        except (ValueError, RecursionError):
+            msg = None
+        if isinstance(msg, dict) and msg.get("op") == "hello" and isinstance(msg.get("token"), str):
+            msg["proof"] = proof(msg.pop("token"), nonce)
+            line = json.dumps(msg).encode()
+        out.append(line)
+    return b"\n".join(out)
+
+
+def as_rank(addr: str, port: int, token: str, rank: int, host: str, *msgs: dict) -> socket.socket:
+    """A connection that said hello as `rank` on `host` (welcomed), then sent msgs: what any rank, or anyone who
+    holds the token, can say."""
+    s = _connect(addr, port)
+    s.sendall(proved(_lines({"op": "hello", "token": token, "rank": rank, "host": host, "pid": 1}), greeting(s)))
+    got = b""
+    while b"\n" not in got:
+        data = s.recv(4096)
+        if not data:
+            raise ConnectionError(f"the hub closed rank {rank}'s connection before its welcome")
+        got += data
+    assert json.loads(got.split(b"\n", 1)[0]).get("op") == "welcome", got
+    if msgs:
+        s.sendall(_lines(*msgs))
+    return s
+
+
 def with_token(addr: str, port: int, token: str, world: int, until: threading.Event, every_s: float = 0.1) -> dict:
     """A forger who read hub.json: a hello for every rank of the world and for ranks outside it, each followed by a
     done ok, a barrier of count 0 and a progress; then a progress every every_s until `until` is set."""
@@ -125,17 +170,17 @@ def with_token(addr: str, port: int, token: str, world: int, until: threading.Ev
     seen: dict = {}
     for rank in (*range(world), world, world + 7, -1):
         s = _connect(addr, port)
-        s.sendall(_lines(hello(rank), {"op": "done", "status": "ok", "report": None},
+        s.sendall(proved(_lines(hello(rank), {"op": "done", "status": "ok", "report": None},
                          {"op": "enter", "barrier": "steps", "count": 0, "per_rank": True},
-                         {"op": "progress", "progress": {"step": 10 ** 6, "time": time.time()}}))
+                         {"op": "progress", "progress": {"step": 10 ** 6, "time": time.time()}}), greeting(s)))
         seen[f"hello {rank}"] = _answer(s, 10)
         s.close()
     sent = 0
     while not until.wait(every_s):
         try:
             with _connect(addr, port) as s:
-                s.sendall(_lines(hello(sent % world), {"op": "progress", "progress": {"step": 10 ** 6 + sent,
-                                                                                     "time": time.time()}}))
+                s.sendall(proved(_lines(hello(sent % world), {"op": "progress", "progress": {
+                    "step": 10 ** 6 + sent, "time": time.time()}}), greeting(s)))
             sent += 1
         except OSError:  # the launch ended: its hub is gone
             break

@@ -41,8 +41,8 @@ def measured(report: dict[str, Any]) -> bool:
     """Whether a failed rank was measured before it failed (its GPU's fault, a FAIL) or not (nothing is known of
     its GPU: validate's ERROR): it trained a step, or ran out of memory (the GPU had less than the model needs);
     not where its own report could not be written (bench's storage, not the GPU)."""
-    if str(report.get("error") or "").startswith("StorageFailed"):
-        return False
+    if str(report.get("error") or "").startswith("StorageFailed") or report.get("garbled"):
+        return False  # a garbled report is its rank's word that it sent one, not a measure of its GPU
     return report.get("status") == "oom" or bool(((report.get("at") or {}).get("step") or 0) > 0)
 
 

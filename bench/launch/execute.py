@@ -30,6 +30,7 @@ from typing import Any, Callable
 from bench.cluster.remote import raise_open_files
 from bench.core import storage
 from bench.core.conversation.hub import Hub, RankState
+from bench.core.conversation.planned import planned
 from bench.core.errors import RunFailed, StorageFailed
 from bench.core.results import write_json_atomic
 from bench.launch import flight_dumps, memcg, records, stacks, strays
@@ -131,6 +132,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
     rank is asked where it is, then the group is stopped. KeyboardInterrupt passes through (w holds what is
     running)."""
     last_change, last_seen, written = time.time(), None, 0.0
+    started = last_change
     behind = LeftBehind(hub.done_count, plan, started=last_change)
     while proc.poll() is None:
         time.sleep(0.5)
@@ -139,7 +141,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
         if w.hub_stopped is not None:  # the ranks lost bench: that, not their orphaning, is why the launch ends
             w.strays = stop_group(proc, launcher=lp.launcher)
             return
-        prog = hub.progress
+        prog = hub.progress  # checked and flat (bench.core.conversation.words): dumped, drawn, never raises
         marker = (prog or {}).get("time")
         now = time.time()
         if marker != last_seen:
@@ -150,8 +152,7 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
                     write_json_atomic(os.path.join(run_dir, "progress.json"), prog)
             if prog and on_progress is not None:
                 on_progress(prog)
-        elif (left := behind.hung(now, last_change)) or now - last_change > (timeout if last_seen is not None
-                                                                              else startup):
+        elif (left := behind.hung(now, last_change)) or _silent(hub, now, started, timeout, startup):
             w.hung, w.fired = True, now
             if left:
                 w.waited = now - max(last_change, behind.last_done or 0.0)
@@ -162,6 +163,14 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
             w.strays = stop_group(proc, launcher=lp.launcher)
             w.timeline["stopped"] = time.time() - w.fired
             return
+
+
+def _silent(hub: Hub, now: float, started: float, timeout: float, startup: float) -> bool:
+    """Whether a rank the watch waits on stopped: of the running ranks that told bench their progress, the one
+    heard from longest ago, silent past `timeout` (one rank's steps never hide another's hang); before any did,
+    the launch silent past `startup`."""
+    oldest = hub.oldest_progress()
+    return now - oldest > timeout if oldest is not None else now - started > startup
 
 
 def _flight(run_dir: str, plan: dict[str, Any], w: _Watch) -> dict[str, Any] | None:
@@ -230,7 +239,8 @@ def execute(lp: LaunchPlan, run_dir: str, *, timeout: float,
     # The ranks dial this hub as they start, and stop by themselves once it is gone (bench.core.conversation).
     try:
         opened = Hub.open(run_dir, toward=[lp.master_addr, *(plan.get("resources") or {})],
-                          world=max(1, int(plan.get("world_size") or 0)))
+                          world=max(1, int(plan.get("world_size") or 0)), barriers=planned(plan),
+                          start_s=startup)
     except (OSError, StorageFailed) as e:  # nothing of the hub is left open (Hub.open)
         log.close()
         if isinstance(e, StorageFailed):

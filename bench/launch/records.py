@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from bench.core.conversation import words
 from bench.core.conversation.hub import RankState
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
@@ -89,8 +90,10 @@ def rank_reports(run_dir: str, ranks: dict[int, RankState], world: int) -> list[
             got = _load(os.path.join(run_dir, "ranks", f"rank{rank}.json"))
         except (OSError, ValueError):
             continue
-        if isinstance(got, dict):
-            out.append(got)
+        if isinstance(got, dict):  # the rank of its name, never the one it says (bench.core.conversation.words)
+            status = got.get("status") if got.get("status") in ("failed", "oom") else "failed"
+            host = state.host if state is not None else str(got.get("host") or "?")[:255]
+            out.append(words.report(got, rank, host, status)[0] or {})
     return out
 
 
@@ -114,7 +117,7 @@ def make_dirs(run_dir: str, plan: dict[str, Any]) -> None:
 def keep_ranks(run_dir: str, ranks: dict[int, RankState]) -> None:
     """ranks.json: each rank's host, pid, the address its hello came from, when it said hello and began measuring,
     and how it ended (for a person, and for bench validate's start-up time); never fatal."""
-    doc = {str(r): {k: v for k, v in asdict(s).items() if k not in ("answers", "report")} for r, s in sorted(ranks.items())}
+    doc = {str(r): {k: v for k, v in asdict(s).items() if k not in ("answers", "report", "progress", "kept")} for r, s in sorted(ranks.items())}
     try:
         write_json_atomic(os.path.join(run_dir, "ranks.json"), doc)
     except Exception:  # noqa: BLE001 - the records matter more; storage.problem names a full disk

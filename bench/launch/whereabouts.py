@@ -123,7 +123,9 @@ def entry(rank: int, host: str, pid: int, answer: dict[str, Any] | None, report:
     fv = _flight_view(flight, rank)
     if fv is not None:
         e["flight_recorder"] = fv
-    if answer is not None:
+    if answer is not None and answer.get("garbled"):  # its own word, and nothing of it read as a place
+        e.update(at="garbled", source="stack", garbled=answer["garbled"])
+    elif answer is not None:
         pos = answer.get("position") or {}
         e.update(step=pos.get("step"), last_seq=pos.get("seq"), source="stack")
         frame = innermost(answer)
@@ -176,6 +178,8 @@ def describe(e: dict[str, Any], waited: dict[str, Any] | None) -> str:
         return f"{who} was in {c['op']} #{c['seq']}" + (f", behind the others (#{waited['seq']})" if behind else "")
     if e["at"] == "ended":
         return f"{who} had ended: {e.get('error') or 'with no error'}"
+    if e["at"] == "garbled":
+        return str(e["garbled"])
     if e.get("host_unreachable"):
         return f"{who} did not answer: its host stopped answering ({e['host_unreachable']})"
     state = e.get("process_state")  # "T (stopped)": the letter of /proc/PID/stat, in words

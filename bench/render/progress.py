@@ -14,6 +14,12 @@ from typing import Any
 
 
 
+def _count(v: Any) -> int:
+    """A progress's step, total or epoch as the bar draws it: 0 for what is not a count (a progress is a rank's
+    word: bench.core.conversation.words checks it, and a bar never raises for one)."""
+    return v if type(v) is int and v >= 0 else 0
+
+
 class StepBar:
     """A run's steps, epoch and loss as a rich bar on a terminal (nothing elsewhere); fed by execute's on_progress."""
 
@@ -33,9 +39,11 @@ class StepBar:
             return
         if self.task is None:
             self.bar.start()
-            self.task = self.bar.add_task("run", total=prog["total"], loss="-", epoch="-")
-        self.bar.update(self.task, completed=prog["step"], loss=f"{prog['loss']:.3f}",
-                        epoch=f"{prog.get('epoch', '-')}/{prog.get('epochs', '-')}")
+            self.task = self.bar.add_task("run", total=_count(prog.get("total")) or None, loss="-", epoch="-")
+        loss = prog.get("loss")
+        self.bar.update(self.task, completed=_count(prog.get("step")),
+                        loss=f"{loss:.3f}" if isinstance(loss, (int, float)) and not isinstance(loss, bool) else "-",
+                        epoch=f"{_count(prog.get('epoch')) or '-'}/{_count(prog.get('epochs')) or '-'}")
 
     def close(self) -> None:
         if self.bar is not None and self.task is not None:

@@ -38,7 +38,7 @@ def _until(cond, s: float = 5.0) -> bool:
 
 def test_the_run_directory_holds_only_the_address_and_ranks_say_hello(tmp_path, hub):
     assert sorted(p.name for p in tmp_path.iterdir()) == [conversation.NAME]
-    assert set(json.loads((tmp_path / conversation.NAME).read_text())) == {"addr", "port", "token"}
+    assert set(json.loads((tmp_path / conversation.NAME).read_text())) == {"addr", "port", "token", "start_s"}
     phones = [_dial(tmp_path, r) for r in range(3)]
     assert _until(lambda: len(hub.snapshot()) == 3)
     assert {r: s.host for r, s in hub.snapshot().items()} == {0: "node0", 1: "node1", 2: "node2"}
@@ -252,6 +252,7 @@ def test_a_rank_whose_connection_closes_before_the_welcome_dials_again(tmp_path)
     def serve():
         for answer in (b"", b'{"op": "welcome"}\n'):
             conn, _ = server.accept()
+            conn.sendall(b'{"op": "hub", "nonce": "n"}\n')  # the hub's greeting (its nonce)
             heard.append(conn.recv(4096))
             conn.sendall(answer)
             if not answer:

@@ -55,7 +55,7 @@ def _raw(hub: Hub, data: bytes) -> tuple[str, str]:
     s = socket.create_connection((hub.addr, hub.port))
     me = "%s:%d" % s.getsockname()[:2]
     try:
-        s.sendall(data)
+        s.sendall(hostile.proved(data, hostile.greeting(s)))  # a hello with the token: as its holder sends it
     except (ConnectionResetError, BrokenPipeError):
         pass
     seen = hostile._answer(s, 5)
@@ -106,7 +106,8 @@ def test_idle_strangers_are_closed_after_hello_s_and_the_oldest_past_max_pending
     with Hub.open(str(run_dir), world=1) as hub:
         assert hostile._hold(hub.addr, hub.port, 20, 1.5) == {"held": 20, "closed_by_hub": 12}
         _still_serves(hub, run_dir)
-        assert "connections without a hello, 8 in all: the oldest goes" in _log(hub, run_dir)
+        assert "connections without a hello, 8 in all, and the most of them from 127.0.0.1: the oldest goes" \
+            in _log(hub, run_dir)
 
 
 def _strangers_from(addr: str, hub: Hub, n: int) -> list[socket.socket]:
@@ -158,7 +159,6 @@ def test_only_a_rank_speaks_for_itself(run_dir, hub):
     (0, b'{"op": "started", "at": 1e400}\n', "started: at inf"),             # json.loads reads infinity
     (0, {"op": "enter", "barrier": "steps", "per_rank": "yes"}, "per_rank is not a boolean"),
     (0, {"op": "done", "status": "great", "report": None}, "done: status 'great'"),
-    (0, {"op": "done", "status": "ok", "report": [1]}, "or its report is not one"),
     (0, {"op": "stacks", "request": ["x"], "answer": {}}, "request is not a string"),
     (0, {"op": "spoof"}, "unknown op 'spoof'"),
 ])
@@ -176,9 +176,10 @@ def test_every_field_is_checked_before_use(run_dir, hub, rank, then, why):
 def test_a_pid_that_is_not_a_number_or_a_progress_that_is_not_an_object(run_dir, hub):
     assert _raw(hub, _lines(_hello(hub, 0, pid="x")))[0] == "closed"
     s = socket.create_connection((hub.addr, hub.port))
-    s.sendall(_lines(_hello(hub, 1), {"op": "progress", "progress": [1, 2]}, {"op": "progress", "progress": "x"}))
+    s.sendall(hostile.proved(_lines(_hello(hub, 1), {"op": "progress", "progress": [1, 2]},
+                                    {"op": "progress", "progress": "x"}), hostile.greeting(s)))
     assert hostile._answer(s, 0.5) == "open", "ignored, not dropped: a rank's own word"
-    assert _until(lambda: "a progress that is not an object, ignored" in _log(hub, run_dir))
+    assert _until(lambda: "a progress that is not one a rank sends (progress is not an object), ignored" in _log(hub, run_dir))
     assert hub.progress is None and hub.trouble() is None
     s.close()
 
@@ -188,7 +189,9 @@ def test_the_token_is_compared_in_constant_time(hub, monkeypatch):
     real = hmac.compare_digest
     monkeypatch.setattr(hmac, "compare_digest", lambda a, b: seen.append((a, b)) or real(a, b))
     assert _raw(hub, _lines({**_hello(hub, 0), "token": "0" * 32}))[0] == "closed"
-    assert seen == [(b"0" * 32, hub.token.encode())]
+    # the proofs (HMAC-SHA256, 64 hex digits) of the nonce under "000..." and under the token: never the token
+    assert len(seen) == 1 and seen[0][0] != seen[0][1] and {len(x) for x in seen[0]} == {64}
+    assert hub.token.encode() not in seen[0]
 
 
 def test_a_barrier_s_count_is_bench_s_plan_not_a_rank_s(run_dir, hub):
@@ -236,7 +239,7 @@ def test_a_peer_that_stops_reading_is_dropped_not_buffered(run_dir, hub, send_bu
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window stays small
     s.connect((hub.addr, hub.port))
-    s.sendall(_lines(_hello(hub, 0)))
+    s.sendall(hostile.proved(_lines(_hello(hub, 0)), hostile.greeting(s)))
     assert _until(lambda: 0 in hub.snapshot())
     kernel = hub._by_rank[0].sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
     assert kernel <= 2 * conversation.SNDBUF, (kernel, send_buffers)  # fixed by bench, not grown by the kernel
@@ -320,7 +323,8 @@ def test_the_log_is_bounded(run_dir, monkeypatch):
         for _ in range(45):
             _raw(hub, b"\n")
     lines = (run_dir / "logs" / "hub.log").read_text().splitlines()
-    assert len(lines) == 10 + 3 and lines[-1].endswith("(30 line(s) since not logged)"), lines[-3:]
+    # bench's own line, then 10 of the strangers' budget and one per 10 more
+    assert len(lines) == 1 + 10 + 3 and lines[-1].endswith("(30 stranger line(s) since not logged)"), lines[-3:]
 
 
 if sys.platform != "linux":
@@ -384,13 +388,20 @@ def test_the_route_skips_a_first_host_that_is_this_machine_s_loopback():
 
 
 _OUT_OF_FILES = r"""
-import json, os, resource, socket, sys, time
+import json, os, resource, socket, sys, threading, time
 from bench.core.conversation.hub import Hub
+from bench.core.conversation.lines import proof
 
 hub = Hub.open(sys.argv[1], world=100)
 def rank(r):
     s = socket.create_connection((hub.addr, hub.port))
-    s.sendall((json.dumps({"op": "hello", "token": hub.token, "rank": r, "host": "h", "pid": 1}) + "\n").encode())
+    def hello():  # once the hub greets it (it may be paused, not accepting)
+        got = b""
+        while not got.endswith(b"\n"):
+            got += s.recv(1)
+        said = proof(hub.token, json.loads(got)["nonce"])
+        s.sendall((json.dumps({"op": "hello", "proof": said, "rank": r, "host": "h", "pid": 1}) + "\n").encode())
+    threading.Thread(target=hello, daemon=True).start()
     return s
 def heard(n, wait=5.0):
     deadline = time.monotonic() + wait
@@ -413,7 +424,12 @@ os.close(fill.pop())
 ranks.append(rank(20))  # the hub's accept finds no descriptor left: the stranger goes, this rank comes in
 seen = {"with a stranger": heard(21)}
 stranger.settimeout(2)
-seen["stranger"] = "closed" if stranger.recv(1) == b"" else "open"
+try:
+    while stranger.recv(4096):  # its greeting, then the close
+        pass
+    seen["stranger"] = "closed"
+except OSError:
+    seen["stranger"] = "open"
 os.close(fill.pop())
 ranks.append(rank(21))  # none left, and no stranger to close: the hub pauses accepting
 time.sleep(0.3)

@@ -50,7 +50,7 @@ def test_reports_come_from_the_connection_else_by_name_and_silent_ranks_have_non
     (tmp_path / "ranks" / "rank2.json").write_text(json.dumps({"rank": 2, "status": "failed", "error": "Orphaned"}))
     got = records.rank_reports(str(tmp_path), ranks, world=4)  # rank 3 never said hello and wrote nothing
     assert got == [{"rank": 0, "host": "node0", "status": "ok"}, ranks[1].report,
-                   {"rank": 2, "status": "failed", "error": "Orphaned"}]
+                   {"rank": 2, "host": "node2", "status": "failed", "error": "Orphaned"}]
 
 
 def test_ranks_json_and_the_folders_made_before_the_launch(tmp_path):
@@ -58,7 +58,8 @@ def test_ranks_json_and_the_folders_made_before_the_launch(tmp_path):
     ranks[0].answers["req"] = {"big": "stacks"}
     records.keep_ranks(str(tmp_path), ranks)
     assert json.loads((tmp_path / "ranks.json").read_text()) == {
-        "0": {"host": "node0", "pid": 100, "hello_at": 0.0, "started_at": None, "status": "ok", "peer": ""}}
+        "0": {"host": "node0", "pid": 100, "hello_at": 0.0, "started_at": None, "status": "ok", "peer": "",
+              "progress_at": None, "garbled": None}}
     records.make_dirs(str(tmp_path), {"independent": True, "numerics": {"spec": {}}, "copies": {"host_mb": 64}})
     assert {"logs", "ranks", "flight", "alone", "numerics", "copies"} <= {p.name for p in tmp_path.iterdir()}
     assert not (tmp_path / "burn").exists()

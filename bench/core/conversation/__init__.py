@@ -46,18 +46,27 @@ with its reason (measured 2026-12-06 on this project's runs):
   rank's done report 0.8 KB, a successful rank's figures 8.2 KB (a file,
   not a message). torch's TCPStore caps a value at 8 MiB. A rank never
   sends more: the phone cuts its own (phone.fit).
+- What bench keeps of a rank's words: checked copies about that rank
+  alone (words.py: a flat progress under 1 KB, a report under 8 KB, the
+  latest answer to each stack request, 9.9 KB in real runs), at most
+  words.KEPT_MAX 512 KiB a rank (then it is dropped): a line of 1 MiB
+  keeps what its schema allows, not its length. The watchdog's liveness
+  is each running rank's latest progress (Hub.oldest_progress).
 - MAX_HELLO 4 KiB, a line before hello: a hello is under 200 bytes.
 - HELLO_S 10 s from accept to hello: a rank sends its hello with its
   connect, and 8,000 ranks' hellos took the hub 0.9 s
   (benchmarks/hub_scale.py). OpenSSH's LoginGraceTime is the model.
 - MAX_PENDING 256 connections without a hello at once, PER_PEER 128 from
-  one address, the oldest closed past either (strangers.py): the hub reads
+  one source (an address; an IPv6 /64), the oldest of that source closed
+  past PER_PEER, and past MAX_PENDING the oldest of the source holding the
+  most (strangers.py): the hub reads
   what came before it accepts more, ACCEPT_BATCH 64 a round, so a rank's
   connection is pending for one round (a storm of 8,000 connects from one
   process included: benchmarks/hub_scale.py); 256 descriptors is a quarter
   of the 1,024 bench adds to the ranks' count when it raises its open-files
   limit. A rank whose connection closes before bench's welcome dials again
-  until DIAL_S: a flood can delay a launch, not end it sooner.
+  until its launch's start timeout (hub.json's start_s; DIAL_S where bench
+  cannot be reached at all): a flood can delay a launch, not end it.
 - MAX_OUT 64 KiB waiting to go to one peer: beats do not pile up (one
   waiting is as good as two), so what waits is a go per barrier (at most
   MAX_BARRIERS 64 of at most MAX_NAME 200 characters: under 26 KB), a
@@ -76,8 +85,12 @@ with its reason (measured 2026-12-06 on this project's runs):
   a descriptor only past STRANGER_S 1 s without a hello: a rank's comes with
   its connect, and Linux fails accept for want of a descriptor even when
   nobody waits, so the one just taken must not be the one that goes.
-- LOG_LINES 1,000 lines in logs/hub.log, then one line per thousand more:
-  a flood of strangers must not fill --out's disk.
+- LOG_LINES 1,000 lines in logs/hub.log, then one line per thousand more,
+  for strangers' lines and, apart, for bench's and the ranks' own (a hello
+  with the token is no stranger's): a flood of strangers must not fill
+  --out's disk, nor push out the evidence. Every field of a line is
+  escaped (wire.escape), and a hello whose host holds a control
+  character is refused: it never reaches ranks.json.
 - SEND_S 20 s for a rank's send to complete (ORPHAN_AFTER_S: a bench that
   reads nothing for that long is as gone as one that does not beat); a
   send cut short breaks the connection (half a line would glue to the next).

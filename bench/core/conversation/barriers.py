@@ -1,18 +1,21 @@
 """The start barriers bench's hub holds for one launch (bench.core.conversation): who is in, when each goes.
 
-    b = Barriers(world=8)
-    why = b.enter("steps", rank, per_rank=True, conn=c)     # not None: already released, go at once
+    b = Barriers(world=8, plan={"steps": True})            # bench.core.conversation.planned: name -> per_rank
+    why = b.enter("steps", rank, conn=c)                    # not None: already released, go at once; Refused
     for name, why, conns in b.judge(started=len(ranks), last_hello=t): ...   # released now: tell each conn
     b.ended_now(rank)                                       # a rank that said done, or whose connection closed
 
-A barrier's count is bench's plan, never what a rank said: the world for a
-per-rank barrier, 1 for one that rank 0 enters for its run (a launch is one
-run). It is released once `count` ranks entered or ended (a rank that ended
+A barrier's name, count and per-rank-ness are bench's plan, never what a
+rank said: the world for a per-rank barrier, 1 for one that rank 0 enters
+for its run (a launch is one run); a name the plan lacks is refused to the
+rank that entered it, and nothing else changes. It is released once `count` ranks entered or ended (a rank that ended
 before it entered counts in, so nobody waits for it), or, per rank, once
 every rank that said hello is in and none said hello for QUIET_S (ranks
 that never started); after that the launch is settled and its later
 barriers do not wait for them again. A connection waits once however often
-its rank enters, and a launch holds at most MAX_BARRIERS.
+its rank enters. A hub without a plan (tests, benchmarks) takes any name
+as a per-rank barrier, at most RANK_SHARE created by one rank and
+MAX_BARRIERS in all, each refusal for the entering rank alone.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.core import conversation as talk
+
+RANK_SHARE = 8  # without a plan, the barriers one rank may create (a launch's real ones: a few, bench.worker)
 
 
 @dataclass
@@ -34,14 +39,19 @@ class Barrier:
     released: str | None = None
 
 
-class Full(Exception):
-    """One barrier more than MAX_BARRIERS."""
+class Refused(Exception):
+    """A barrier this rank cannot enter: not in bench's plan (or, without a plan, past its share of MAX_BARRIERS)."""
 
 
 class Barriers:
-    def __init__(self, world: int):
-        self.world = world
-        self.all: dict[str, Barrier] = {}
+    def __init__(self, world: int, plan: dict[str, bool] | None = None):
+        """plan: each barrier's name -> per_rank (bench.core.conversation.planned), the only ones ranks may enter;
+        None (a hub opened without a plan: tests, benchmarks): any name, every one per rank, each rank creating at
+        most RANK_SHARE of MAX_BARRIERS."""
+        self.world, self.planned = world, plan is not None
+        self.all: dict[str, Barrier] = {name: Barrier(world if per_rank else 1, per_rank)
+                                        for name, per_rank in (plan or {}).items()}
+        self._made: dict[int, int] = {}  # without a plan: how many barriers each rank created
         self.ended: set[int] = set()  # ranks that said done, or whose connection closed first
         self.settled_at: int | None = None  # how many ranks had said hello when the launch settled
 
@@ -51,12 +61,17 @@ class Barriers:
             for b in self.all.values():
                 b.ended_in += rank in b.entered
 
-    def enter(self, name: str, rank: int, per_rank: bool, conn: Any) -> str | None:
-        """The rank is at barrier `name`; why it was released, if it already was (else conn waits for judge)."""
+    def enter(self, name: str, rank: int, conn: Any) -> str | None:
+        """The rank is at barrier `name`; why it was released, if it already was (else conn waits for judge).
+        Refused: one it cannot enter (for it alone: no other rank's barrier changes)."""
         if (b := self.all.get(name)) is None:
-            if len(self.all) >= talk.MAX_BARRIERS:
-                raise Full(f"over {talk.MAX_BARRIERS} barriers in one launch")
-            b = self.all[name] = Barrier(self.world if per_rank else 1, per_rank)
+            if self.planned:
+                raise Refused(f"barrier {name[:80]!r} is not in bench's plan for this launch")
+            if self._made.get(rank, 0) >= RANK_SHARE or len(self.all) >= talk.MAX_BARRIERS:
+                raise Refused(f"barrier {name[:80]!r}: over {RANK_SHARE} barriers from this rank, or "
+                              f"{talk.MAX_BARRIERS} in the launch")
+            self._made[rank] = self._made.get(rank, 0) + 1
+            b = self.all[name] = Barrier(self.world, True)
         if (b.per_rank or rank == 0) and rank not in b.entered:
             b.entered.add(rank)
             b.ended_in += rank in self.ended

@@ -13,6 +13,8 @@ and the caller drops that connection alone.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
 from typing import Any
@@ -99,3 +101,9 @@ def text(msg: dict[str, Any], key: str, most: int) -> str:
     if not isinstance(v, str) or len(v) > most:
         raise Bad(f"{msg['op']}: {key} is not a string of at most {most} characters")
     return v
+
+
+def proof(token: str, nonce: str) -> str:
+    """What a rank's hello says to prove it holds the launch's token: HMAC-SHA256 of the hub's nonce for this
+    connection under the token (OpenSSH's and munge's rule: the secret itself never crosses the network)."""
+    return hmac.new(token.encode(), nonce.encode(), hashlib.sha256).hexdigest()

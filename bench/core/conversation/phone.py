@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable
 
 from bench.core import conversation as talk
-from bench.core.conversation.lines import Bad, Lines, TooLong, parse
+from bench.core.conversation.lines import Bad, Lines, TooLong, parse, proof
 
 # This process's phone, once bootstrap dialled (bench.worker.barrier and the progress writers use it).
 CURRENT: Phone | None = None
@@ -96,8 +96,9 @@ class Phone:
     def dial(cls, run_dir: str, rank: int, host: str, wait_s: float = talk.DIAL_S) -> Phone | None:
         """Connect to the launch's hub, say hello and wait for bench's welcome; None when the run has no hub.json
         (no bench behind it). A connection closed before the welcome (bench closes the oldest strangers when
-        flooded) is dialled again. Raises OSError (naming bench's address) when bench cannot be reached within
-        wait_s, or refused the hello."""
+        flooded) is dialled again until the launch's start timeout (hub.json's start_s) where that is longer than
+        wait_s: a flood delays a launch, never ends it. Raises OSError (naming bench's address) when bench cannot
+        be reached within wait_s, or refused the hello."""
         try:
             with open(os.path.join(run_dir, talk.NAME)) as f:
                 hub = json.load(f)
@@ -106,15 +107,24 @@ class Phone:
         except (OSError, ValueError) as e:
             raise OSError(f"cannot read {os.path.join(run_dir, talk.NAME)}: {e}") from None
         where = f"[{hub['addr']}]:{hub['port']}" if ":" in str(hub["addr"]) else f"{hub['addr']}:{hub['port']}"
-        hello = _line({"op": "hello", "token": hub["token"], "rank": rank, "host": host, "pid": os.getpid()})
         deadline = time.monotonic() + wait_s
+        start_s = hub.get("start_s")  # the launch's start timeout: a flood that closes this rank's connections
+        start_s = float(start_s) if type(start_s) in (int, float) and 0 < start_s < 1e6 else 0.0  # delays it only
+        flooded = time.monotonic() + max(wait_s, start_s)
         while True:
+            reached = False  # bench took the connection: closed or reset before the welcome, it was a flood's
             try:
                 sock = socket.create_connection((hub["addr"], int(hub["port"])), timeout=5)
+                reached = True
                 try:
-                    sock.settimeout(max(0.1, deadline - time.monotonic()))
-                    sock.sendall(hello)
-                    answer = _first_line(sock)
+                    sock.settimeout(max(0.5, min(talk.HELLO_S, flooded - time.monotonic())))
+                    greeting = _first_line(sock)  # the hub's nonce: the hello proves the token, never sends it
+                    nonce = greeting.get("nonce") if greeting.get("op") == "hub" else None
+                    answer = {}
+                    if isinstance(nonce, str):
+                        sock.sendall(_line({"op": "hello", "proof": proof(str(hub["token"]), nonce[:64]), "rank": rank,
+                                            "host": host, "pid": os.getpid()}))
+                        answer = _first_line(sock)
                 except BaseException:
                     sock.close()
                     raise
@@ -128,9 +138,10 @@ class Phone:
                 raise
             except OSError as e:
                 why = e.strerror or str(e)
-            if time.monotonic() > deadline:
-                raise OSError(f"cannot reach bench at {where} from {host} for {wait_s:.0f} s: {why} (the nodes "
-                              "must reach the host bench runs on over TCP)") from None
+            if time.monotonic() > (flooded if reached else deadline):
+                tried = max(wait_s, start_s) if reached else wait_s
+                raise OSError(f"cannot reach bench at {where} from {host} for {tried:.0f} s: {why} (the nodes must "
+                              "reach the host bench runs on over TCP)") from None
             time.sleep(0.5)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(talk.SEND_S)  # the sends' bound; the reader waits in poll, never in this timeout

@@ -24,6 +24,7 @@ import errno
 import json
 import os
 import queue
+import secrets
 import selectors
 import socket
 import threading
@@ -40,16 +41,27 @@ _R, _W = selectors.EVENT_READ, selectors.EVENT_WRITE
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
+# Control characters (C0, DEL, C1, the Unicode line and paragraph separators) as \\xNN / \\uNNNN in what is logged.
+_ESCAPES = {i: f"\\x{i:02x}" for i in (*range(32), *range(127, 160))} | {0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def escape(text: str) -> str:
+    """text as one line of a log: every control character written as its escape."""
+    return text.translate(_ESCAPES)
+
+
 def line(msg: dict[str, Any]) -> bytes:
     return (json.dumps(msg) + "\n").encode()
 
 
 class Conn:
-    __slots__ = ("sock", "addr", "peer", "lines", "out", "rank", "since", "writing")
+    __slots__ = ("sock", "addr", "peer", "lines", "out", "rank", "since", "writing", "known", "nonce")
 
     def __init__(self, sock: socket.socket, peer: Any):
         self.sock, self.since, self.out, self.writing = sock, time.monotonic(), bytearray(), False
         self.rank: int | None = None
+        self.known = False  # its hello proved the launch's token: its lines are not a stranger's
+        self.nonce = secrets.token_hex(16)  # the hub's greeting: its hello answers HMAC(token, nonce)
         self.addr = str(peer[0])
         self.peer = f"[{self.addr}]:{peer[1]}" if ":" in self.addr else f"{self.addr}:{peer[1]}"
         self.lines = Lines(talk.MAX_HELLO)
@@ -75,7 +87,7 @@ class Wire:
         self._pending = Strangers()
         self._paused_until = 0.0
         self._log: deque[str] = deque()
-        self._noted = 0
+        self._noted = {False: 0, True: 0}  # lines noted: bench's own and the ranks', strangers'
         self._out: queue.SimpleQueue = queue.SimpleQueue()
         self._cv = threading.Condition()
         self._sel = selectors.DefaultSelector()
@@ -93,6 +105,9 @@ class Wire:
 
     def _periodic(self, now: float) -> None:
         """Beats and the barriers' clocks: after every round of the loop."""
+
+    def _greet(self, c: Conn) -> None:
+        """A new connection's first line from the hub (the protocol's: its nonce)."""
 
     # -- bench's thread ---------------------------------------------------------------------------------------------
 
@@ -131,12 +146,15 @@ class Wire:
 
     # -- the thread -------------------------------------------------------------------------------------------------
 
-    def _note(self, peer: str, what: str) -> None:
-        """A line for logs/hub.log; past LOG_LINES only counted (a flood of strangers must not fill the disk)."""
-        self._noted += 1
-        if self._noted <= talk.LOG_LINES or self._noted % talk.LOG_LINES == 0:
-            more = f" ({self._noted - talk.LOG_LINES} line(s) since not logged)" if self._noted > talk.LOG_LINES else ""
-            self._log.append(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {peer}: {what}{more}")
+    def _note(self, peer: str, what: str, stranger: bool = False) -> None:
+        """A line for logs/hub.log, every control character escaped (a newline in a hello's host must not make a
+        line of its own); past LOG_LINES of its kind only counted: strangers' lines have a budget of their own, so
+        a flood of them can fill neither --out's disk nor the ranks' and bench's evidence."""
+        self._noted[stranger] += 1
+        n, kind = self._noted[stranger], "stranger" if stranger else "rank or bench"
+        if n <= talk.LOG_LINES or n % talk.LOG_LINES == 0:
+            more = f" ({n - talk.LOG_LINES} {kind} line(s) since not logged)" if n > talk.LOG_LINES else ""
+            self._log.append(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {escape(peer)}: {escape(what)}{more}")
 
     def _run(self) -> None:
         try:
@@ -216,6 +234,7 @@ class Wire:
             self._sel.register(sock, _R, c)
             if (gone := self._pending.add(c)) is not None:
                 self._drop(gone[0], f"closed: connections without a hello, {gone[1]}: the oldest goes")
+            self._greet(c)
 
     def _drop(self, c: Conn, why: str | None) -> None:
         if self._conns.pop(c.sock, None) is None:
@@ -226,7 +245,8 @@ class Wire:
                 why = self._lost(c, why)
                 self._cv.notify_all()
         if why:  # before the close: whoever sees it closed finds why in the log
-            self._note(c.peer, f"rank {c.rank}: {why}" if c.rank is not None else why)
+            self._note(c.peer, f"rank {c.rank}: {why}" if c.rank is not None else why,
+                       stranger=c.rank is None and not c.known)
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._sel.unregister(c.sock)
         with contextlib.suppress(OSError):
