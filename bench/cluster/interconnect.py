@@ -29,7 +29,7 @@ from bench.cluster import accel
 from bench.cluster.linkkind import classify
 from bench.core import pcie
 
-__all__ = ["classify", "collect", "parse_ibstat", "parse_nvlink_status", "parse_topo_matrix", "read_ib_dir",
+__all__ = ["classify", "collect", "parse_ibstat", "read_ib_dir",
            "read_ib_netdevs", "read_sysfs_ib", "read_sysfs_net", "read_sysfs_pci"]  # fmt: skip
 
 # A probe must stay fast: a healthy driver answers topo/nvlink in 1-3 s, ibstat in well under one.

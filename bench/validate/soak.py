@@ -34,7 +34,7 @@ from bench.analysis import references, soak as trends
 from bench.cluster.hostfile import HostSelection
 from bench.core import results, storage
 from bench.core.errors import BadInput
-from bench.validate import checks, dcgm, health, nodes, stages, tree
+from bench.validate import checks, dcgm, health, nodes, numerics, stages, tree
 from bench.validate.config import ValidateConfig, duration
 from bench.validate.state import Stage, Validation
 from bench.validate.where import where
