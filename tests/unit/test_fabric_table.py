@@ -1,6 +1,7 @@
 """Issue 53's table at 1,000 nodes x 8 GPUs in leaves of 32: fabric faults as real fabrics have them, each judged by
 bench's own inter-node check and fabric rows over ten seeds at quick and three at full (FULL_SEEDS;
-tests/scale_fixtures.py's judge_only: every look answered from the fabric model, pair figures faked, everything else bench's), right in 9 of 10 at least
+tests/scale_fixtures.py's judge_only: every look answered from the fabric model, pair figures faked, everything
+else bench's), right in 9 of 10 at least
 (the spine rows: no healthy node drained in any seed); and a healthy cluster at look noise 0.30 and at NCCL's, 20
 seeds at quick and 6 at full: nothing drained, at most one WARN per 1,000 nodes.
 
