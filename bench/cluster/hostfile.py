@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from bench.cluster.hostnames import validate_hostname
+from bench.core.capped import read_capped
 from bench.core.errors import BadInput
 from bench.core.options import flag_of, opt
 
@@ -52,17 +53,7 @@ def parse_hostfile(path: str) -> dict[str, int]:
     and runs on localhost, so a mistyped path would benchmark one machine and
     label it a cluster.
     """
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_HOSTFILE_BYTES + 1)
-    except FileNotFoundError:
-        raise BadInput(f"--hostfile: no such file {path!r}") from None
-    except IsADirectoryError:
-        raise BadInput(f"--hostfile: {path!r} is a directory, not a hostfile") from None
-    except OSError as e:
-        raise BadInput(f"--hostfile: cannot read {path!r}: {e.strerror or e}") from None
-    if len(data) > MAX_HOSTFILE_BYTES:
-        raise BadInput(f"--hostfile: {path!r} is larger than {MAX_HOSTFILE_BYTES} bytes; not a hostfile")
+    data = read_capped(path, MAX_HOSTFILE_BYTES, "--hostfile", "a hostfile")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

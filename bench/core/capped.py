@@ -25,6 +25,8 @@ def read_capped(path: str, cap: int, label: str, kind: str = "the file it names"
     try:
         with open(path, "rb") as f:
             data = f.read(cap + 1)
+    except FileNotFoundError:
+        raise BadInput(f"{label}: no such file {path!r}") from None
     except IsADirectoryError:
         raise BadInput(f"{label}: {path!r} is a directory, not {kind}") from None
     except OSError as e:

@@ -295,7 +295,7 @@ def test_unreadable_hostfiles(tmp_path):
     assert str(e.value) == f"{binary}:2: not UTF-8 text"
     big = tmp_path / "big"
     big.write_bytes(b"# padding\n" * 200_000)
-    with pytest.raises(BadInput, match=r"^--hostfile: .* is larger than"):
+    with pytest.raises(BadInput, match=r"^--hostfile: .* holds more than 1 MiB: not a hostfile"):
         parse_hostfile(str(big))
 
 

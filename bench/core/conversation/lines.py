@@ -83,16 +83,20 @@ def whole(msg: dict[str, Any], key: str, lo: int, hi: int) -> int:
     return v
 
 
-def number(msg: dict[str, Any], key: str) -> float:
-    """msg[key], a finite number (1e400 parses as infinity, a 400-digit integer overflows a float: refused)."""
-    v = msg.get(key)
+def finite(v: Any, what: str) -> float:
+    """v, a finite number (1e400 parses as infinity, a 400-digit integer overflows a float: refused); what names it."""
     try:
         f = float(v) if type(v) in (int, float) else math.nan
     except OverflowError:
         f = math.nan
     if not math.isfinite(f):
-        raise Bad(f"{msg['op']}: {key} {v!r:.40} is not a finite number")
+        raise Bad(f"{what} {v!r:.40} is not a finite number")
     return f
+
+
+def number(msg: dict[str, Any], key: str) -> float:
+    """msg[key], a finite number."""
+    return finite(msg.get(key), f"{msg['op']}: {key}")
 
 
 def text(msg: dict[str, Any], key: str, most: int) -> str:

@@ -20,10 +20,9 @@ its text dropped, never as another rank's.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from bench.core.conversation.lines import Bad
+from bench.core.conversation.lines import Bad, finite
 
 MAX_ERROR = 4096       # a failed rank's error line (its first line; torch's are < 1 KB; phone.fit cuts at 4 KiB)
 MAX_IN_FLIGHT = 64     # collectives a rank has in flight at once (a few: one per group)
@@ -46,15 +45,7 @@ def _int(v: Any, what: str, lo: int = -_BIG, hi: int = _BIG, none: bool = True) 
 
 
 def _num(v: Any, what: str, none: bool = True) -> float | None:
-    if v is None and none:
-        return None
-    try:
-        f = float(v) if type(v) in (int, float) else math.nan
-    except OverflowError:
-        f = math.nan
-    if not math.isfinite(f):
-        raise Bad(f"{what} {v!r:.40} is not a finite number")
-    return f
+    return None if v is None and none else finite(v, what)
 
 
 def _str(v: Any, what: str, most: int, none: bool = True) -> str | None:
