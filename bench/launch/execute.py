@@ -132,7 +132,6 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
     rank is asked where it is, then the group is stopped. KeyboardInterrupt passes through (w holds what is
     running)."""
     last_change, last_seen, written = time.time(), None, 0.0
-    started = last_change
     behind = LeftBehind(hub.done_count, plan, started=last_change)
     while proc.poll() is None:
         time.sleep(0.5)
@@ -152,7 +151,8 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
                     write_json_atomic(os.path.join(run_dir, "progress.json"), prog)
             if prog and on_progress is not None:
                 on_progress(prog)
-        elif (left := behind.hung(now, last_change)) or _silent(hub, now, started, timeout, startup):
+        elif (left := behind.hung(now, last_change)) or _silent(hub, now, timeout) \
+                or now - last_change > (timeout if last_seen is not None else startup):
             w.hung, w.fired = True, now
             if left:
                 w.waited = now - max(last_change, behind.last_done or 0.0)
@@ -165,12 +165,12 @@ def _watch(proc: subprocess.Popen, lp: LaunchPlan, run_dir: str, plan: dict[str,
             return
 
 
-def _silent(hub: Hub, now: float, started: float, timeout: float, startup: float) -> bool:
-    """Whether a rank the watch waits on stopped: of the running ranks that told bench their progress, the one
-    heard from longest ago, silent past `timeout` (one rank's steps never hide another's hang); before any did,
-    the launch silent past `startup`."""
+def _silent(hub: Hub, now: float, timeout: float) -> bool:
+    """Whether a running rank that told bench its progress went silent past `timeout` while others went on (one
+    rank's steps never hide another's hang). Beside, not instead of, the launch's own silence: once the ranks that
+    reported progress have ended (their collective timed out), the one still stalled never reported any."""
     oldest = hub.oldest_progress()
-    return now - oldest > timeout if oldest is not None else now - started > startup
+    return oldest is not None and now - oldest > timeout
 
 
 def _flight(run_dir: str, plan: dict[str, Any], w: _Watch) -> dict[str, Any] | None:
