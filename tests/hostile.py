@@ -264,3 +264,20 @@ def changed_nothing(launch: dict) -> dict:
     assert os.stat(os.path.join(launch["run_dir"], "hub.json")).st_mode & 0o777 == 0o600
     return {"idle held": seen["idle"]["held"], "long line": seen["long line"], "rss_before_mib":
             round(launch["rss_before_kib"] / 1024, 1), "rss_grew_mib": round(grew / 1024, 1)}
+
+
+def until(cond, s: float = 5.0) -> bool:
+    """Whether cond() held within s seconds (polled every 20 ms): the hub tests' wait."""
+    deadline = time.monotonic() + s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def hub_log(hub, run_dir, missing_ok: bool = False) -> str:
+    """logs/hub.log after the hub flushed what it noted ("" where none was written and missing_ok)."""
+    hub.flush_log()
+    path = run_dir / "logs" / "hub.log"
+    return "" if missing_ok and not path.exists() else path.read_text()

@@ -21,18 +21,10 @@ def run_dir(tmp_path):
     return tmp_path
 
 
-def _until(cond, s: float = 5.0) -> bool:
-    deadline = time.monotonic() + s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
+_until = hostile.until
 
 
-def _log(hub: Hub, run_dir) -> str:
-    hub.flush_log()
-    return (run_dir / "logs" / "hub.log").read_text()
+_log = hostile.hub_log
 
 
 def _phone(run_dir, rank: int) -> Phone:

@@ -5,6 +5,7 @@ whose connections a flood closes dials again until its launch's start timeout. R
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import socket
@@ -25,18 +26,10 @@ def run_dir(tmp_path):
     return tmp_path
 
 
-def _until(cond, s: float = 10.0) -> bool:
-    deadline = time.monotonic() + s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
+_until = functools.partial(hostile.until, s=10.0)
 
 
-def _log(hub: Hub, run_dir) -> str:
-    hub.flush_log()
-    return (run_dir / "logs" / "hub.log").read_text()
+_log = hostile.hub_log
 
 
 def _from(addr: str, hub: Hub) -> socket.socket:

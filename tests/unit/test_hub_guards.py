@@ -4,6 +4,7 @@ word is forged. The clients are tests/hostile.py's."""
 
 from __future__ import annotations
 
+import functools
 import contextlib
 import hmac
 import json
@@ -35,19 +36,10 @@ def hub(run_dir):
         yield h
 
 
-def _until(cond, s: float = 5.0) -> bool:
-    deadline = time.monotonic() + s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
+_until = hostile.until
 
 
-def _log(hub: Hub, run_dir) -> str:
-    hub.flush_log()
-    path = run_dir / "logs" / "hub.log"
-    return path.read_text() if path.exists() else ""
+_log = functools.partial(hostile.hub_log, missing_ok=True)
 
 
 def _raw(hub: Hub, data: bytes) -> tuple[str, str]:

@@ -5,6 +5,7 @@ and never raises for it: over real loopback TCP against a real Hub, then bench's
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import time
@@ -36,13 +37,7 @@ def hub(run_dir):
         yield h
 
 
-def _until(cond, s: float = 5.0) -> bool:
-    deadline = time.monotonic() + s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
+_until = hostile.until
 
 
 def _rank(hub: Hub, rank: int, *msgs: dict):
@@ -51,10 +46,7 @@ def _rank(hub: Hub, rank: int, *msgs: dict):
     return s
 
 
-def _log(hub: Hub, run_dir) -> str:
-    hub.flush_log()
-    path = run_dir / "logs" / "hub.log"
-    return path.read_text() if path.exists() else ""
+_log = functools.partial(hostile.hub_log, missing_ok=True)
 
 
 def test_a_report_about_another_rank_frames_only_its_sender(run_dir, hub):
