@@ -86,20 +86,23 @@ def outliers(fleet: dict[tuple[str, str], list[float]]) -> tuple[set[tuple[str, 
     return slow, whole
 
 
-def replay(fleet: dict[tuple[str, str], list[float]], repeats: int, name: str) -> dict[str, Any]:
-    """bench.validate.gpus.throughput over the set's GPUs that have `repeats` runs: {"status": {(node, gpu):
-    status}, "drained": [nodes], "gpus": n, "lines": the record's gpu_lines}."""
+def replay(fleet: dict[tuple[str, str], list[float]], repeats: int, name: str, level: str = "quick") -> dict[str, Any]:
+    """bench.validate.gpus.throughput at `level` over the set's GPUs that have the runs it may take (--repeats
+    `repeats`, or without it the level's own repeats): {"status": {(node, gpu): status}, "node_status": {node:
+    its node row's status}, "drained": [nodes], "gpus": n, "rounds": rounds taken, "lines": the record's
+    gpu_lines}."""
     from bench.analysis import references
     from bench.cluster.hostfile import HostSelection
     from bench.validate import config, drain, gpus, runs
     from bench.validate.state import Validation
 
-    fleet = {k: v for k, v in fleet.items() if len(v) >= repeats}
+    # getattr: the same script replays a bench without Level.repeats (main before it), for the figures before.
+    fleet = {k: v for k, v in fleet.items() if len(v) >= max(repeats, getattr(config.LEVELS[level], "repeats", 1))}
     by_node: dict[str, list[str]] = defaultdict(list)
     for node, gpu in fleet:
         by_node[node].append(gpu)
     res = {n: list(range(len(g))) for n, g in by_node.items()}
-    cfg = config.ValidateConfig(level="quick", checks=("throughput",), repeats=repeats)
+    cfg = config.ValidateConfig(level=level, checks=("throughput",), repeats=repeats)
     v = Validation(cfg, HostSelection(), res, references.load(), "/nonexistent")
     v.device = "cuda"
     model = f"replayed {name}"  # a name no published figure has: judged against its peers alone
@@ -144,10 +147,13 @@ def tally(fleet: dict[tuple[str, str], list[float]], got: dict[str, Any], named:
     whole = sorted(set(named) | (slow_nodes & nodes))
     caught = {n: got["node_status"].get(n, "-") for n in whole}
     flagged = sorted(f"{k[0]}/{k[1]} {status[k]}" for k in healthy if status[k] != "PASS")
+    # A healthy node whose own row (judged as a whole node) is not PASS while none of its GPUs' rows is flagged.
+    node_flagged = sorted(f"{n} {got['node_status'][n]}" for n in healthy_nodes if got["node_status"].get(n, "PASS")
+                          != "PASS" and all(status[k] == "PASS" for k in status if k[0] == n))
     return {"gpus": len(status), "nodes": len(nodes), "rounds": got["rounds"],
             "healthy_warn_per_1000": 1000 * warn / max(1, len(healthy)),
             "healthy_fail_per_1000": 1000 * fail / max(1, len(healthy)),
             "healthy_nodes_drained_per_1000": 1000 * len(drained_healthy) / max(1, len(healthy_nodes)),
-            "healthy_nodes_drained": drained_healthy, "healthy_flagged": flagged,
+            "healthy_nodes_drained": drained_healthy, "healthy_flagged": flagged, "healthy_node_rows_flagged": node_flagged,
             "outlier_gpus": len(real), "outlier_gpus_flagged": sum(status[k] != "PASS" for k in real),
             "whole_nodes": caught, "named_drained": sorted(n for n in named if n in got["drained"])}

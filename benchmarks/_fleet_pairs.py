@@ -99,6 +99,57 @@ def replay(pairs: dict[tuple[str, str], float | None], gpus: int, level: str, se
     return stages.record(v, "replay", 0.0)
 
 
+SHORT = 0.5     # a pair below half the set's fast pairs (their 90th percentile) is short: the logs' short pairs
+                # sit at 0.0-0.3x of those, the rest within 0.9-1.1x (half the pairs at 8 GPUs' alltoall are short)
+ALPHA = 0.00135  # the judge's own rate (bench.analysis.peer_lines.ALPHA): a healthy node blamed this often, at most
+
+
+def logs_blame(pairs: dict[tuple[str, str], float | None]) -> dict[str, Any]:
+    """What the logs themselves blame, the reference the judge's replay is read against: {"nodes": {node: (short
+    partners, partners, the chance of that many under the other pairs' rate)}, "links": [short pairs no blamed node
+    explains], "known_good": {node: [its short partners whose every other pair is good]}}. A node is blamed when
+    more of its pairs are short than the rest of the set's short pairs make likely: P(Binomial(partners, rate of
+    short pairs among the pairs without it) >= its short ones) under ALPHA over the nodes (Bonferroni); the worst
+    first, its pairs then set aside, until none is left. A short pair whose ends no such node explains is a link's
+    (the path between the two)."""
+    from math import comb
+
+    figs = {frozenset(p): (x or 0.0) for p, x in pairs.items()}
+    fast = sorted(figs.values())[int(0.9 * (len(figs) - 1))]
+    short = {p for p, x in figs.items() if x < SHORT * fast}
+    hosts = sorted({h for p in figs for h in p})
+    left, blamed = dict(figs), {}
+    while True:
+        best = None
+        for h in (h for h in hosts if h not in blamed):
+            mine = [p for p in left if h in p]
+            k = sum(p in short for p in mine)
+            rest = [p for p in left if h not in p]
+            rate = sum(p in short for p in rest) / max(1, len(rest))
+            chance = sum(comb(len(mine), j) * rate ** j * (1 - rate) ** (len(mine) - j) for j in range(k, len(mine) + 1))
+            if k and (best is None or chance < best[1]):
+                best = (h, chance, k, len(mine))
+        if best is None or best[1] >= ALPHA / len(hosts):
+            break
+        blamed[best[0]] = (best[2], best[3], best[1])
+        left = {p: x for p, x in left.items() if best[0] not in p}
+    good = {h: sorted(o for p in short if h in p for o in p - {h}
+                      if not any(q in short for q in figs if o in q and q != p)) for h in blamed}
+    links = sorted("+".join(sorted(p)) for p in short if not p & set(blamed))
+    # Islands: the nodes the good pairs join (a short pair's ends in two of them: the path between the islands).
+    island = {h: {h} for h in hosts if h not in blamed}
+    for p in figs:
+        if p not in short and not p & set(blamed) and len(p) == 2:
+            a, b = sorted(p)
+            if island[a] is not island[b]:
+                merged = island[a] | island[b]
+                for h in merged:
+                    island[h] = merged
+    islands = sorted({frozenset(x) for x in island.values()}, key=lambda x: (-len(x), sorted(x)))
+    return {"nodes": blamed, "links": links, "known_good": good, "short": len(short), "pairs": len(figs),
+            "islands": [sorted(x) for x in islands] if len(islands) > 1 else []}
+
+
 def tally(rec: dict[str, Any]) -> dict[str, Any]:
     """What a person reads off the record: exit status, nodes WARN/FAIL, drained (and held), pair rows FAIL."""
     held = set((rec.get("held") or {}).get("held") or [])

@@ -41,32 +41,63 @@ from benchmarks._common import machine  # noqa: E402
 SMOKE = "# SMOKE RUN (--smoke)"
 
 
-def gpu_table(sets: list[str], repeats: list[int]) -> list[dict]:
+def _spec(text: str) -> tuple[str, int]:
+    """'quick' or 'full': that level as a validate without --repeats runs it; a number N: --repeats N."""
+    return (text, 1) if not text.isdigit() else ("quick", int(text))
+
+
+def gpu_table(sets: list[str], repeats: list[str]) -> list[dict]:
     rows = []
-    print(f"{'GPU set':27} {'rep':>3} {'GPUs':>5} {'nodes':>5} {'WARN/1k':>7} {'FAIL/1k':>7} {'drain/1k':>8}  "
-          "outliers flagged; straggler nodes' rows; healthy nodes drained")
+    print(f"{'GPU set':27} {'rep':>5} {'GPUs':>5} {'nodes':>5} {'WARN/1k':>7} {'FAIL/1k':>7} {'drain/1k':>8}  "
+          "outliers flagged; straggler nodes' rows; healthy nodes drained; healthy node rows flagged")
     for name in sets:
         fleet = _fleet_gpus.load(name)
         for k in repeats:
-            got = _fleet_gpus.replay(fleet, k, name)
+            level, n = _spec(k)
+            got = _fleet_gpus.replay(fleet, n, name, level)
             if not got["gpus"]:
-                print(f"{name:27} {k:>3}     0  (no GPU has {k} runs)")
+                print(f"{name:27} {k:>5}     0  (no GPU has the runs it takes)")
                 continue
             t = _fleet_gpus.tally(fleet, got, _fleet_gpus.NAMED.get(name, ()))
             nodes = " ".join(f"{n}={s}" for n, s in t["whole_nodes"].items()) or "none"
-            print(f"{name:27} {k:>3} {t['gpus']:>5} {t['nodes']:>5} {t['healthy_warn_per_1000']:>7.1f} "
+            print(f"{name:27} {k:>5} {t['gpus']:>5} {t['nodes']:>5} {t['healthy_warn_per_1000']:>7.1f} "
                   f"{t['healthy_fail_per_1000']:>7.1f} {t['healthy_nodes_drained_per_1000']:>8.1f}  "
                   f"{t['outlier_gpus_flagged']}/{t['outlier_gpus']}; {nodes}; "
-                  f"drained: {', '.join(t['healthy_nodes_drained']) or 'none'}")
+                  f"drained: {', '.join(t['healthy_nodes_drained']) or 'none'}; "
+                  f"node rows: {', '.join(t['healthy_node_rows_flagged']) or 'none'} (rounds {t['rounds']})")
             rows.append({"set": name, "repeats": k, **t})
     for k in repeats:
         mine = [r for r in rows if r["repeats"] == k]
         healthy = sum(r["gpus"] - r["outlier_gpus"] for r in mine)
         flagged = sum(len(r["healthy_flagged"]) for r in mine)
         drained = sum(len(r["healthy_nodes_drained"]) for r in mine)
-        print(f"all GPU sets at --repeats {k}: {flagged} of {healthy} healthy GPUs flagged "
-              f"({1000 * flagged / max(1, healthy):.1f} per 1,000), {drained} healthy node(s) drained")
+        rows_flagged = sum(len(r["healthy_node_rows_flagged"]) for r in mine)
+        print(f"all GPU sets at {'--repeats ' + k if k.isdigit() else k}: {flagged} of {healthy} healthy GPUs flagged "
+              f"({1000 * flagged / max(1, healthy):.1f} per 1,000), {drained} healthy node(s) drained, "
+              f"{rows_flagged} healthy node row(s) flagged")
     return rows
+
+
+def _said(logs: dict) -> str:
+    """One line: what the logs blame (benchmarks/_fleet_pairs.logs_blame)."""
+    parts = [f"{h} short with {k} of {n} partners (chance {c:.0e}; {', '.join(logs['known_good'][h]) or 'none'} "
+             "short with no one else): the node, drain" for h, (k, n, c) in logs["nodes"].items()]
+    if logs["islands"]:
+        parts.append(" | ".join(",".join(h[-3:] for h in i) for i in logs["islands"]) +
+                     ": islands, the path between them")
+    if not logs["short"]:
+        return f"none of {logs['pairs']} pairs short: every node healthy"
+    if logs["links"]:
+        parts.append(f"{len(logs['links'])} short link(s) no node explains")
+    return f"{logs['short']} of {logs['pairs']} pairs short; " + "; ".join(parts)
+
+
+def _verdict(t: dict, host: str) -> str:
+    if host in t["drained"]:
+        return "drained"
+    if host in t["held"]:
+        return "held"
+    return "FAIL" if host in t["fail"] else "WARN" if host in t["warn"] else "missed"
 
 
 def pair_table(sets: list[str], seeds: int, smoke: bool) -> list[dict]:
@@ -78,6 +109,8 @@ def pair_table(sets: list[str], seeds: int, smoke: bool) -> list[dict]:
         for (g, test), pairs in sorted(figs.items()):
             if smoke and (g, test) != min(figs):
                 continue
+            logs = _fleet_pairs.logs_blame(pairs)
+            print(f"{name:18} {g:>2} {test:14} the logs: {_said(logs)}")
             for level in ("quick", "full"):
                 got = [_fleet_pairs.tally(_fleet_pairs.replay(pairs, g, level, seed)) for seed in range(1, seeds + 1)]
                 count = {key: collections.Counter(h for t in got for h in t[key]) for key in
@@ -85,16 +118,27 @@ def pair_table(sets: list[str], seeds: int, smoke: bool) -> list[dict]:
                 text = " / ".join(", ".join(f"{h[-3:]}x{n}" for h, n in sorted(c.items())) or "-"
                                   for c in count.values())
                 ok = sum(t["exit"] == 0 for t in got)
-                print(f"{name:18} {g:>2} {test:14} {level:5} {ok:>3}/{seeds:<2}  {text}")
+                # Each node the logs blame: drained (its FAIL, the breaker not holding it), held, WARNed, or missed.
+                verdicts = {h: collections.Counter(_verdict(t, h) for t in got) for h in logs["nodes"]}
+                said = "; ".join(f"{h[-3:]} " + ", ".join(f"{k} {n}" for k, n in sorted(c.items()))
+                                 for h, c in verdicts.items())
+                print(f"{name:18} {g:>2} {test:14} {level:5} {ok:>3}/{seeds:<2}  {text}"
+                      + (f"  | the logs' node: {said} of {seeds}" if said else ""))
                 rows.append({"set": name, "gpus": g, "test": test, "level": level, "seeds": seeds, "exit_0": ok,
-                             **{k: dict(c) for k, c in count.items()}})
+                             **{k: dict(c) for k, c in count.items()},
+                             "logs": {"nodes": {h: list(x) for h, x in logs["nodes"].items()},
+                                      "links": len(logs["links"]), "islands": logs["islands"]},
+                             "logs_nodes": {h: dict(c) for h, c in verdicts.items()}})
     return rows
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--smoke", action="store_true", help="one GPU set at --repeats 1, one pair set, one seed")
-    p.add_argument("--repeats", default="1,3,5", help="--repeats values to replay the GPU sets at")
+    p.add_argument("--repeats", default="quick,full,3,5",
+                   help="how to replay the GPU sets: a level as a validate without --repeats runs it (quick: one "
+                        "round, a second where a GPU would be a straggler; full: the level's repeats where its "
+                        "first round names a GPU or node), or N: --repeats N")
     p.add_argument("--seeds", type=int, default=10, help="pair-plan seeds per pair set, level and GPU count")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
@@ -103,7 +147,10 @@ def main() -> int:
     print(machine(), flush=True)
     t0 = time.perf_counter()
     gpu_sets = ["resnet-ls6-agg.csv"] if args.smoke else list(_fleet_gpus.SETS)
-    repeats = [1] if args.smoke else [int(x) for x in args.repeats.split(",")]
+    repeats = ["quick"] if args.smoke else [x.strip() for x in args.repeats.split(",")]
+    bad = [x for x in repeats if not (x.isdigit() and int(x) >= 1) and x not in ("quick", "full")]
+    if bad:
+        p.error(f"--repeats: {bad[0]!r} is neither quick, full nor a count of rounds")
     gpus = gpu_table(gpu_sets, repeats)
     pair_sets = ["example-cluster01"] if args.smoke else list(_fleet_pairs.SETS)
     pairs = pair_table(pair_sets, 1 if args.smoke else args.seeds, args.smoke)

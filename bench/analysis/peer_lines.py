@@ -45,6 +45,9 @@ from bench.analysis.metrics import percentile
 MIN_PEERS = 3       # the median and a spread need three figures; two cannot tell which one is off
 FLOOR = 0.02        # below 2% no two runs of the same GPU agree (clocks, boost, the host)
 MAD_TO_SIGMA = 1.4826  # the median absolute deviation of a normal sample times this is its standard deviation
+# The chance that a healthy figure falls past its noise line: a normal's below -3 standard deviations, the rate the
+# 3 x spread lines assume and that --repeats' lines (median_tail) are drawn at from the rounds' own noise.
+ALPHA = 0.5 * math.erfc(3 / math.sqrt(2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +83,22 @@ def derive(values: list[float], ses: list[float] = (), rounds: list[list[float]]
     centre = _median(logs)
     spread = MAD_TO_SIGMA * _median([abs(d - centre) for d in logs])
     se = _median(list(ses)) if ses else 0.0
-    rep = _repeat_spread(rounds) * (1.0 if of <= 1 else (math.sqrt(math.pi / 2) if of >= 3 else 1.0) / math.sqrt(of))
     terms = {f"3 x the robust spread of {len(values)} peers ({spread:.1%} in log ratio)": 3 * spread,
              f"3 x sqrt(2) x the median {se_name} ({se:.1%})": 3 * math.sqrt(2) * se,
-             f"3 x the median spread over repeated rounds ({rep:.1%} in log ratio" +
-             (f", of a median of {of})" if of > 1 else ")"): 3 * rep,
              f"the floor {floor[0]:.0%}" + (f" ({floor[1]})" if floor[1] else ""): -math.log(1 - floor[0])}
+    tail = median_tail(rounds, spread) if of >= 3 else None
+    if tail is not None:
+        # --repeats 3 or more: each figure is a median of rounds; where a healthy one falls ALPHA of the time,
+        # from the rounds' own residuals (their shape, not a normal's) and the peers' spread beyond them.
+        width, between, pool = tail
+        terms = {f"where a healthy median of {of} rounds falls {ALPHA * 1000:.2f} in 1,000: the peers' spread "
+                 f"beyond the rounds' noise ({between:.1%}) plus the median of {of} of {pool} round-to-round "
+                 "residuals": width, **{k: x for k, x in terms.items() if not k.startswith("3 x the robust")}}
+    else:
+        rep = _repeat_spread(rounds) * (1.0 if of <= 1 else (math.sqrt(math.pi / 2) if of >= 3 else 1.0) /
+                                        math.sqrt(of))
+        terms[f"3 x the median spread over repeated rounds ({rep:.1%} in log ratio" +
+              (f", of a median of {of})" if of > 1 else ")")] = 3 * rep
     why, width = max(terms.items(), key=lambda kv: kv[1])
     noise = 1 - math.exp(-width)
     fail = max(noise, straggler)
@@ -109,6 +122,51 @@ def _repeat_spread(rounds: list[list[float]]) -> float:
             mean = sum(rel) / len(rel)
             spreads.append(math.sqrt(sum((x - mean) ** 2 for x in rel) / (len(rel) - 1)))
     return _median(spreads) if spreads else 0.0
+
+
+def _residuals(rounds: list[list[float]]) -> list[list[float]]:
+    """Each GPU's log figure in each round against that round's median (a load that moves every GPU cancels)."""
+    rounds = [r for r in rounds if len(r) >= 2 and all(x and x > 0 for x in r)]
+    if not rounds or len({len(r) for r in rounds}) != 1:
+        return []
+    k = len(rounds[0])
+    medians = [_median([r[i] for r in rounds]) for i in range(k)]
+    return [[math.log(x / m) for x, m in zip(r, medians)] for r in rounds]
+
+
+def median_tail(rounds: list[list[float]], spread: float, alpha: float = None) -> tuple[float, float, int] | None:
+    """(width, the peers' spread beyond the rounds' noise, how many residuals) of the line a healthy figure that is
+    the median of its N rounds falls below with probability alpha (ALPHA), or None with fewer than MIN_PEERS GPUs
+    of N >= 2 rounds. The round-to-round noise is the rounds' own: every difference between two rounds of one GPU
+    (each against its round's median) over sqrt(2), pooled over the peers, which keeps its shape (real fleets'
+    rounds are bimodal and heavy-tailed: a normal of the same spread puts the line too close); the median of N
+    draws from that pool has an exact distribution (order statistics); the GPUs' own speeds spread normally by
+    what the peers' robust spread (`spread`, over the medians) has beyond that median's. The line is where their
+    sum has alpha below it."""
+    alpha = ALPHA if alpha is None else alpha
+    res = _residuals(rounds)
+    if len(res) < MIN_PEERS:
+        return None
+    n = len(res[0])
+    pool = sorted((r[i] - r[j]) / math.sqrt(2) for r in res for i in range(n) for j in range(n) if i != j)
+    m = len(pool)
+    need = n // 2 + 1  # the median bench takes (the sorted figures' [n // 2]) is at or below v when this many are
+    cdf = [sum(math.comb(n, j) * f ** j * (1 - f) ** (n - j) for j in range(need, n + 1))
+           for f in ((c + 1) / m for c in range(m))]
+    probs = [b - a for a, b in zip([0.0] + cdf, cdf)]
+    quart = [pool[min(next(i for i, c in enumerate(cdf) if c >= q), m - 1)] for q in (0.25, 0.75)]
+    between = math.sqrt(max(0.0, spread ** 2 - ((quart[1] - quart[0]) / 1.349) ** 2))  # 1.349: a normal's IQR/sigma
+    support = [(v, p) for v, p in zip(pool, probs) if p > 1e-12]
+
+    def below(w: float) -> float:
+        if between <= 0:
+            return sum(p for v, p in support if v < -w)
+        return sum(p * 0.5 * math.erfc((w + v) / between / math.sqrt(2)) for v, p in support)
+
+    lo, hi = 0.0, 3.0
+    for _ in range(40):
+        lo, hi = (lo, (lo + hi) / 2) if below((lo + hi) / 2) <= alpha else ((lo + hi) / 2, hi)
+    return hi, between, m
 
 
 def judge(value: float, lines: Lines) -> tuple[str, float]:

@@ -226,8 +226,9 @@ def rail_note(cfg: ValidateConfig, resources: dict[str, list[int]], per_rail_s: 
 
 
 def _second_look_s(s: dict[str, Any]) -> float:
-    """The work a stage's second looks would repeat (a launch again where something fell short)."""
-    return s["predicted_s"] / max(s["launches"], 1) * s.get("second_looks", 0)
+    """The work a stage's second looks would repeat (a launch again where something fell short): its own figure where
+    it says one (a later per-GPU round carries none of the first's riders), else a launch's share of the stage."""
+    return s.get("second_look_s", s["predicted_s"] / max(s["launches"], 1)) * s.get("second_looks", 0)
 
 
 def stage_rows(p: dict[str, Any]) -> list[str]:

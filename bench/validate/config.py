@@ -104,7 +104,9 @@ class ValidateConfig(SiteLaunch):
                                         parse=lambda text: tuple(t.strip() for t in text.split(",")),
                                         metavar="LIST")
     repeats: int = opt("measure each GPU's throughput and each link this many times; a GPU is judged by its median "
-                       "(3 tell a whole-node straggler), a link FAILs only when every time", default=1, metavar="N")
+                       "(3 tell a whole-node straggler), a link FAILs only when every time; without it the level's "
+                       "own per-GPU rounds (full: 3 where its first names a GPU or node; the plan says why)",
+                       default=1, metavar="N")
     baseline: str | None = opt("an earlier validate run (its folder, or a results folder holding it): each GPU's "
                                "throughput and each node's bandwidth that fell by more than --threshold and the "
                                "spread is a FAIL (bench compare's rule)", default=None, metavar="DIR")

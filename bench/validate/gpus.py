@@ -19,61 +19,14 @@ import time
 from bench.analysis import metrics, peer_lines
 from bench.analysis.peer_lines import Lines
 from bench.analysis.references import judge, judge_relative
-from bench.validate import runs
+from bench.validate.gpu_rounds import STRAGGLER_WARN, chosen, relative_se, straggler_line, take  # noqa: F401
 from bench.validate.state import RANK, Validation
 
-# The share of the cluster's throughput one GPU may cost before it is named a straggler (metrics.straggler_cost).
-STRAGGLER_WARN = 0.10
 _ORDER = RANK
 
 
 def pct(x: float) -> str:
     return f"{x:+.0%}"
-
-
-def straggler_line(ses: list[float]) -> tuple[float, float]:
-    """(the cost at which a GPU is called a straggler, the noise part of it): the larger of STRAGGLER_WARN and 3
-    standard errors of the median GPU's mean step (the median GPU's, not the straggler's own, which a throttled
-    GPU's uneven steps make large): a cost within what a typical GPU's mean moves run to run is noise."""
-    ses = sorted(ses)
-    noise = 3 * ses[len(ses) // 2] if ses else 0.0
-    return max(STRAGGLER_WARN, noise), noise
-
-
-def relative_se(steps: list[float]) -> float:
-    """The standard error of a GPU's mean step, relative to it: how far its mean may move run to run."""
-    if len(steps) < 2:
-        return 0.0
-    mean = sum(steps) / len(steps)
-    var = sum((x - mean) ** 2 for x in steps) / (len(steps) - 1)
-    return (var ** 0.5) / len(steps) ** 0.5 / mean
-
-
-def _round(v: Validation, res: dict[str, list[int]], tag: str, with_numerics: bool = False,
-           extras: bool = False) -> tuple[dict, dict]:
-    """One launch: ({(host, slot): figures}, {(host, slot): (why it has none, whether it was measured)}); with
-    numerics, every rank runs the numerics job first and its entries wait in v.numerics_ahead for that check;
-    with extras, its copies and burn where asked (v.phases_ahead, for their checks)."""
-    rec = runs.alone(v, res, tag, with_numerics=with_numerics, extras=extras)
-    if extras:
-        runs.keep_phases(v, res, rec)
-    if with_numerics:
-        v.numerics_ahead = {"resources": res, "ranks": rec.get("numerics") or [], "run_dir": rec.get("run_dir"),
-                            "error": rec.get("error")}
-    ok, failed = {}, {}
-    for r in rec.get("alone") or []:
-        key = (r["host"], r["slot"])
-        if r["status"] == "ok" and r.get("step_s"):
-            steps = r["step_s"]
-            ok[key] = {"images_per_s": metrics.images_per_s(v.workload[2], metrics.percentile(steps, 50)),
-                       "samples": steps, "se": relative_se(steps), "params": r.get("params")}
-        else:
-            failed[key] = (r.get("reason") or r["status"], bool(r.get("measured")))
-    if not rec.get("alone"):
-        err = rec.get("error") or {}
-        why = f"the per-GPU run failed at {err.get('where')}: {err.get('reason')}"
-        failed = {(h, s): (why, False) for h, slots in res.items() for s in slots}
-    return ok, failed
 
 
 def judge_both(value: float, ref: tuple[float, float | None, float | None, str, str] | None, peers: list[float],
@@ -145,46 +98,6 @@ def judge_gpu(v: Validation, key: tuple[str, int], ips: float, peers: dict[str, 
     return got if r else (got[0], got[1], f"{got[2]}; no published figure for {name} / {model}")
 
 
-def _rounds(v: Validation, res: dict[str, list[int]]) -> list[tuple[dict, dict]]:
-    """The per-GPU launches: --repeats rounds, or one and, where its costliest GPU would be named a straggler,
-    one more. The first round's ranks run the numerics job first: one launch (one start-up) for the per-GPU
-    checks."""
-    rounds = [_round(v, res, "throughput" if r == 0 else f"throughput-r{r + 1}",
-                     with_numerics=r == 0 and v.cfg.wanted("numerics"), extras=r == 0) for r in range(v.cfg.repeats)]
-    first = rounds[0][0]
-    if v.cfg.repeats == 1 and v.confirm_stragglers and len(first) >= 2 and \
-            metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= \
-            straggler_line([s["se"] for s in first.values()])[0]:
-        # One slow GPU in one measurement is not yet a straggler: GPUs that share cores, power or cooling can
-        # be unlucky once. Measure every GPU again and keep each one's faster round: slow in both is slow. (A
-        # cost under the line the stragglers check draws would not name one: no second launch for it.) Only the
-        # GPUs the first round measured: one that failed stays failed (a second chance would hide a crash), and
-        # one that never started would only be waited for again.
-        again = {h: kept for h, slots in res.items() if (kept := [s for s in slots if (h, s) in first])}
-        rounds.append(_round(v, again, "throughput-repeat"))
-    return rounds
-
-
-def _chosen(v: Validation, keys: list[tuple[str, int]], rounds: list[tuple[dict, dict]]) -> dict:
-    """Each GPU's figures: its median round (with 2, the faster: one bad round does not make a GPU slow); the
-    figures every later check reads (images/s, step samples and their standard error, the model's size)."""
-    per_key = {k: sorted((r[0][k] for r in rounds if k in r[0]), key=lambda s: s["images_per_s"]) for k in keys}
-    chosen = {k: xs[len(xs) // 2] for k, xs in per_key.items() if xs}
-    for k, s in chosen.items():
-        name = f"{k[0]}:{k[1]}"
-        v.figures["gpu_images_per_s"][name] = s["images_per_s"]
-        v.figures.setdefault("gpu_step_samples", {})[name] = s["samples"]
-        v.figures.setdefault("gpu_step_se", {})[name] = s["se"]
-        if s["params"]:
-            v.figures.setdefault("params", s["params"])
-    v.figures["gpu_rounds"] = len(rounds)
-    v.derived.clear()
-    if len(rounds) > 1:
-        v.figures["gpu_images_per_s_rounds"] = {f"{h}:{s}": [r[0][(h, s)]["images_per_s"] if (h, s) in r[0] else None
-                                                            for r in rounds] for h, s in keys}
-    return chosen
-
-
 def _per_round(v: Validation, rounds: list[tuple[dict, dict]]) -> list[tuple[dict, dict, dict]]:
     """--repeats: each round's (figures, peers by model, lines), once per round, not once per GPU and round."""
     out = []
@@ -217,7 +130,7 @@ def _over_repeats(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, di
 
 
 def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]], ips: dict, peers: dict,
-             lines: dict, judged: list[tuple[dict, dict, dict]], t0: float) -> str:
+             lines: dict, judged: list[tuple[dict, dict, dict]], t0: float, of: int) -> str:
     """One GPU's row; its status."""
     host, slot = k
     if k not in ips:
@@ -228,10 +141,10 @@ def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]],
                   f"could not be measured: {why}", t0=t0)
         return status
     status, reference, reason = judge_gpu(v, k, ips[k], peers, lines)
-    value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and v.cfg.repeats == 1 else "")
-    if v.cfg.repeats > 1:
+    value = f"{ips[k]:.1f} img/s" + (" (faster of 2 rounds)" if len(rounds) == 2 and of == 1 else "")
+    if of > 1:
         status, reason = _over_repeats(v, k, judged, status, reason)
-        value = f"{ips[k]:.1f} img/s (median of {v.cfg.repeats})"
+        value = f"{ips[k]:.1f} img/s (median of {of})"
     v.add_gpu("throughput", host, slot, status, value, reference, reason, t0=t0, figure=ips[k])
     return status
 
@@ -275,20 +188,32 @@ def _node_rows(v: Validation, res: dict[str, list[int]], ips: dict, statuses: di
               figure=sum(mine.values()))
 
 
+def _names(v: Validation, first: dict) -> bool:
+    """Whether one round's figures name a GPU (below its lines) or a node (every GPU slow, bench.analysis.peer_lines
+    .whole_nodes): where the level then measures its repeats."""
+    ips = {k: s["images_per_s"] for k, s in first.items()}
+    lines = model_lines(v, ips, {k: s["se"] for k, s in first.items()}, {})
+    peers = by_model(v, ips)
+    return any(judge_gpu(v, k, x, peers, lines)[0] != "PASS" for k, x in ips.items()) or \
+        bool(_whole_nodes(v, ips, lines))
+
+
 def throughput(v: Validation) -> None:
     t0 = time.time()
     v.skip_left_out("throughput", per_gpu=True)
     res = v.good_resources()
     if not res:
         return
-    rounds = _rounds(v, res)
+    rounds = take(v, res, lambda first: _names(v, first))
+    # Judged as repeats (each GPU's median, lines over the medians) with --repeats or the level's own rounds.
+    of = len(rounds) if v.cfg.repeats > 1 or len(rounds) > 2 else 1
     keys = [(h, s) for h, slots in res.items() for s in slots]
-    chosen = _chosen(v, keys, rounds)
-    ips = {k: s["images_per_s"] for k, s in chosen.items()}
+    kept = chosen(v, keys, rounds)
+    ips = {k: s["images_per_s"] for k, s in kept.items()}
     by_round = {k: [r[0][k]["images_per_s"] for r in rounds if k in r[0]] for k in keys}
-    lines = model_lines(v, ips, {k: s["se"] for k, s in chosen.items()},
-                        {k: xs for k, xs in by_round.items() if len(xs) == len(rounds)}, of=v.cfg.repeats)
+    lines = model_lines(v, ips, {k: s["se"] for k, s in kept.items()},
+                        {k: xs for k, xs in by_round.items() if len(xs) == len(rounds)}, of=of)
     v.figures["gpu_lines"] = {name: (dataclasses.asdict(x) if x else None) for name, x in lines.items()}
-    peers, judged = by_model(v, ips), _per_round(v, rounds) if v.cfg.repeats > 1 else []
-    statuses = {k: _gpu_row(v, k, rounds, ips, peers, lines, judged, t0) for k in keys}
+    peers, judged = by_model(v, ips), _per_round(v, rounds) if of > 1 else []
+    statuses = {k: _gpu_row(v, k, rounds, ips, peers, lines, judged, t0, of) for k in keys}
     _node_rows(v, res, ips, statuses, lines, t0)

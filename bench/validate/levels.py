@@ -39,6 +39,8 @@ class Level:
                              # share of its looks that fell short, which needs looks to mean something (full: see
                              # docs/validate.md, "Intermittent links", for the simulation that chose it)
     burn_s: float = 0.0      # the burn's seconds without --burn (0: off): every GPU of a node hot at once
+    repeats: int = 1         # per-GPU rounds without --repeats where the first names a GPU or a node (second looks)
+    repeats_why: str = ""    # why that many: what the plan says beside it (benchmarks/fleet_replay.py measured it)
 
 
 LEVELS = {
@@ -47,13 +49,19 @@ LEVELS = {
                    dp_steps=30, fallback_size=1 << 20, iters=20, comm_warmup=5, timeout=240.0, pairs="ring",
                    numerics_model="vit-micro-p4-32", numerics_steps=8, matmul_n_gpu=8192,
                    cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=32,
-                   checks=registry.of_level("quick")),
+                   checks=registry.of_level("quick"),
+                   repeats_why="one round names a whole-node straggler (a WARN: held, not drained) and FAILs one "
+                               "past the noise; a second round only where a GPU would cost the job past the "
+                               "straggler line (benchmarks/fleet_replay.py)"),
     # The study's model and batch; messages of ViT-B/16's gradient (344 MB in fp32); every pair of nodes.
     "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
                   dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
                   numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
                   cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0, pair_looks=4,
-                  checks=registry.of_level("full")),
+                  checks=registry.of_level("full"), repeats=3,
+                  repeats_why="Frontera's whole-node stragglers run at 0.90-0.93 of the median in a first run, a "
+                              "WARN; the median of 3 rounds (0.87-0.89) FAILs and drains all three, 0.6 healthy GPUs "
+                              "per 1,000 flagged (benchmarks/fleet_replay.py)"),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
                     dp_steps=0, fallback_size=1 << 20, iters=10, comm_warmup=3, timeout=120.0, pairs="ring",

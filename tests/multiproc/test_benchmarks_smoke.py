@@ -62,7 +62,8 @@ EXPECTED: dict[str, list[str]] = {
                               shape=rf"{{arm}}\s+median\s+{NUM} s\s+\(min {NUM}, max {NUM}, 1 rounds\)"),
     "comm_groups": _rows("before", "after", "world-barrier", shape=rf"\s+4\s+{{arm}}\s+{NUM}\s+{NUM}\s+{NUM}\s+\d+\s+2 "),
     "fleet_replay": [
-        r"resnet-ls6-agg\.csv\s+1\s+219\s+73\s", r"all GPU sets at --repeats 1: \d+ of \d+ healthy GPUs flagged",
+        r"resnet-ls6-agg\.csv\s+quick\s+219\s+73\s", r"all GPU sets at quick: \d+ of \d+ healthy GPUs flagged",
+        r"example-cluster01\s+1 alltoall_perf\s+the logs: none of 45 pairs short",
         r"example-cluster01\s+1 alltoall_perf\s+quick", r"example-cluster01\s+1 alltoall_perf\s+full",
         rf"fleet_replay: 1 GPU replays, 2 pair replays in {NUM} s: not judged \(smoke run\)$"],
     "validate_scale": [

@@ -62,7 +62,12 @@ def test_the_burn_and_the_second_looks_are_counted(hostfile):
     full, unburnt = _plan(hostfile, "--level", "full"), _plan(hostfile, "--level", "full", "--burn", "0")
     assert full["predicted_s"] - unburnt["predicted_s"] == pytest.approx(180, abs=1)
     looks = full["second_looks"]
-    assert looks["launches"] == 3 and looks["predicted_s"] > 0
+    # full's per-GPU launch twice more (its repeats, where the first round names a GPU or node), each without the
+    # first's numerics, copies and burn; the link launch and the pairs' second look once each.
+    assert looks["launches"] == 4 and looks["predicted_s"] > 0
+    throughput = _stage(full, "throughput")
+    assert throughput["repeats"] == 3 and throughput["second_looks"] == 2 and "Frontera" in throughput["repeats_why"]
+    assert throughput["second_look_s"] < throughput["predicted_s"] - 180
     assert full["budget_s"] > full["predicted_s"] + looks["predicted_s"]
 
 
