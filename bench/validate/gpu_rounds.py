@@ -74,7 +74,10 @@ def take(v: Validation, res: dict[str, list[int]], names: Callable[[dict], bool]
     if v.level.repeats > 1 and names(first):
         # One round cannot tell a node a few percent slow from a GPU's run-to-run noise (a first run's transient):
         # the median of the level's rounds can (levels.py says why that many).
-        return rounds + [measure(v, again, f"throughput-r{r + 1}") for r in range(1, v.level.repeats)]
+        more = [measure(v, again, f"throughput-r{r + 1}") for r in range(1, v.level.repeats)]
+        # A second look whose launch measured nothing says nothing of the GPUs (its failure is in its record): left
+        # out, not counted as a round every GPU failed.
+        return rounds + [r for r in more if r[0]]
     if metrics.straggler_cost({k: 1 / s["images_per_s"] for k, s in first.items()}) >= \
             straggler_line([s["se"] for s in first.values()])[0]:
         # One slow GPU in one measurement is not yet a straggler: GPUs that share cores, power or cooling can

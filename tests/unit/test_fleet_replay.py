@@ -168,3 +168,34 @@ def test_the_h100_pair_logs_healthy_pass_and_unhealthy_never_pass_at_full():
             assert t["exit"] != 0, (g, test, seed, t)
             if g == 4:
                 assert "cnode2-003" in t["warn"] + t["fail"], (test, seed, t)
+
+
+def test_full_s_later_rounds_that_measure_nothing_leave_the_first_round_s_verdicts(monkeypatch):
+    """full's repeats are second looks: where their launches fail (no figure at all), the first round's verdicts
+    stand (the slow GPU FAILs, its peers PASS), not a round every GPU failed (which would WARN them all)."""
+    from bench.analysis import references
+    from bench.cluster.hostfile import HostSelection
+    from bench.validate import config, gpus, runs
+    from bench.validate.state import Validation
+
+    res = {f"n{i}": [0, 1] for i in range(4)}
+    v = Validation(config.ValidateConfig(level="full", checks=("throughput",)), HostSelection(), res,
+                   references.load(), "/nonexistent")
+    v.device = "cuda"
+    v.inventory = {n: {"gpus": [{"index": i, "name": "made up"} for i in s]} for n, s in res.items()}
+    tags = []
+
+    def alone(v_, resources, tag, steps=None, with_numerics=False, extras=False):
+        tags.append(tag)
+        if tag != "throughput":
+            return {"alone": [], "error": {"where": "launch", "reason": "made up"}}
+        return {"alone": [{"host": h, "slot": s, "status": "ok", "params": None,
+                           "step_s": [2.0 if (h, s) == ("n3", 1) else 1.0 + 0.001 * s]}
+                          for h, slots in resources.items() for s in slots]}
+
+    monkeypatch.setattr(runs, "alone", alone)
+    monkeypatch.setattr(runs, "keep_phases", lambda *a: None)
+    gpus.throughput(v)
+    assert tags == ["throughput", "throughput-r2", "throughput-r3"]
+    rows = {(c.host, c.gpu): c.status for c in v.checks if c.check == "throughput" and c.gpu is not None}
+    assert rows.pop(("n3", 1)) == "FAIL" and set(rows.values()) == {"PASS"}, rows
