@@ -15,7 +15,7 @@ import sys
 import time
 
 NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE", "MASTER_ADDR", "MASTER_PORT",
-         "CUDA_VISIBLE_DEVICES")
+         "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
 def main(argv: list[str]) -> int:

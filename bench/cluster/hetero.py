@@ -13,7 +13,7 @@ gpu-memory-mixed, gpu-cc-mixed, driver-mixed, <library>-version-mixed,
 <library>-missing, image-mixed, python-mixed, no-gpu, cpu-only, gpu-unknown,
 arch-not-built, arch-unknown, image-variant, precision-unsupported, precision-partial,
 precision-none, compile-unsupported, straggler, micro-batch-too-big,
-micro-batch-fits, memory-floor. Inventories: probe.node_inventory dicts.
+micro-batch-fits, memory-floor. Inventories: probe.node_inventory dicts. v["accel"]: the GPUs' backend.
 """
 
 from __future__ import annotations
@@ -92,9 +92,9 @@ def verdict(
     gpu_hosts = list(dict.fromkeys(h for h, _, _ in gpus))
     counts = dict(Counter(h for h, _, _ in gpus))  # in gpu_hosts' order; a scan of every GPU per host was N^2
     _versions(inventories, f)
-    result: dict = {"hosts": hosts, "gpu_hosts": gpu_hosts, "gpus": len(gpus), "precision": precision,
-                    "precisions": [], "slowest": None, "fastest": None, "ratio": None, "exclude": None,
-                    "min_memory_mib": None, "min_memory_hosts": [], "max_micro_batch": None}  # fmt: skip
+    result: dict = {"hosts": hosts, "gpu_hosts": gpu_hosts, "gpus": len(gpus), "accel": vendor_mix.backend(gpus),
+                    "precision": precision, "precisions": [], "slowest": None, "fastest": None, "ratio": None,
+                    "exclude": None, "min_memory_mib": None, "min_memory_hosts": [], "max_micro_batch": None}
     # A node whose slots all lie beyond its GPUs keeps none after selection (inventory.selected), yet it has
     # GPUs (all_gpu_count): it is never GPU-less, and the readiness check refuses its slots.
     no_gpu = [inv for inv in inventories if not inv.get("gpus") and not inv.get("all_gpu_count")]

@@ -184,3 +184,32 @@ def test_a_stand_in_amd_smi_makes_this_nodes_inventory_amd_and_the_verdict_names
     h100 = {"host": "h100", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]}
     codes = {f["code"] for f in verdict([h100, dict(inv, host="mi350")])["findings"]}
     assert {"vendor-mixed", "gpu-model-mixed"} <= codes
+
+
+def test_a_launch_on_amd_nodes_names_their_backend_and_its_ranks_get_its_variable(tmp_path):
+    """The verdict over AMD nodes names the AMD backend; a GPU launch on them passes it to each node's launcher
+    (--accel amd: ROCR_VISIBLE_DEVICES, tests/unit/test_node_launcher.py runs it), records it in plan.json,
+    gives Apptainer --rocm and sets no other vendor's device-order variable. CPU ranks name none. MI350X: the
+    real `amd-smi static` capture (partial)."""
+    from bench.cluster.container import ContainerExec
+    from bench.cluster.hetero import verdict
+    from bench.core.accel_names import ranks_visible_env, vendor
+    from bench.jobs.gate import accel_of
+    from bench.launch.plan import build, plan_json
+
+    mi350 = [g.inventory() for g in readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())]
+    v = verdict([{"host": "a", "gpus": mi350}, {"host": "b", "gpus": mi350}])
+    h100 = {"host": "h", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]}
+    assert (v["accel"], verdict([h100])["accel"], verdict([{"host": "c", "gpus": []}])["accel"]) == (
+        "amd", "nvidia", "cpu")
+    assert accel_of("cuda", v) == "amd" and accel_of("cpu", v) is None
+    assert ranks_visible_env("amd") == "ROCR_VISIBLE_DEVICES" != ranks_visible_env(None) == ranks_visible_env("cpu")
+    lp = build({"localhost": [0, 1]}, "local", str(tmp_path / "run"), "cuda", accel=accel_of("cuda", v),
+               environ={"PATH": "/usr/bin:/bin", "HIP_VISIBLE_DEVICES": "3"})
+    assert "--accel=amd" in lp.argv and plan_json(lp, {"localhost": [0, 1]}, "cuda", 60)["accel"] == "amd"
+    assert "HIP_VISIBLE_DEVICES" not in lp.env
+    assert not set(vendor("nvidia")["device_order_env"]) & set(lp.env)
+    cpu = build({"localhost": [0, 1]}, "local", str(tmp_path / "cpu"), "cpu", accel="amd", environ={"PATH": "/bin"})
+    assert not [a for a in cpu.argv if a.startswith("--accel")] and cpu.accel is None
+    ce = ContainerExec(argv=("apptainer", "exec", "img.sif"), python="python3", source="test", in_container=False)
+    assert ce.with_devices("cuda", "amd").argv == ("apptainer", "exec", "--rocm", "img.sif")
