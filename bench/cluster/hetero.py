@@ -177,7 +177,7 @@ def _mix(gpus, inventories: list[dict], gpu_hosts: list[str], f: _Findings) -> N
         if s is None:
             cut = is_truncated(str(g.get("name") or ""))
             why = (by_device("cuda")["name_cut"] if cut
-                   else "add it to bench/data/gpu_specs.json")  # fmt: skip
+                   else f"add it to bench/data/{'amd_' * (vendor_mix.vendor_of(g) == 'amd')}gpu_specs.json")
             f.add("warn", "gpu-unknown", f"GPU {g.get('index')} on {h}, {g.get('name')!r}, is not in the GPU table "
                   f"({why}): its peak is unknown and the straggler check leaves it out", [h])  # fmt: skip
 

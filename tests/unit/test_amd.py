@@ -213,3 +213,25 @@ def test_a_launch_on_amd_nodes_names_their_backend_and_its_ranks_get_its_variabl
     assert not [a for a in cpu.argv if a.startswith("--accel")] and cpu.accel is None
     ce = ContainerExec(argv=("apptainer", "exec", "img.sif"), python="python3", source="test", in_container=False)
     assert ce.with_devices("cuda", "amd").argv == ("apptainer", "exec", "--rocm", "img.sif")
+
+
+def test_mfu_and_the_verdict_find_an_instinct_peak_where_they_find_an_h100s():
+    """bench.core.gpus.lookup asks AMD's table after NVIDIA's: the name torch gives a ROCm rank's device gets its
+    peak (MFU), and the verdict's straggler figures see it; a model the table lacks is named with AMD's table."""
+    from bench.analysis.figures import peak_flops_of
+    from bench.cluster.hetero import verdict
+    from bench.core.gpus import lookup as core_lookup
+
+    assert peak_flops_of("AMD Instinct MI300X", "bf16") == (1307.4e12, None)
+    assert peak_flops_of("AMD Instinct MI355X OAM", "fp32") == (157.3e12, None)
+    assert core_lookup("AMD Instinct MI325X").name == "AMD Instinct MI325X" and core_lookup("MI300A") is None
+    assert core_lookup("NVIDIA H100 80GB HBM3").arch != "CDNA3"   # NVIDIA's table first
+    mi300x = {"host": "a", "gpus": [{"index": 0, "name": "AMD Instinct MI300X OAM", "vendor": "amd"}]}
+    mi355x = {"host": "b", "gpus": [{"index": 0, "name": "AMD Instinct MI355X", "vendor": "amd"}]}
+    v = verdict([mi300x, mi355x], precision="bf16")
+    assert (v["slowest"]["model"], v["fastest"]["model"], v["ratio"]) == ("AMD Instinct MI300X", "AMD Instinct MI355X",
+                                                                          1.92)
+    mi300a = [g.inventory() for g in readings.from_amd_smi(
+        (AMD / "amd-smi-static_mi300a-x4-apu_4cpu_driver6.9.0-rc5.txt").read_text())]
+    unknown = [f for f in verdict([{"host": "c", "gpus": mi300a}])["findings"] if f["code"] == "gpu-unknown"]
+    assert unknown and "add it to bench/data/amd_gpu_specs.json" in unknown[0]["message"]
