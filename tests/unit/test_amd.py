@@ -124,7 +124,7 @@ def test_a_file_that_is_not_what_its_name_says_is_refused_in_one_line(tmp_path):
 def test_the_backend_its_visible_devices_variable_and_what_it_claims():
     amd = accel.backend("amd")
     assert amd.visible_devices_env == "ROCR_VISIBLE_DEVICES" and amd.collective_backend == "nccl"
-    assert set(amd.saved_files) == set(health.SAVED) and amd.sampler(1.0) is None
+    assert set(amd.saved_files) == set(health.SAVED) and amd.sampler(1.0).name == "bench-burn-amdsmi"
     mi350 = readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())
     probe = {"gpus": [g.inventory() for g in mi350], "source": "amd-smi"}
     assert accel.detect(probe).name == "amd"
@@ -235,3 +235,24 @@ def test_mfu_and_the_verdict_find_an_instinct_peak_where_they_find_an_h100s():
         (AMD / "amd-smi-static_mi300a-x4-apu_4cpu_driver6.9.0-rc5.txt").read_text())]
     unknown = [f for f in verdict([{"host": "c", "gpus": mi300a}])["findings"] if f["code"] == "gpu-unknown"]
     assert unknown and "add it to bench/data/amd_gpu_specs.json" in unknown[0]["message"]
+
+
+def test_the_burn_takes_the_plans_backends_sampler_and_amds_says_no_amdsmi_where_there_is_none():
+    """bench.worker.burn.sampler_for: a plan naming amd gets the amdsmi sampler, one naming none or nvidia the
+    NVML one (as before). amdsmi is not installed here (no ROCm): the AMD sampler opens nothing and says so, in the
+    record keys the burn's judge reads, and its columns are the NVIDIA sampler's."""
+    from bench.cluster.accel.amd.sampler import FIELDS as AMD_FIELDS, Sampler as AmdSampler
+    from bench.cluster.accel.nvidia.sampler import FIELDS, Sampler
+    from bench.worker.burn import _said, sampler_for
+
+    assert type(sampler_for({"accel": "amd"}, 1.0)) is AmdSampler and AMD_FIELDS == FIELDS
+    assert type(sampler_for({"accel": "nvidia"}, 1.0)) is Sampler and type(sampler_for({}, 1.0)) is Sampler
+    s = sampler_for({"accel": "amd"}, 0.01)
+    try:
+        import amdsmi  # noqa: F401
+        pytest.skip("amdsmi is installed here: the absent path cannot be shown")
+    except ImportError:
+        pass
+    assert s.open() is False and s.error.startswith("no amdsmi here: ModuleNotFoundError"), s.error
+    part = s.stop()
+    assert part["nvml"] is None and part["nvml_error"] == s.error and _said(part) == s.error
