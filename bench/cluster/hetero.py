@@ -215,7 +215,7 @@ def _arch(inventories: list[dict], f: _Findings) -> None:
 def _precision(gpus, gpu_hosts: list[str], precision: str | None, f: _Findings) -> list[str]:
     common = []
     for p in PRECISIONS:
-        lacking = list(dict.fromkeys(h for h, g, _ in gpus if not supports(g.get("cc"), p)))
+        lacking = list(dict.fromkeys(h for h, g, _ in gpus if not supports(g.get("cc") or g.get("gfx"), p)))
         if not lacking:
             common.append(p)
             continue

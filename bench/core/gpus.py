@@ -173,10 +173,15 @@ def supports(cc: str | tuple[int, int] | None, precision: str) -> bool:
     """Whether a GPU of compute capability `cc` should train in `precision`.
 
     fp32 everywhere; fp16 from sm_70 (see _MIN_CC for why not sm_60); bf16
-    from sm_80. An unknown cc supports nothing but fp32.
+    from sm_80. An AMD gfx target ("gfx942") supports what AMD's table gives
+    it a peak for. An unknown cc supports nothing but fp32.
     """
     if precision not in _MIN_CC:
         raise ValueError(f"unknown precision {precision!r} (expected one of {', '.join(PRECISIONS)})")
+    if isinstance(cc, str) and cc.strip().lower().startswith("gfx"):
+        # An AMD gfx target: the precisions its entry in AMD's table has a peak for (fp32 alone where none has it).
+        return precision == "fp32" or any(s.cc == cc.strip().lower() and peak_tflops(s, precision)
+                                          for s in amd_table().values())
     parsed = parse_cc(cc)
     if parsed is None:
         return precision == "fp32"

@@ -256,3 +256,17 @@ def test_the_burn_takes_the_plans_backends_sampler_and_amds_says_no_amdsmi_where
     assert s.open() is False and s.error.startswith("no amdsmi here: ModuleNotFoundError"), s.error
     part = s.stop()
     assert part["nvml"] is None and part["nvml_error"] == s.error and _said(part) == s.error
+
+
+def test_an_instinct_gpu_trains_in_the_precisions_its_table_entry_has_a_peak_for():
+    """On the recorded MI350X (gfx950, the real capture) the verdict refused bf16
+    as 'needs sm_80+' (AMD has no compute capability). A gfx target now supports what amd_gpu_specs.json gives its
+    model a peak for (gfx950: the MI355X's fp16/bf16); a target the table lacks (MI100's gfx908) fp32 alone."""
+    from bench.cluster.hetero import verdict
+    from bench.core.gpus import supports
+
+    assert supports("gfx942", "bf16") and supports("gfx950", "fp16") and supports("gfx90a", "bf16")
+    assert supports("gfx908", "fp32") and not supports("gfx908", "bf16")
+    mi350 = [g.inventory() for g in readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())]
+    v = verdict([{"host": "a", "gpus": mi350}], precision="bf16")
+    assert not [f for f in v["findings"] if f["code"].startswith("precision-")] and "bf16" in v["precisions"], v
