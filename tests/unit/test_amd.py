@@ -270,3 +270,14 @@ def test_an_instinct_gpu_trains_in_the_precisions_its_table_entry_has_a_peak_for
     mi350 = [g.inventory() for g in readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())]
     v = verdict([{"host": "a", "gpus": mi350}], precision="bf16")
     assert not [f for f in v["findings"] if f["code"].startswith("precision-")] and "bf16" in v["precisions"], v
+
+
+def test_validates_comm_and_numerics_launches_name_the_nodes_backend_too():
+    """bench validate's own launches (bench.validate.runs: comm, numerics) name the verdict's backend, as its
+    training launches do (bench.jobs.train), so their ranks on AMD nodes get ROCR_VISIBLE_DEVICES as well."""
+    from types import SimpleNamespace
+
+    from bench.validate import runs
+
+    assert runs._accel(SimpleNamespace(device="cuda", figures={"verdict": {"accel": "amd"}})) == "amd"
+    assert runs._accel(SimpleNamespace(device="cpu", figures={"verdict": {"accel": "amd"}})) is None
