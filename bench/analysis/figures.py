@@ -35,7 +35,7 @@ def peak_flops_of(device: str, precision: str) -> tuple[float | None, str | None
         return None, CPU_NO_PEAK
     spec = gpus.lookup(device)
     if spec is None:
-        return None, f"GPU {device!r} is not in bench/data/gpu_specs.json, so no MFU"
+        return None, f"GPU {device!r} is not in bench/data/gpu_specs.json or amd_gpu_specs.json, so no MFU"
     tf = gpus.peak_tflops(spec, precision)
     if tf is None:
         return None, f"{spec.name} has no {precision} peak in the GPU table, so no MFU"

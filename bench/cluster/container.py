@@ -36,7 +36,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from bench.core.accel_names import by_device
+from bench.core.accel_names import by_device, vendor
 from bench.core.containerspec import OPTION, SAFE_WORD, parse
 from bench.core.errors import BadInput
 
@@ -58,13 +58,14 @@ class ContainerExec:
     def image(self) -> str:
         return self.argv[-1]
 
-    def with_devices(self, device: str = "cuda") -> "ContainerExec":
+    def with_devices(self, device: str = "cuda", accel: str | None = None) -> "ContainerExec":
         """The same prefix giving the container the host's `device`s (its backend's container_flags for this
-        runtime, bench/data/accelerators.json: --nv for GPUs), unless it already does (container_binds)."""
-        entry = by_device(device)
+        runtime, bench/data/accelerators.json: --nv for GPUs; accel names the backend, else the device type's
+        first), unless it already does (container_binds)."""
+        entry = vendor(accel) if accel else by_device(device)
         runtime = os.path.basename(self.argv[0])
         flags = entry["container_flags"].get(runtime, entry["container_flags"].get("apptainer", []))
-        binds = entry["container_binds"].get(runtime, entry["container_binds"].get("apptainer", []))
+        binds = entry.get("container_binds", {}).get(runtime, entry.get("container_binds", {}).get("apptainer", []))
         if not flags or any(a in binds for a in self.argv):
             return self
         return ContainerExec(argv=(self.argv[0], self.argv[1], *flags, *self.argv[2:]), python=self.python,

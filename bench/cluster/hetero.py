@@ -13,7 +13,7 @@ gpu-memory-mixed, gpu-cc-mixed, driver-mixed, <library>-version-mixed,
 <library>-missing, image-mixed, python-mixed, no-gpu, cpu-only, gpu-unknown,
 arch-not-built, arch-unknown, image-variant, precision-unsupported, precision-partial,
 precision-none, compile-unsupported, straggler, micro-batch-too-big,
-micro-batch-fits, memory-floor. Inventories: probe.node_inventory dicts.
+micro-batch-fits, memory-floor. Inventories: probe.node_inventory dicts. v["accel"]: the GPUs' backend.
 """
 
 from __future__ import annotations
@@ -92,9 +92,9 @@ def verdict(
     gpu_hosts = list(dict.fromkeys(h for h, _, _ in gpus))
     counts = dict(Counter(h for h, _, _ in gpus))  # in gpu_hosts' order; a scan of every GPU per host was N^2
     _versions(inventories, f)
-    result: dict = {"hosts": hosts, "gpu_hosts": gpu_hosts, "gpus": len(gpus), "precision": precision,
-                    "precisions": [], "slowest": None, "fastest": None, "ratio": None, "exclude": None,
-                    "min_memory_mib": None, "min_memory_hosts": [], "max_micro_batch": None}  # fmt: skip
+    result: dict = {"hosts": hosts, "gpu_hosts": gpu_hosts, "gpus": len(gpus), "accel": vendor_mix.backend(gpus),
+                    "precision": precision, "precisions": [], "slowest": None, "fastest": None, "ratio": None,
+                    "exclude": None, "min_memory_mib": None, "min_memory_hosts": [], "max_micro_batch": None}
     # A node whose slots all lie beyond its GPUs keeps none after selection (inventory.selected), yet it has
     # GPUs (all_gpu_count): it is never GPU-less, and the readiness check refuses its slots.
     no_gpu = [inv for inv in inventories if not inv.get("gpus") and not inv.get("all_gpu_count")]
@@ -177,7 +177,7 @@ def _mix(gpus, inventories: list[dict], gpu_hosts: list[str], f: _Findings) -> N
         if s is None:
             cut = is_truncated(str(g.get("name") or ""))
             why = (by_device("cuda")["name_cut"] if cut
-                   else "add it to bench/data/gpu_specs.json")  # fmt: skip
+                   else f"add it to bench/data/{'amd_' * (vendor_mix.vendor_of(g) == 'amd')}gpu_specs.json")
             f.add("warn", "gpu-unknown", f"GPU {g.get('index')} on {h}, {g.get('name')!r}, is not in the GPU table "
                   f"({why}): its peak is unknown and the straggler check leaves it out", [h])  # fmt: skip
 
@@ -215,7 +215,7 @@ def _arch(inventories: list[dict], f: _Findings) -> None:
 def _precision(gpus, gpu_hosts: list[str], precision: str | None, f: _Findings) -> list[str]:
     common = []
     for p in PRECISIONS:
-        lacking = list(dict.fromkeys(h for h, g, _ in gpus if not supports(g.get("cc"), p)))
+        lacking = list(dict.fromkeys(h for h, g, _ in gpus if not supports(g.get("cc") or g.get("gfx"), p)))
         if not lacking:
             common.append(p)
             continue

@@ -3,6 +3,7 @@
     from bench.cluster.vendor_mix import vendor_of, check
     vendor_of({"name": "AMD Instinct MI300X", "vendor": "amd"})   # "amd"
     check(inventories, findings)      # adds "vendor-mixed" (fail) to hetero's findings where the GPUs' vendors differ
+    backend([(host, gpu, spec), ...])  # "amd": the accelerator backend that claims these GPUs ("cpu": none)
 
 torch's `nccl` backend is NCCL in a CUDA build and RCCL in a ROCm build; a
 process has one build, and NCCL and RCCL do not join one communicator, so one
@@ -12,6 +13,8 @@ vendor's nodes, to be run as their own jobs (--exclude the others).
 """
 
 from __future__ import annotations
+
+from bench.cluster import accel
 
 _NVIDIA = ("NVIDIA", "TESLA", "QUADRO", "GEFORCE", "TITAN")
 
@@ -24,6 +27,12 @@ def vendor_of(gpu: dict) -> str | None:
     if "INSTINCT" in name or name.startswith(("AMD", "MI")):
         return "amd"
     return "nvidia" if name.startswith(_NVIDIA) else None
+
+
+def backend(gpus: list) -> str:
+    """The accelerator backend (bench.cluster.accel) whose GPUs these are, as hetero holds them ((host, gpu,
+    spec) each): the one a launch on them names (bench.launch.node --accel); "cpu" where there are none."""
+    return accel.detect({"gpus": [g for _, g, _ in gpus]}).name
 
 
 def check(inventories: list[dict], f) -> None:

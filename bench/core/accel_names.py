@@ -5,6 +5,7 @@
     by_device("cuda")["visible_devices_env"]   # the variable that picks a CUDA process's GPUs
     visible_devices(os.environ)                # that variable's value where one is set, else None
     VISIBLE_ENVS                               # every backend's visible-devices variable (launchers drop them)
+    ranks_visible_env("amd")                   # AMD's variable: what a node's launcher sets to its slots
 
 The figures live in bench/data/accelerators.json, one entry per backend
 (bench/cluster/accel/<name>/ is the node side of each): ranks import
@@ -62,7 +63,18 @@ def visible_devices(environ: Mapping[str, str]) -> str | None:
     return None
 
 
-VISIBLE_ENVS: tuple[str, ...] = tuple(e["visible_devices_env"] for e in table().values() if e["visible_devices_env"])
+def ranks_visible_env(name: str | None) -> str:
+    """The variable a node's launcher sets to the node's slots for ranks on backend `name`'s devices: the
+    backend's own; where it has none (cpu) or none is named, the first GPU backend's (the one DeepSpeed's CPU
+    accelerator sets for CPU ranks too, as bench always did)."""
+    own = vendor(name)["visible_devices_env"] if name else None
+    return own or by_device("cuda")["visible_devices_env"]
+
+
+# Each backend's variable first, then those its runtime reads too ("also_visible_envs": HIP reads two).
+VISIBLE_ENVS: tuple[str, ...] = tuple(dict.fromkeys(
+    [e["visible_devices_env"] for e in table().values() if e["visible_devices_env"]]
+    + [v for e in table().values() for v in e.get("also_visible_envs", ())]))
 # The burn's sampler on GPU ranks, by name ("the sampler" in records' words): what its lines call it.
 GPU_SAMPLER: str = by_device("cuda")["sampler"]
 GPU_SAMPLER_ABSENT: str = by_device("cuda")["sampler_absent"]

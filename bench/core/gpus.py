@@ -5,8 +5,12 @@
     spec.name, spec.cc, peak_tflops(spec, "bf16")            # 'NVIDIA A100-SXM4-80GB', '8.0', 312.0
     supports("6.1", "fp16")                                  # False: see supports()
 
-The numbers live in bench/data/gpu_specs.json, each entry with its
-datasheet; no peak figure is written anywhere else in the code.
+The numbers live in bench/data/gpu_specs.json (NVIDIA's) and
+bench/data/amd_gpu_specs.json (AMD Instinct's, found by the model token the
+name holds: "AMD Instinct MI300X OAM" is the MI300X; lookup_amd), each entry
+with its datasheet; no peak figure is written anywhere else in the code.
+lookup() asks both, so MFU (bench.analysis.figures, by the name torch gives
+a rank's device) and the hetero verdict know an MI300X's peak as an H100's.
 """
 
 from __future__ import annotations
@@ -127,9 +131,32 @@ def lookup(name: str, memory_mib: float | None = None) -> GpuSpec | None:
     entry fits it and, if given, its memory; "NVIDIA GeForce ..." with 8 GB
     fits a GTX 1070 as well as an RTX 3070, so it stays None rather than a
     guess (the probe asks the library or the tool's query for the full name).
+    A name no NVIDIA entry has is looked up among AMD's (lookup_amd).
     """
     found = candidates(name, memory_mib)
-    return found[0] if len(found) == 1 else None
+    return found[0] if len(found) == 1 else None if found else lookup_amd(name)
+
+
+_AMD_MODEL = re.compile(r"\bMI\d{3}[A-Z]?\b", re.I)
+
+
+@functools.cache
+def amd_table() -> dict[str, GpuSpec]:
+    """bench/data/amd_gpu_specs.json's entries by model token ("MI300X"); the gfx target in `cc`'s place."""
+    raw = json.loads(resources.files("bench").joinpath("data/amd_gpu_specs.json").read_text("utf-8"))
+    out = {}
+    for e in raw["gpus"]:
+        spec = GpuSpec(name=e["name"], arch=e["arch"], cc=e["gfx"], memory_gb=float(e["memory_gb"]),
+                       fp32_tflops=float(e["fp32_tflops"]), fp16_tflops=e["fp16_tflops"],
+                       bf16_tflops=e["bf16_tflops"], source=e["source"], aliases=tuple(e["aliases"]))  # fmt: skip
+        out[_AMD_MODEL.search(e["name"]).group(0).upper()] = spec
+    return out
+
+
+def lookup_amd(name: str | None) -> GpuSpec | None:
+    """The first model token of the name that AMD's table has ("Aldebaran/MI200 [Instinct MI250X/MI250]": MI250X);
+    None for a model it lacks (MI100, MI300A, MI308X, MI350X)."""
+    return next((amd_table()[m.upper()] for m in _AMD_MODEL.findall(name or "") if m.upper() in amd_table()), None)
 
 
 def parse_cc(cc: str | tuple[int, int] | None) -> tuple[int, int] | None:
@@ -146,10 +173,15 @@ def supports(cc: str | tuple[int, int] | None, precision: str) -> bool:
     """Whether a GPU of compute capability `cc` should train in `precision`.
 
     fp32 everywhere; fp16 from sm_70 (see _MIN_CC for why not sm_60); bf16
-    from sm_80. An unknown cc supports nothing but fp32.
+    from sm_80. An AMD gfx target ("gfx942") supports what AMD's table gives
+    it a peak for. An unknown cc supports nothing but fp32.
     """
     if precision not in _MIN_CC:
         raise ValueError(f"unknown precision {precision!r} (expected one of {', '.join(PRECISIONS)})")
+    if isinstance(cc, str) and cc.strip().lower().startswith("gfx"):
+        # An AMD gfx target: the precisions its entry in AMD's table has a peak for (fp32 alone where none has it).
+        return precision == "fp32" or any(s.cc == cc.strip().lower() and peak_tflops(s, precision)
+                                          for s in amd_table().values())
     parsed = parse_cc(cc)
     if parsed is None:
         return precision == "fp32"

@@ -28,7 +28,7 @@ from bench.core.errors import BadInput
 from bench.core.options import opt, seconds
 from bench.core.sizes import parse_sizes
 from bench.jobs import numerics as numerics_job
-from bench.jobs.gate import device_of, inspect_cluster
+from bench.jobs.gate import accel_of, device_of, inspect_cluster
 from bench.jobs.plan import plan_resources
 from bench.launch.execute import execute
 from bench.launch.plan import build, plan_json, write_files
@@ -86,7 +86,7 @@ def run(cfg: CommConfig, hosts: HostSelection, quiet: bool = False) -> dict[str,
     rec = measure(placement.resources, placement.launcher, device, op=cfg.op, sizes=sizes,
                   iters=cfg.iters, warmup=cfg.warmup, out_root=cfg.out, timeout=cfg.timeout,
                   slots_of=placement.slots_of, master_addr=cfg.master_addr, master_port=cfg.master_port,
-                  container_exec=cfg.container_exec,
+                  container_exec=cfg.container_exec, accel=accel_of(device, verdict),
                   extra={"inventory": inventory, "verdict": verdict, "sizes_cap": cap})
     return rec
 
@@ -138,7 +138,8 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
             rounds: list[list[int]] | None = None, timeout: float = 120.0, slots_of: dict[str, int] | None = None,
             master_addr: str | None = None, master_port: int | None = None,
             environ: dict[str, str] | None = None, container_exec: str | None = None,
-            extra: dict[str, Any] | None = None, numerics: dict[str, Any] | None = None) -> dict[str, Any]:
+            extra: dict[str, Any] | None = None, numerics: dict[str, Any] | None = None,
+            accel: str | None = None) -> dict[str, Any]:
     """Launch the comm ranks, wait, and return a "comm" record (also appended to its results.jsonl).
 
     groups: lists of global ranks (default: all ranks); group_names label them in the rows (default
@@ -146,6 +147,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     time (they must not share a rank), the rounds one after another (default: one group a round).
     numerics: plan.json's "numerics" (bench.jobs.numerics.first): every rank runs validate's numerics job
     before its group exists; the record's "numerics" has each rank's entry (the prolog's one launch).
+    accel: the nodes' accelerator backend (bench.jobs.gate.accel_of), whose visible-devices variable the ranks get.
     """
     environ = dict(os.environ if environ is None else environ)
     world = sum(len(s) for s in resources.values())
@@ -154,7 +156,7 @@ def measure(resources: dict[str, list[int]], launcher: str, device: str, *, op: 
     run_id = results.new_run_id(out_root, prefix="comm-")
     run_dir = os.path.abspath(os.path.join(out_root, run_id))
     lp = build(resources, launcher, run_dir, device, master_addr, master_port, environ=environ,
-               module="bench.worker.comm", container_exec=container_exec)
+               module="bench.worker.comm", container_exec=container_exec, accel=accel)
     plan = plan_json(lp, resources, device, timeout)
     if numerics:
         plan["numerics"] = numerics

@@ -94,3 +94,9 @@ def device_of(cfg: LaunchConfig, placement: Placement, verdict: dict) -> str:
     if verdict and device_follows_nodes(cfg, placement):
         return "cuda" if verdict["gpus"] else "cpu"
     return placement.device
+
+
+def accel_of(device: str, verdict: dict) -> str | None:
+    """The accelerator backend a launch on the nodes names (their ranks' visible-devices variable,
+    bench.launch.node --accel): the verdict's, from the nodes' inventories; None on CPU ranks or unjudged."""
+    return (verdict or {}).get("accel") if device != "cpu" else None

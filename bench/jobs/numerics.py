@@ -72,13 +72,15 @@ def collect(run_dir: str, resources: dict[str, list[int]], outcome: Outcome, fol
 
 def run(resources: dict[str, list[int]], launcher: str, device: str, spec: NumericsSpec, *, out_root: str,
         timeout: float = 300.0, slots_of: dict[str, int] | None = None, environ: dict[str, str] | None = None,
-        container_exec: str | None = None, master_addr: str | None = None) -> dict[str, Any]:
-    """Launch, wait, and return a "numerics" record: one entry per rank, ok with its curve or failed with why."""
+        container_exec: str | None = None, master_addr: str | None = None,
+        accel: str | None = None) -> dict[str, Any]:
+    """Launch, wait, and return a "numerics" record: one entry per rank, ok with its curve or failed with why.
+    accel: the nodes' accelerator backend (bench.jobs.gate.accel_of), whose visible-devices variable the ranks get."""
     storage.check_room(out_root, sum(len(s) for s in resources.values()))
     run_id = results.new_run_id(out_root, prefix="numerics-")
     run_dir = os.path.abspath(os.path.join(out_root, run_id))
     lp = build(resources, launcher, run_dir, device, master_addr, environ=environ, module="bench.worker.numerics",
-               container_exec=container_exec, independent=True)
+               container_exec=container_exec, independent=True, accel=accel)
     # The timed matmuls start together (a barrier, bench.worker.barrier): each GPU is timed under the same load,
     # not while its neighbours still import or train.
     world = sum(len(s) for s in resources.values())

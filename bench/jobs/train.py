@@ -31,7 +31,7 @@ from bench.core.errors import BadInput
 from bench.jobs import alone, nvme, phases
 from bench.jobs import numerics as numerics_job
 from bench.jobs.mode import Mode
-from bench.jobs.gate import check_precision, device_follows_nodes, device_of, inspect_cluster
+from bench.jobs.gate import accel_of, check_precision, device_follows_nodes, device_of, inspect_cluster
 from bench.jobs.plan import Placement, plan_resources
 from bench.launch import plan as launch_plan
 from bench.launch.base import LaunchPlan
@@ -151,7 +151,8 @@ def _launch_plan(p: _Planned, verdict: dict, run_dir: str,
     # For the nodes' device: ZeRO-Offload pins its host buffers on GPU runs only.
     ds = dsconfig.build(cfg, p.data_parallel, cfg.steps or NOMINAL_STEPS, device=device)
     lp = launch_plan.build(placement.resources, placement.launcher, run_dir, device, cfg.master_addr,
-                           cfg.master_port, container_exec=cfg.container_exec, independent=mode.independent)
+                           cfg.master_port, container_exec=cfg.container_exec, independent=mode.independent,
+                           accel=accel_of(device, verdict))
     plan = launch_plan.plan_json(lp, placement.resources, device, cfg.timeout, cfg.collective_timeout)
     plan["parallel"] = p.split
     if mode.start_barrier:

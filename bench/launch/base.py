@@ -49,6 +49,7 @@ class LaunchPlan:
     files: dict[str, str] = field(default_factory=dict)  # path -> text, written with the hostfile
     gpu_by: str = BY_LOCAL_RANK       # how a rank finds its GPU (bench.core.placement)
     open_files: int = 0               # file descriptors the launcher process needs (bench.launch.execute raises to it)
+    accel: str | None = None          # the nodes' accelerator backend ("nvidia", "amd"; None: not named)
 
     def shell(self) -> str:
         """The exact command, copy-pasteable (for --dry-run and logs)."""
@@ -78,6 +79,9 @@ class Job:
     independent: bool = False
     """Every rank is a run of its own (bench validate's per-GPU run, the numerics job): one rank's exit must
     not end the others', under any launcher; training's ranks need each other, and one rank's exit ends them."""
+    accel: str | None = None
+    """The nodes' accelerator backend (bench/data/accelerators.json), whose visible-devices variable the node
+    launcher sets to the slots (AMD's on AMD nodes); None: not named, the first GPU backend's (as before)."""
 
     @property
     def hostfile(self) -> str:
@@ -103,7 +107,8 @@ class Job:
         world_info = base64.urlsafe_b64encode(json.dumps(world).encode("utf-8")).decode("utf-8")
         rank = [f"--node-rank={node_rank}"] if node_rank is not None else []
         return [*python, *NODE_LAUNCHER, f"--world-info={world_info}", *rank, f"--master-addr={self.master_addr}",
-                f"--master-port={self.master_port}", *(["--independent"] if self.independent else []), self.module,
+                f"--master-port={self.master_port}", *(["--independent"] if self.independent else []),
+                *([f"--accel={self.accel}"] if self.accel else []), self.module,
                 "--run-dir", self.run_dir]
 
 

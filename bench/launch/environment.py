@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from bench.core.accel_names import VISIBLE_ENVS, by_device
+from bench.core.accel_names import VISIBLE_ENVS, by_device, vendor
 from bench.core.errors import BadInput
 from bench.core.provenance import SECRET_WORDS
 
@@ -40,8 +40,9 @@ def check_env_value(key: str, value: str, source: str) -> None:
         raise BadInput(f"{source}: {key} has characters a remote shell would expand or split: {value!r}")
 
 
-def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Variables every rank needs, plus the user's NCCL_*/GLOO_* settings."""
+def rank_environment(device: str, environ: dict[str, str] | None = None, accel: str | None = None) -> dict[str, str]:
+    """Variables every rank needs, plus the user's NCCL_*/GLOO_* settings; accel: the nodes' backend (its device
+    order variables; None: the first backend of the device type's)."""
     environ = dict(os.environ if environ is None else environ)
     env: dict[str, str] = {
         # One thread per rank on CPU unless the user says otherwise: two ranks on two cores with default
@@ -59,7 +60,7 @@ def rank_environment(device: str, environ: dict[str, str] | None = None) -> dict
         # A GPU index means what the vendor's tools number (the runtime's default order, fastest first, can
         # differ on a node of mixed GPUs): the slots of a hostfile and the visible-devices variable are those
         # indices (the backend's device_order_env, bench/data/accelerators.json).
-        for k, v in by_device(device)["device_order_env"].items():
+        for k, v in (vendor(accel) if accel else by_device(device))["device_order_env"].items():
             env[k] = environ.get(k, v)
     for k, v in environ.items():
         # DeepSpeed's launcher logs every forwarded NCCL_* value: a secret set

@@ -1,13 +1,20 @@
 """One node's ranks, started and watched by bench: what DeepSpeed's launch.py does for a node, in the standard library.
 
     python -u -m bench.launch.node --world-info B64 --node-rank 1 --master-addr A --master-port P \\
-        bench.worker --run-dir RUN_DIR
+        [--accel amd] bench.worker --run-dir RUN_DIR
 
 The world is DeepSpeed's --world_info (base64 JSON of {host: slots}, hosts in
 rank order), and each rank gets what DeepSpeed's launch.py (0.19.8) gives it:
 RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_SIZE, CROSS_RANK, CROSS_SIZE, MASTER_ADDR,
-MASTER_PORT, and the GPU backend's visible-devices variable set to the node's
-slots (bench.core.accel_names; DeepSpeed's CPU accelerator sets that same variable). What differs, and why:
+MASTER_PORT, and the visible-devices variable of the nodes' backend set to the
+node's slots: --accel names the backend (the launch plan takes it from the
+nodes' inventories: bench.cluster.hetero's verdict "accel"), so ranks on an AMD
+node get AMD's variable; without it, or for the CPU backend, which has none,
+the first GPU backend's (bench.core.accel_names.ranks_visible_env; DeepSpeed's
+CPU accelerator sets that one for CPU ranks too). Every other visible-devices
+variable this process has is dropped from the ranks' environment: the slots
+name the node's devices once (a ROCm runtime reads three such variables and
+narrows one's list by the others). What differs, and why:
 
 - no torch and no DeepSpeed are imported here: launch.py spends 2.5 s of a
   core on them, on every node of every launch, before any rank starts;
@@ -46,7 +53,7 @@ import subprocess
 import sys
 import time
 
-from bench.core.accel_names import visible_env
+from bench.core.accel_names import VISIBLE_ENVS, ranks_visible_env, vendor
 
 GRACE_S = 30.0   # as launch.py: how long a stopped rank has before SIGKILL
 POLL_S = 0.2
@@ -69,24 +76,33 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--master-port", type=int)
     p.add_argument("--independent", action="store_true", help="a failed rank stops none of the others")
     p.add_argument("--alone", action="store_true", help="one rank, in the environment this process has")
+    p.add_argument("--accel", help="the nodes' accelerator backend (bench/data/accelerators.json): its "
+                   "visible-devices variable is set to the slots")
     p.add_argument("module", help="the ranks' entry point, run as python -u -m MODULE")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
     if not a.alone and (a.world_info is None or a.master_addr is None or a.master_port is None):
         p.error("--world-info, --master-addr and --master-port are required (or --alone)")
+    if a.accel is not None:
+        try:
+            vendor(a.accel)
+        except KeyError as e:
+            p.error(f"--accel: {e.args[0]}")
     return a
 
 
 def rank_envs(world: dict[str, list[int]], node_rank: int, master_addr: str, master_port: int,
-              environ: dict[str, str]) -> list[dict[str, str]]:
-    """The environment of each of this node's ranks, in local-rank order (launch.py's numbering)."""
+              environ: dict[str, str], accel: str | None = None) -> list[dict[str, str]]:
+    """The environment of each of this node's ranks, in local-rank order (launch.py's numbering); accel: the
+    nodes' backend, whose visible-devices variable holds the slots (see the module docstring)."""
     hosts = list(world)
     slots = world[hosts[node_rank]]
     first = sum(len(world[h]) for h in hosts[:node_rank])
-    common = dict(environ, MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
+    kept = {k: v for k, v in environ.items() if k not in VISIBLE_ENVS}
+    common = dict(kept, MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
                   WORLD_SIZE=str(sum(len(s) for s in world.values())), CROSS_RANK=str(node_rank),
                   CROSS_SIZE=str(len(hosts)), LOCAL_SIZE=str(len(slots)),
-                  **{visible_env("cuda"): ",".join(str(s) for s in slots)})
+                  **{ranks_visible_env(accel): ",".join(str(s) for s in slots)})
     return [dict(common, RANK=str(first + i), LOCAL_RANK=str(i)) for i in range(len(slots))]
 
 
@@ -166,7 +182,7 @@ def run(argv: list[str]) -> int:
         envs, names = [dict(os.environ)], [launched(dict(os.environ))]
     else:
         world = json.loads(base64.urlsafe_b64decode(a.world_info))
-        envs = rank_envs(world, a.node_rank, a.master_addr, a.master_port, dict(os.environ))
+        envs = rank_envs(world, a.node_rank, a.master_addr, a.master_port, dict(os.environ), a.accel)
         names = [(env["RANK"], env["LOCAL_RANK"]) for env in envs]
     stopped: list[int] = []
 

@@ -23,7 +23,7 @@ from bench.cluster import container
 from bench.cluster.container import ContainerExec
 from bench.cluster.slurm import in_allocation, node_addr
 from bench.core import conversation
-from bench.core.accel_names import visible_env
+from bench.core.accel_names import VISIBLE_ENVS
 from bench.launch.base import Job, LaunchPlan, Launcher
 from bench.launch.environment import FORWARD_PREFIXES, check_env_value, is_secret, rank_environment
 from bench.launch.registry import get
@@ -36,13 +36,14 @@ def free_port() -> int:
 
 
 def _checked(resources: dict[str, list[int]], launcher: str, device: str, container_exec: str | None,
-             environ: dict[str, str]) -> tuple[Launcher, ContainerExec | None, dict[str, str]]:
+             environ: dict[str, str], accel: str | None = None
+             ) -> tuple[Launcher, ContainerExec | None, dict[str, str]]:
     """The launcher, the image prefix and the ranks' environment; every refusal of the launch is made here."""
     kind = get(launcher)
     ce = container.resolve(container_exec, environ) if kind.remote else None
     if ce is not None and device == "cuda":
-        ce = ce.with_devices(device)  # the nodes have GPUs (the plan's device came from their inventory)
-    rank_env = rank_environment(device, environ)
+        ce = ce.with_devices(device, accel)  # the nodes have GPUs (the plan's device came from their inventory)
+    rank_env = rank_environment(device, environ, accel)
     if ce is not None and ce.in_container:
         # This PATH is the image's, not the nodes': exported there it could only
         # hide the host's apptainer. Inside, the image sets its own (Apptainer
@@ -63,10 +64,11 @@ def check(resources: dict[str, list[int]], launcher: str, device: str, container
 def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: str,
           master_addr: str | None = None, master_port: int | None = None,
           environ: dict[str, str] | None = None, module: str = "bench.worker",
-          container_exec: str | None = None, independent: bool = False) -> LaunchPlan:
+          container_exec: str | None = None, independent: bool = False, accel: str | None = None) -> LaunchPlan:
     """The launch argv and environments for this run (nothing is started here).
 
     independent: every rank is a run of its own (Job.independent): no launcher ends the others when one exits.
+    accel: the nodes' accelerator backend (Job.accel; the verdict's "accel"), named on GPU launches only.
 
     container_exec: RunConfig.container_exec; with a multi-node launcher,
     remote ranks start inside that image, or the one bench runs in
@@ -74,7 +76,8 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     """
     environ = dict(os.environ if environ is None else environ)
     run_dir = os.path.abspath(run_dir)
-    kind, ce, rank_env = _checked(resources, launcher, device, container_exec, environ)
+    accel = accel if device != "cpu" else None
+    kind, ce, rank_env = _checked(resources, launcher, device, container_exec, environ, accel)
     if master_addr is None and kind.remote:
         # Inside a Slurm allocation the hosts are Slurm's node names: rank 0's node is reached at Slurm's own
         # address for it (NodeAddr), which resolves where the name may not.
@@ -83,21 +86,23 @@ def build(resources: dict[str, list[int]], launcher: str, run_dir: str, device: 
     job = Job(resources=resources, run_dir=run_dir, device=device,
               master_addr=master_addr or "127.0.0.1",
               master_port=master_port or free_port(), module=module, environ=environ, rank_env=rank_env,
-              container=ce, independent=independent)
+              container=ce, independent=independent, accel=accel)
     # The launcher's own environment, which local ranks inherit: without the
     # secret-named variables DeepSpeed would log (see rank_environment).
     env = {k: v for k, v in environ.items() if not (k.startswith(FORWARD_PREFIXES) and is_secret(k))}
     if device == "cuda":
         # The ranks' GPUs are the slots (--include, the hostfile): the node launcher sets each rank's
         # visible-devices variable from them (DeepSpeed's runner would drop this shell's choice in silence).
-        env.pop(visible_env(device), None)
+        # Every vendor's (bench.core.accel_names.VISIBLE_ENVS): a ROCm runtime narrows one's list by the others.
+        for name in VISIBLE_ENVS:
+            env.pop(name, None)
     env.update(rank_env)
     env.update(kind.environment(job))
     return LaunchPlan(argv=kind.command(job), env=env, env_file=kind.env_file(job),
                       hostfile=job.hostfile if kind.remote else None, launcher=kind.name,
                       master_addr=job.master_addr, master_port=job.master_port,
                       module=module, container=ce.prefix(os.path.dirname(run_dir)) if ce is not None else None,
-                      files=kind.files(job), gpu_by=kind.gpu_by, open_files=kind.open_files(job))
+                      files=kind.files(job), gpu_by=kind.gpu_by, open_files=kind.open_files(job), accel=job.accel)
 
 
 # How long past the ranks' collective timeout the watchdog waits (gloo): ranks blocked on a hung peer then report
@@ -149,7 +154,8 @@ def plan_json(lp: LaunchPlan, resources: dict[str, list[int]], device: str, time
             "resources": resources, "launcher": lp.launcher, "device": device, "master_addr": lp.master_addr,
             "master_port": lp.master_port, "collective_timeout_s": t["collective_timeout_s"],
             "watchdog_s": t["watchdog_s"], "startup_s": t["startup_s"], "first_to_fire": t["first"],
-            "command": lp.argv, "gpu_by": lp.gpu_by, "container": lp.container, "orphan_after_s": conversation.ORPHAN_AFTER_S}
+            "command": lp.argv, "gpu_by": lp.gpu_by, "container": lp.container, "accel": lp.accel,
+            "orphan_after_s": conversation.ORPHAN_AFTER_S}
 
 
 def hostfile_text(slots: dict[str, int]) -> str:

@@ -20,6 +20,7 @@ from bench.core.errors import BadInput, RunFailed
 from bench.jobs import comm as comm_job
 from bench.jobs import numerics as numerics_job
 from bench.jobs import train
+from bench.jobs.gate import accel_of
 from bench.validate import checks
 from bench.validate.checks import launches
 from bench.validate.state import Measured, Validation
@@ -34,6 +35,11 @@ def _done(rec: dict[str, Any]) -> dict[str, Any]:
     if rec.get("status") == "interrupted":
         raise KeyboardInterrupt
     return rec
+
+
+def _accel(v: Validation) -> str | None:
+    """The nodes' accelerator backend a launch names (their ranks' visible-devices variable): the verdict's."""
+    return accel_of(v.device, v.figures.get("verdict") or {})
 
 
 def _inspected(v: Validation, hosts) -> tuple[list[dict], dict]:
@@ -135,7 +141,8 @@ def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.
     try:
         rec = numerics_job.run(resources, v.launcher_for(list(resources)), v.device, spec,
                                out_root=os.path.join(v.vdir, "runs"), timeout=v.launch_timeout(resources),
-                               container_exec=v.cfg.container_exec, master_addr=v.cfg.master_addr)
+                               container_exec=v.cfg.container_exec, master_addr=v.cfg.master_addr,
+                               accel=_accel(v))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "numerics")
     _started(v, rec, t0)
@@ -157,7 +164,8 @@ def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]]
                                out_root=os.path.join(v.vdir, "runs"), groups=groups, group_names=names,
                                rounds=rounds, timeout=v.launch_timeout(resources),
                                numerics=_first(v, resources, tag, with_numerics), environ=environ,
-                               container_exec=v.cfg.container_exec, master_addr=v.cfg.master_addr)
+                               container_exec=v.cfg.container_exec, master_addr=v.cfg.master_addr,
+                               accel=_accel(v))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench comm")
     _started(v, rec, t0)

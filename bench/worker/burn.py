@@ -20,6 +20,8 @@ counts raised (end less start). Each GPU is read on its own
 that GPU's finding, the others are sampled; a field it cannot read
 (NotSupported: GeForce cards) is None, unknown. On a CPU node there is no
 sampler: nvml is None and nvml_error says so; the throughput series runs.
+The sampler is the plan's backend's (sampler_for: AMD's through amdsmi,
+bench.cluster.accel.amd.sampler, in the same record keys), NVIDIA's else.
 """
 
 from __future__ import annotations
@@ -32,7 +34,17 @@ import time
 from bench.core.accel_names import GPU_SAMPLER
 from bench.core.results import write_json_atomic
 from bench.core.storage import subdir
+from bench.cluster.accel.amd.sampler import Sampler as AmdSampler
 from bench.cluster.accel.nvidia.sampler import FIELDS, Sampler  # noqa: F401 - the record's columns; the sampler's home
+
+# The sampler of the plan's backend (plan.json "accel", bench.launch.plan): AMD's through amdsmi, else NVIDIA's
+# (a plan naming none: as before; on CPU ranks its own "no ... here" says why nothing is sampled).
+SAMPLERS = {"amd": AmdSampler}
+
+
+def sampler_for(plan: dict, every: float):
+    """The burn's sampler for the node's devices, chosen by the backend the plan names."""
+    return SAMPLERS.get(plan.get("accel") or "", Sampler)(every)
 
 
 class _Stop(Exception):
@@ -69,7 +81,7 @@ def run(run_dir: str, rank: int, plan: dict, engine, batches, device, local: int
 
     spec = plan["burn"]
     seconds, every = float(spec["seconds"]), float(spec.get("interval_s") or 1.0)
-    sampler = Sampler(every) if local == 0 else None
+    sampler = sampler_for(plan, every) if local == 0 else None
     sampling = sampler is not None and sampler.open()
     wait(spec["barrier"], rank, per_rank=True)
     start = time.time()

@@ -124,7 +124,7 @@ def test_a_file_that_is_not_what_its_name_says_is_refused_in_one_line(tmp_path):
 def test_the_backend_its_visible_devices_variable_and_what_it_claims():
     amd = accel.backend("amd")
     assert amd.visible_devices_env == "ROCR_VISIBLE_DEVICES" and amd.collective_backend == "nccl"
-    assert set(amd.saved_files) == set(health.SAVED) and amd.sampler(1.0) is None
+    assert set(amd.saved_files) == set(health.SAVED) and amd.sampler(1.0).name == "bench-burn-amdsmi"
     mi350 = readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())
     probe = {"gpus": [g.inventory() for g in mi350], "source": "amd-smi"}
     assert accel.detect(probe).name == "amd"
@@ -184,3 +184,100 @@ def test_a_stand_in_amd_smi_makes_this_nodes_inventory_amd_and_the_verdict_names
     h100 = {"host": "h100", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]}
     codes = {f["code"] for f in verdict([h100, dict(inv, host="mi350")])["findings"]}
     assert {"vendor-mixed", "gpu-model-mixed"} <= codes
+
+
+def test_a_launch_on_amd_nodes_names_their_backend_and_its_ranks_get_its_variable(tmp_path):
+    """The verdict over AMD nodes names the AMD backend; a GPU launch on them passes it to each node's launcher
+    (--accel amd: ROCR_VISIBLE_DEVICES, tests/unit/test_node_launcher.py runs it), records it in plan.json,
+    gives Apptainer --rocm and sets no other vendor's device-order variable. CPU ranks name none. MI350X: the
+    real `amd-smi static` capture (partial)."""
+    from bench.cluster.container import ContainerExec
+    from bench.cluster.hetero import verdict
+    from bench.core.accel_names import ranks_visible_env, vendor
+    from bench.jobs.gate import accel_of
+    from bench.launch.plan import build, plan_json
+
+    mi350 = [g.inventory() for g in readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())]
+    v = verdict([{"host": "a", "gpus": mi350}, {"host": "b", "gpus": mi350}])
+    h100 = {"host": "h", "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559}]}
+    assert (v["accel"], verdict([h100])["accel"], verdict([{"host": "c", "gpus": []}])["accel"]) == (
+        "amd", "nvidia", "cpu")
+    assert accel_of("cuda", v) == "amd" and accel_of("cpu", v) is None
+    assert ranks_visible_env("amd") == "ROCR_VISIBLE_DEVICES" != ranks_visible_env(None) == ranks_visible_env("cpu")
+    lp = build({"localhost": [0, 1]}, "local", str(tmp_path / "run"), "cuda", accel=accel_of("cuda", v),
+               environ={"PATH": "/usr/bin:/bin", "HIP_VISIBLE_DEVICES": "3"})
+    assert "--accel=amd" in lp.argv and plan_json(lp, {"localhost": [0, 1]}, "cuda", 60)["accel"] == "amd"
+    assert "HIP_VISIBLE_DEVICES" not in lp.env
+    assert not set(vendor("nvidia")["device_order_env"]) & set(lp.env)
+    cpu = build({"localhost": [0, 1]}, "local", str(tmp_path / "cpu"), "cpu", accel="amd", environ={"PATH": "/bin"})
+    assert not [a for a in cpu.argv if a.startswith("--accel")] and cpu.accel is None
+    ce = ContainerExec(argv=("apptainer", "exec", "img.sif"), python="python3", source="test", in_container=False)
+    assert ce.with_devices("cuda", "amd").argv == ("apptainer", "exec", "--rocm", "img.sif")
+
+
+def test_mfu_and_the_verdict_find_an_instinct_peak_where_they_find_an_h100s():
+    """bench.core.gpus.lookup asks AMD's table after NVIDIA's: the name torch gives a ROCm rank's device gets its
+    peak (MFU), and the verdict's straggler figures see it; a model the table lacks is named with AMD's table."""
+    from bench.analysis.figures import peak_flops_of
+    from bench.cluster.hetero import verdict
+    from bench.core.gpus import lookup as core_lookup
+
+    assert peak_flops_of("AMD Instinct MI300X", "bf16") == (1307.4e12, None)
+    assert peak_flops_of("AMD Instinct MI355X OAM", "fp32") == (157.3e12, None)
+    assert core_lookup("AMD Instinct MI325X").name == "AMD Instinct MI325X" and core_lookup("MI300A") is None
+    assert core_lookup("NVIDIA H100 80GB HBM3").arch != "CDNA3"   # NVIDIA's table first
+    mi300x = {"host": "a", "gpus": [{"index": 0, "name": "AMD Instinct MI300X OAM", "vendor": "amd"}]}
+    mi355x = {"host": "b", "gpus": [{"index": 0, "name": "AMD Instinct MI355X", "vendor": "amd"}]}
+    v = verdict([mi300x, mi355x], precision="bf16")
+    assert (v["slowest"]["model"], v["fastest"]["model"], v["ratio"]) == ("AMD Instinct MI300X", "AMD Instinct MI355X",
+                                                                          1.92)
+    mi300a = [g.inventory() for g in readings.from_amd_smi(
+        (AMD / "amd-smi-static_mi300a-x4-apu_4cpu_driver6.9.0-rc5.txt").read_text())]
+    unknown = [f for f in verdict([{"host": "c", "gpus": mi300a}])["findings"] if f["code"] == "gpu-unknown"]
+    assert unknown and "add it to bench/data/amd_gpu_specs.json" in unknown[0]["message"]
+
+
+def test_the_burn_takes_the_plans_backends_sampler_and_amds_says_no_amdsmi_where_there_is_none():
+    """bench.worker.burn.sampler_for: a plan naming amd gets the amdsmi sampler, one naming none or nvidia the
+    NVML one (as before). amdsmi is not installed here (no ROCm): the AMD sampler opens nothing and says so, in the
+    record keys the burn's judge reads, and its columns are the NVIDIA sampler's."""
+    from bench.cluster.accel.amd.sampler import FIELDS as AMD_FIELDS, Sampler as AmdSampler
+    from bench.cluster.accel.nvidia.sampler import FIELDS, Sampler
+    from bench.worker.burn import _said, sampler_for
+
+    assert type(sampler_for({"accel": "amd"}, 1.0)) is AmdSampler and AMD_FIELDS == FIELDS
+    assert type(sampler_for({"accel": "nvidia"}, 1.0)) is Sampler and type(sampler_for({}, 1.0)) is Sampler
+    s = sampler_for({"accel": "amd"}, 0.01)
+    try:
+        import amdsmi  # noqa: F401
+        pytest.skip("amdsmi is installed here: the absent path cannot be shown")
+    except ImportError:
+        pass
+    assert s.open() is False and s.error.startswith("no amdsmi here: ModuleNotFoundError"), s.error
+    part = s.stop()
+    assert part["nvml"] is None and part["nvml_error"] == s.error and _said(part) == s.error
+
+
+def test_an_instinct_gpu_trains_in_the_precisions_its_table_entry_has_a_peak_for():
+    """On the recorded MI350X (gfx950, the real capture) the verdict refused bf16
+    as 'needs sm_80+' (AMD has no compute capability). A gfx target now supports what amd_gpu_specs.json gives its
+    model a peak for (gfx950: the MI355X's fp16/bf16); a target the table lacks (MI100's gfx908) fp32 alone."""
+    from bench.cluster.hetero import verdict
+    from bench.core.gpus import supports
+
+    assert supports("gfx942", "bf16") and supports("gfx950", "fp16") and supports("gfx90a", "bf16")
+    assert supports("gfx908", "fp32") and not supports("gfx908", "bf16")
+    mi350 = [g.inventory() for g in readings.from_amd_smi((AMD / "amd-smi-static_mi350x_gpu0_partial.txt").read_text())]
+    v = verdict([{"host": "a", "gpus": mi350}], precision="bf16")
+    assert not [f for f in v["findings"] if f["code"].startswith("precision-")] and "bf16" in v["precisions"], v
+
+
+def test_validates_comm_and_numerics_launches_name_the_nodes_backend_too():
+    """bench validate's own launches (bench.validate.runs: comm, numerics) name the verdict's backend, as its
+    training launches do (bench.jobs.train), so their ranks on AMD nodes get ROCR_VISIBLE_DEVICES as well."""
+    from types import SimpleNamespace
+
+    from bench.validate import runs
+
+    assert runs._accel(SimpleNamespace(device="cuda", figures={"verdict": {"accel": "amd"}})) == "amd"
+    assert runs._accel(SimpleNamespace(device="cpu", figures={"verdict": {"accel": "amd"}})) is None

@@ -25,12 +25,12 @@ def _world(world: dict) -> str:
 
 
 def _node(world: dict, out, *orders: str, node_rank: int = 0, launcher: str = "bench",
-          independent: bool = False) -> subprocess.Popen:
-    env = dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=REPO)
+          independent: bool = False, accel: str | None = None, environ: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=REPO, **(environ or {}))
     if launcher == "bench":
         argv = [sys.executable, "-u", "-m", "bench.launch.node", f"--world-info={_world(world)}",
                 f"--node-rank={node_rank}", "--master-addr=10.0.0.1", "--master-port=29501",
-                *(["--independent"] if independent else [])]
+                *(["--independent"] if independent else []), *([f"--accel={accel}"] if accel else [])]
     else:  # DeepSpeed's own, as its runner started it before
         argv = [sys.executable, "-u", "-m", "deepspeed.launcher.launch", f"--world_info={_world(world)}",
                 f"--node_rank={node_rank}", "--master_addr=10.0.0.1", "--master_port=29501", "--module",
@@ -64,13 +64,33 @@ def test_each_rank_gets_what_deepspeeds_launch_py_gives_it_but_its_place_on_the_
     seen = _both(tmp_path, {"a": [1], "b": [0, 2]}, node_rank=1)
     assert seen["bench"]["rank1.json"] == {
         "RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "LOCAL_SIZE": "2", "CROSS_RANK": "1", "CROSS_SIZE": "2",
-        "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29501", "CUDA_VISIBLE_DEVICES": "0,2"}
+        "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29501", "CUDA_VISIBLE_DEVICES": "0,2",
+        "ROCR_VISIBLE_DEVICES": None, "HIP_VISIBLE_DEVICES": None}
     assert [seen["bench"][f"rank{r}.json"]["LOCAL_RANK"] for r in (1, 2)] == ["0", "1"]
     assert [seen["deepspeed"][f"rank{r}.json"]["LOCAL_RANK"] for r in (1, 2)] == ["1", "0"]
     for r in (1, 2):
         ours, theirs = seen["bench"][f"rank{r}.json"], seen["deepspeed"][f"rank{r}.json"]
         assert {k: v for k, v in ours.items() if k != "LOCAL_RANK"} == \
             {k: v for k, v in theirs.items() if k != "LOCAL_RANK"}
+
+
+def test_ranks_on_an_amd_node_get_rocr_visible_devices_and_no_other_vendors_variable(tmp_path):
+    """--accel amd (the plan's, from the nodes' inventories): the slots are ROCR_VISIBLE_DEVICES, the AMD
+    backend's variable (bench/data/accelerators.json); a CUDA_ or HIP_VISIBLE_DEVICES this shell had is not
+    passed on, since HIP would narrow ROCR's list again by it. Without --accel, CUDA_VISIBLE_DEVICES (above)."""
+    proc = _node({"a": [1, 3]}, tmp_path, accel="amd", environ={"CUDA_VISIBLE_DEVICES": "5",
+                                                              "HIP_VISIBLE_DEVICES": "7"})
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, text
+    got = {k: v for k, v in _seen(tmp_path)["rank1.json"].items() if k.endswith("_VISIBLE_DEVICES")}
+    assert got == {"CUDA_VISIBLE_DEVICES": None, "ROCR_VISIBLE_DEVICES": "1,3", "HIP_VISIBLE_DEVICES": None}
+
+
+def test_an_unknown_accel_is_one_line_and_starts_no_rank(tmp_path):
+    proc = _node({"a": [0]}, tmp_path, accel="tpu")
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--accel: no accelerator backend 'tpu'" in text, text
+    assert "Traceback" not in text and list(tmp_path.iterdir()) == []
 
 
 def test_a_rank_killed_by_a_signal_is_named_and_its_peer_stopped(tmp_path):

@@ -26,11 +26,12 @@ Adding a vendor: a row in bench/data/accelerators.json, a package
 bench/cluster/accel/<name>/ whose class subclasses Accelerator, its line in
 bench.cluster.accel.REGISTRY (before "nvidia", which claims any GPUs no
 backend before it claims), its module in .importlinter's accel-independent
-and vendor-behind-backend contracts. Not yet carried: which vendor a launch
-is for. The launch side and the ranks take the GPU backend's words by torch
-device type (accel_names.by_device("cuda")), and a ROCm torch calls its
-devices "cuda" too, so a second GPU vendor needs the plan to name the backend
-(plan.json) and the ranks to read accel_names.vendor(that name).
+and vendor-behind-backend contracts. A ROCm torch calls its devices "cuda"
+too, so the device type does not say the vendor: the verdict over the nodes'
+inventories names their backend (bench.cluster.hetero's "accel"), a launch
+carries it (plan.json "accel", bench.launch.node --accel), and each node's
+launcher sets that backend's visible-devices variable to the slots. What
+still goes by device type: the burn's sampler words (accel_names.GPU_SAMPLER).
 """
 
 from __future__ import annotations

@@ -13,9 +13,11 @@ The readers: text (amd-smi's indented text), readings (one GPU's inventory
 and counters), rocm_smi (its JSON), links (topology and xgmi tables), health
 (the findings), specs (peaks). ROCm's torch runs the same `nccl` backend
 (RCCL) and the `cuda` device type, so the ranks need nothing of their own
-beyond the visible-devices variable. Not built: the burn's sampler through
-amdsmi (`sampler` is None: no amdsmi here to test it on), and reading the
-tools' `--json` output (the recorded outputs are text, but rocm-smi's).
+beyond the visible-devices variable (a launch names this backend: bench.launch.node
+--accel amd). The burn's sampler is amdsmi's (sampler.py; bench.worker.burn picks
+it by the plan's "accel"): where amdsmi is absent it says so and samples nothing.
+Not built: reading the tools' `--json` output (the recorded outputs are text,
+but rocm-smi's).
 """
 
 from __future__ import annotations
@@ -123,7 +125,9 @@ class Amd(Accelerator):
         return health.GPU_FILES
 
     def sampler(self, every: float):
-        return None
+        from bench.cluster.accel.amd.sampler import Sampler
+
+        return Sampler(every)
 
     def peak(self, name: str | None, memory_mib: int | None = None) -> GpuSpec | None:
         return lookup(name)
