@@ -85,6 +85,15 @@ def test_a_this_node_level_leaves_the_profiles_cluster_out(site):
     ('launcher = \n', ["site.toml: not a TOML profile", "line 1"]),
     ('timeout = "-5"\n', ["site.toml: timeout: '-5' is not a time span"]),
     ('timeout = 0\n', ["--timeout: must be > 0", "(from ", "site.toml"]),
+    # Misspelled: said with the name meant; under another command's table too, found by any command.
+    ('lancher = "pdsh"\n', ["site.toml: lancher: no bench command has --lancher (did you mean launcher?)"]),
+    ('[validate]\nlevl = "full"\n', ["site.toml: [validate] levl: bench validate has no --levl (did you mean level?)"]),
+    # Of the wrong type: a table, a number or an array for a path, a date.
+    ('master-addr = {host = "a"}\n', ["site.toml: master-addr: takes a value as on the command line"]),
+    ('hostfile = 3\n', ["site.toml: hostfile: takes a path (a TOML string), got 3"]),
+    ('out = ["a", "b"]\n', ["site.toml: out: takes a path (a TOML string)"]),
+    ('[run]\ntimeout = 2026-01-01\n', ["site.toml: [run] timeout: takes a value as on the command line, got the "
+                                        "TOML date 2026-01-01"]),
 ])
 def test_a_bad_profile_is_one_line_naming_the_file_and_the_key(tmp_path, text, needles):
     (tmp_path / "site.toml").write_text(text)
