@@ -141,3 +141,25 @@ def test_the_operator_pages_profile_drives_validate_and_run(tmp_path):
     assert run.returncode == 0, run.stderr
     plan = json.loads(run.stdout)["plan"]
     assert (list(plan["resources"]), plan["launcher"], plan["master_addr"]) == (hosts, "pdsh", "10.0.0.1")
+
+
+def test_validates_master_address_is_where_the_first_node_leads_and_other_launches_meet_at_their_own(tmp_path):
+    """A site's --master-addr names its first node (rank 0 of `bench run`): validate's launches that node leads
+    meet there; a pair launch of the second and third nodes meets at the second, as without a master address
+    (on main every launch got it, and the pair's ranks would dial an address where none of them listens)."""
+    from bench.cluster.hostfile import HostSelection
+    from bench.launch.plan import build
+    from bench.validate.config import ValidateConfig
+    from bench.validate.state import Validation
+
+    v = Validation(ValidateConfig(master_addr="10.0.0.9"), HostSelection(),
+                   {"n1": [0, 1], "n2": [0, 1], "n3": [0, 1]}, None, str(tmp_path), launcher="pdsh")
+    assert v.run_config(["n1", "n2", "n3"], 5).master_addr == "10.0.0.9"
+    assert v.run_config(["n2", "n3"], 5).master_addr is None
+    pair = {"n2": [0], "n3": [0]}
+    lp = build(pair, "pdsh", str(tmp_path / "run"), "cpu", master_addr=v.master_addr_for(list(pair)),
+               environ={"PATH": "/usr/bin"}, container_exec="none")
+    assert lp.master_addr == "n2"
+    led = build({"n1": [0], "n3": [0]}, "pdsh", str(tmp_path / "run2"), "cpu",
+                master_addr=v.master_addr_for(["n1", "n3"]), environ={"PATH": "/usr/bin"}, container_exec="none")
+    assert led.master_addr == "10.0.0.9"
