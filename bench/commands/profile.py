@@ -14,8 +14,9 @@
 
 A value is what the option takes on the command line (a list may be a TOML array, a flag true or false); a
 relative path (hostfile, out, ...) is read from the profile's folder. The command line overrides the profile, the
-profile the defaults; `--dry-run` says where each value came from. A bad profile is one line naming the file and
-the key, exit 2.
+profile the defaults; `--dry-run` says where each value came from, and the record of a `bench run` or
+`bench validate` keeps it ("sources": option -> "command line" or the profile's path). A bad profile is one
+line naming the file and the key, exit 2.
 """
 
 from __future__ import annotations
@@ -171,6 +172,12 @@ def apply(parsers: dict[str, argparse.ArgumentParser], command: str, args: argpa
             setattr(args, action.dest, parsed)
             sources[action.dest] = label
     return sources
+
+
+def recorded(args: argparse.Namespace) -> dict[str, str]:
+    """What a run's record keeps of where its values came from ("sources": option -> "command line" or the
+    profile's path), the list --dry-run prints; {} where bench.cli did not parse the options."""
+    return {k: v for k, v in (getattr(args, "_sources", None) or {}).items() if k not in ("dry_run", "config")}
 
 
 def said(parsers: dict[str, argparse.ArgumentParser], command: str, args: argparse.Namespace,

@@ -163,3 +163,29 @@ def test_validates_master_address_is_where_the_first_node_leads_and_other_launch
     led = build({"n1": [0], "n3": [0]}, "pdsh", str(tmp_path / "run2"), "cpu",
                 master_addr=v.master_addr_for(["n1", "n3"]), environ={"PATH": "/usr/bin"}, container_exec="none")
     assert led.master_addr == "10.0.0.9"
+
+
+def test_the_record_keeps_where_each_value_came_from(tmp_path):
+    """A real `bench validate` with nothing on its command line (--health-from: one node's saved counters, a
+    real ROCm 6.0.2 rocm-smi JSON from tests/fixtures/amd, no launch): the record says which options the
+    profile set, in the record printed and in results.jsonl (on main neither had "sources")."""
+    import shutil
+    from pathlib import Path
+
+    from bench.core import results
+
+    amd = Path(__file__).resolve().parents[1] / "fixtures" / "amd"
+
+    node = tmp_path / "site" / "node7"
+    node.mkdir(parents=True)
+    shutil.copyfile(amd / "rocm-smi-json_mi100-x4_rocm6.0.2.json", node / "rocm-smi.json")
+    profile = tmp_path / "site" / "site.toml"
+    profile.write_text('[validate]\nhealth-from = "node7"\nout = "results"\njson = true\n')
+    got = cli("validate", env=env_with(profile), cwd=str(tmp_path))
+    assert got.returncode == 0, got.stderr
+    rec = json.loads(got.stdout)
+    where = f"{profile} ($BENCH_CONFIG)"
+    assert rec["sources"] == {"health_from": where, "out": where, "json": where}
+    (kept,) = results.read(f"{rec['run_dir']}/results.jsonl").records
+    results.validate(kept)
+    assert kept["sources"] == rec["sources"] and rec["run_dir"].startswith(str(tmp_path / "site" / "results"))
