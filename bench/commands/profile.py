@@ -14,13 +14,16 @@
 
 A value is what the option takes on the command line (a list may be a TOML array, a flag true or false); a
 relative path (hostfile, out, ...) is read from the profile's folder. The command line overrides the profile, the
-profile the defaults; `--dry-run` says where each value came from. A bad profile is one line naming the file and
-the key, exit 2.
+profile the defaults; `--dry-run` says where each value came from, and the record of a `bench run` or
+`bench validate` keeps it ("sources": option -> "command line" or the profile's path). A bad profile is one
+line naming the file and the key, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import difflib
 import os
 import tomllib
 from typing import Any
@@ -81,6 +84,26 @@ def _action(p: argparse.ArgumentParser, key: str) -> argparse.Action | None:
     return next((a for a in p._actions if flag in a.option_strings and not _old_name(a)), None)
 
 
+def _near(parsers: dict[str, argparse.ArgumentParser], key: str, command: str | None = None) -> str:
+    """" (did you mean launcher?)" for a key a letter or two off an option's name; "" for none close."""
+    names = {a.option_strings[0][2:] for name, q in parsers.items() if command in (None, name) for a in q._actions
+             if a.option_strings and a.option_strings[0].startswith("--") and not _old_name(a)}
+    close = difflib.get_close_matches(key.replace("_", "-"), sorted(names), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _typed(action: argparse.Action, value: Any, where: str) -> None:
+    """A value of a type the option cannot mean is refused: a table, true/false for an option that takes a value,
+    a number or an array for a path, a TOML date (a number or an array is the option's text: `max-drain = 2`,
+    `micro-batches = [16, 32]`)."""
+    if isinstance(value, (bool, dict)):
+        raise BadInput(f"{where}: takes a value as on the command line, got {value!r}")
+    if action.dest in PATHS and not isinstance(value, str):
+        raise BadInput(f"{where}: takes a path (a TOML string), got {value!r}")
+    if isinstance(value, (datetime.date, datetime.time)):
+        raise BadInput(f"{where}: takes a value as on the command line, got the TOML date {value.isoformat()}")
+
+
 def _value(action: argparse.Action, value: Any, where: str, folder: str) -> Any:
     """The profile's value as the option would have parsed it; BadInput naming the file and key."""
     if action.nargs == 0:
@@ -89,8 +112,7 @@ def _value(action: argparse.Action, value: Any, where: str, folder: str) -> Any:
         if isinstance(action, argparse.BooleanOptionalAction):
             return value
         return action.const if value else action.default
-    if isinstance(value, bool) or isinstance(value, dict):
-        raise BadInput(f"{where}: takes a value as on the command line, got {value!r}")
+    _typed(action, value, where)
     text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
     aliases = getattr(action, "value_aliases", {}) or {}
     text = aliases.get(text, text)
@@ -122,19 +144,24 @@ def apply(parsers: dict[str, argparse.ArgumentParser], command: str, args: argpa
     label = path if how == "--config" else f"{path} ({how})"
     values: dict[str, tuple[Any, str]] = {}
     for key, value in doc.items():
-        if isinstance(value, dict):
-            if key not in parsers:
-                raise BadInput(f"{path}: [{key}]: not a command (tables: {', '.join(parsers)})")
+        if isinstance(value, dict) and key in parsers:
+            # Every table's keys are checked, whichever command runs: a misspelling under [validate] is found by
+            # `bench run` too, not left for the night the validate runs.
+            for k in value:
+                if not _action(parsers[key], k):
+                    raise BadInput(f"{path}: [{key}] {k}: bench {key} has no --{k.replace('_', '-')}"
+                                   f"{_near(parsers, k, key)}")
             continue
         if not any(_action(q, key) for q in parsers.values()):
+            if isinstance(value, dict):
+                raise BadInput(f"{path}: [{key}]: not a command (tables: {', '.join(parsers)})")
             renamed = _renamed(parsers, key)
             raise BadInput(f"{path}: {key}: " + (f"{renamed}: a profile uses the current name" if renamed else
-                                                 f"no bench command has --{key.replace('_', '-')}"))
+                                                 f"no bench command has --{key.replace('_', '-')}"
+                                                 f"{_near(parsers, key)}"))
         if _action(p, key):
             values[key] = (value, f"{path}: {key}")
     for key, value in (doc.get(command) or {}).items():
-        if not _action(p, key):
-            raise BadInput(f"{path}: [{command}] {key}: bench {command} has no --{key.replace('_', '-')}")
         values[key] = (value, f"{path}: [{command}] {key}")
     sources = dict(given)
     for key, (value, where) in values.items():
@@ -145,6 +172,12 @@ def apply(parsers: dict[str, argparse.ArgumentParser], command: str, args: argpa
             setattr(args, action.dest, parsed)
             sources[action.dest] = label
     return sources
+
+
+def recorded(args: argparse.Namespace) -> dict[str, str]:
+    """What a run's record keeps of where its values came from ("sources": option -> "command line" or the
+    profile's path), the list --dry-run prints; {} where bench.cli did not parse the options."""
+    return {k: v for k, v in (getattr(args, "_sources", None) or {}).items() if k not in ("dry_run", "config")}
 
 
 def said(parsers: dict[str, argparse.ArgumentParser], command: str, args: argparse.Namespace,

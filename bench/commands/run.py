@@ -17,6 +17,7 @@ import sys
 from bench.cluster.hostfile import HostSelection
 from bench.commands.common import (add_dry_run_flag, add_json_flag, add_metrics_flag, add_training_options,
                                    check_metrics_file, write_metrics)
+from bench.commands.profile import recorded
 from bench.core.config import RunConfig
 from bench.core.errors import EXIT_FAILED, EXIT_INTERRUPTED
 from bench.core.options import add_options, from_args
@@ -43,7 +44,7 @@ def main(args) -> int:
         return 0
     bar = StepBar(enabled=not args.json)
     try:
-        rec = run(cfg, hosts, Mode(quiet=args.json, on_progress=bar.update))
+        rec = run(cfg, hosts, Mode(quiet=args.json, on_progress=bar.update, extra={"sources": recorded(args)}))
     finally:
         bar.close()
     write_metrics(args.metrics_file, rec)

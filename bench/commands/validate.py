@@ -28,6 +28,7 @@ import sys
 
 from bench.cluster.hostfile import HostSelection
 from bench.commands.common import add_dry_run_flag, add_json_flag, add_metrics_flag, check_metrics_file, write_metrics
+from bench.commands.profile import recorded
 from bench.core.errors import EXIT_FAILED, EXIT_OK, EXIT_UNKNOWN
 from bench.core.options import add_options, from_args
 from bench.validate.config import THIS_NODE, ValidateConfig
@@ -54,7 +55,7 @@ def main(args) -> int:
         return _dry_run(cfg, from_args(HostSelection, args), args.json)
     if cfg.soak is not None:
         return _soak(cfg, args)
-    rec = validate(cfg, from_args(HostSelection, args))
+    rec = validate(cfg, from_args(HostSelection, args), sources=recorded(args))
     write_metrics(args.metrics_file, rec)
     if (rec.get("measured") or {}).get("burn"):
         from bench.render.burn import plots

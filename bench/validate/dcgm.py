@@ -51,7 +51,7 @@ def dcgm(v: Validation) -> None:
     timeout = timeout_of(v)
     via = get(v.launcher_for(hosts)).preflight_via
     wait = reach_timeout(timeout + inventory_wait_s(via), len(hosts))
-    answers, unreached = diagnose_all(via, hosts, level, timeout, wait)
+    answers, unreached = diagnose_all(via, hosts, level, timeout, wait, container_exec=v.cfg.container_exec)
     v.figures["dcgm"] = {"level": level, "timeout_s": timeout, "documented_s": DOCUMENTED_S[level],
                          "seconds": {h: a.get("seconds") for h, a in answers.items()}}
     for host in hosts:

@@ -37,7 +37,7 @@ def preflight(v: Validation) -> None:
     via = get(v.launcher).preflight_via or "ssh"
     try:
         answers = check_hosts(list(v.resources), timeout=reach_timeout(wait_s(via), len(v.resources)),
-                              run_root=v.cfg.out, via=via)
+                              run_root=v.cfg.out, via=via, container_exec=v.cfg.container_exec)
     except ValueError as e:  # a host name that must not reach ssh; the hostfile parser should have said so
         raise BadInput(f"--hostfile: {e}") from None
     # One machine under two names would be measured twice, against itself: refused, both lines named.

@@ -141,7 +141,7 @@ def numerics(v: Validation, resources: dict[str, list[int]], spec: numerics_job.
     try:
         rec = numerics_job.run(resources, v.launcher_for(list(resources)), v.device, spec,
                                out_root=os.path.join(v.vdir, "runs"), timeout=v.launch_timeout(resources),
-                               container_exec=v.cfg.container_exec, master_addr=v.cfg.master_addr,
+                               container_exec=v.cfg.container_exec, master_addr=v.master_addr_for(list(resources)),
                                accel=_accel(v))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "numerics")
@@ -164,7 +164,7 @@ def comm(v: Validation, resources: dict[str, list[int]], groups: list[list[int]]
                                out_root=os.path.join(v.vdir, "runs"), groups=groups, group_names=names,
                                rounds=rounds, timeout=v.launch_timeout(resources),
                                numerics=_first(v, resources, tag, with_numerics), environ=environ,
-                               container_exec=v.cfg.container_exec, master_addr=v.cfg.master_addr,
+                               container_exec=v.cfg.container_exec, master_addr=v.master_addr_for(list(resources)),
                                accel=_accel(v))
     except (RunFailed, BadInput) as e:
         rec = _failed(e, "bench comm")

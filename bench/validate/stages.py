@@ -92,7 +92,7 @@ def prepare(cfg: ValidateConfig, hosts: HostSelection, prefix: str = "validate-"
     return v
 
 
-def saved(cfg: ValidateConfig) -> dict[str, Any]:
+def saved(cfg: ValidateConfig, sources: dict[str, str] | None = None) -> dict[str, Any]:
     """--health-from DIR: one node's saved reports through the same parsers, table, verdict and exit status."""
     from bench.cluster.health import from_dir
 
@@ -111,15 +111,16 @@ def saved(cfg: ValidateConfig) -> dict[str, Any]:
     t0 = time.time()
     health.health(v)
     v.stages.append(Stage("health", time.time() - t0, 0, 0))
-    rec = record(v, run_id, time.time() - t0)
+    rec = {**record(v, run_id, time.time() - t0), "sources": sources or {}}
     results.append(os.path.join(v.vdir, "results.jsonl"), rec)
     return rec
 
 
-def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
-    """Run every check in order over the selected hosts; returns the "validate" record (also appended)."""
+def validate(cfg: ValidateConfig, hosts: HostSelection, sources: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run every check in order over the selected hosts; returns the "validate" record (also appended).
+    sources: where each option's value came from (bench.commands.profile.recorded), kept in the record."""
     if cfg.health_from is not None:
-        return saved(cfg)
+        return saved(cfg, sources)
     v = prepare(cfg, hosts)
     base = baseline.load(cfg)
     run_id = os.path.basename(v.vdir)
@@ -152,12 +153,13 @@ def validate(cfg: ValidateConfig, hosts: HostSelection) -> dict[str, Any]:
                 print(f"bench validate: {stop_why}", file=sys.stderr)
     except KeyboardInterrupt:
         # What was judged before the interrupt is kept (no drain, no verdict on the rest), then bench stops.
-        results.append(os.path.join(v.vdir, "results.jsonl"), record(v, run_id, time.time() - t0, interrupted=True))
+        results.append(os.path.join(v.vdir, "results.jsonl"),
+                       {**record(v, run_id, time.time() - t0, interrupted=True), "sources": sources or {}})
         raise
     if base is not None:
         baseline.against(v, *base)
     kept = hook.before(v)  # the store's drift rows; the store is never a dependency (bench.history.hook)
-    rec = record(v, run_id, time.time() - t0)
+    rec = {**record(v, run_id, time.time() - t0), "sources": sources or {}}
     results.append(os.path.join(v.vdir, "results.jsonl"), rec)
     kept.keep(rec)
     return rec

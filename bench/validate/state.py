@@ -263,7 +263,11 @@ class Validation:
                          steps=steps, timing_warmup=lv.timing_warmup, micro_batch=micro_batch, eval=False,
                          launcher=self.launcher_for(hosts), precision=self.cfg.precision, device=self.device,
                          timeout=self.launch_timeout(hosts), out=os.path.join(self.vdir, "runs"),
-                         container_exec=self.cfg.container_exec, master_addr=self.cfg.master_addr)
+                         container_exec=self.cfg.container_exec, master_addr=self.master_addr_for(hosts))
+
+    def master_addr_for(self, hosts: list[str]) -> str | None:
+        """--master-addr for a launch its first node leads, else None (the launch's first host): SiteLaunch's."""
+        return self.cfg.master_addr_of(next(iter(self.resources), None), list(hosts))
 
     def gpu_name(self, host: str, slot: int) -> str:
         """The GPU model of a slot (as the probe named it), or the node's CPU model for CPU ranks."""

@@ -123,21 +123,27 @@ def healthy_validate(cluster: netns.Cluster, tmp_path_factory):
     """One `bench validate` of the healthy cluster, 2 CPU ranks per host, every check: its tests, the baseline
     of the slowed-host test and the numerics reference of the prolog tests share it (the suite's budget). A
     stranger (tests/hostile.py) attacks each launch's hub meanwhile (issue 46): every test of this validate is
-    also a test that the attacks changed nothing; test_validate checks what the attacks saw."""
+    also a test that the attacks changed nothing; test_validate checks what the attacks saw. Nothing on its
+    command line but --config: a site profile holds the hosts, the launcher, the container (the stand-in of
+    fake_apptainer.py: every command on a host starts through it) and the master address (issue 54)."""
     from tests import hostile
 
+    from . import fake_apptainer
     from .validate_runs import run_validate
 
     tmp = tmp_path_factory.mktemp("healthy-validate")
+    fake = fake_apptainer.install(tmp, cluster.env)
     stranger = hostile.Stranger(str(tmp / "results" / "validate-*" / "runs" / "*" / "hub.json"))
     stranger.start()
     try:
         v = run_validate(cluster, tmp, "--metrics-file", str(tmp / "validate.prom"), "--drain-file",
-                         str(tmp / "drain.txt"), "--save-numerics-reference", str(tmp / "numerics.json"))
+                         str(tmp / "drain.txt"), "--save-numerics-reference", str(tmp / "numerics.json"),
+                         env=fake.env, site={"launcher": "pdsh", "container-exec": fake.exec_prefix,
+                                             "master-addr": cluster.hosts[0]})
     finally:
         stranger.stop.set()
         stranger.join(60)
-    v.stranger = stranger.launches
+    v.stranger, v.fake = stranger.launches, fake
     return v
 
 

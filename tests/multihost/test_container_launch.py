@@ -1,93 +1,58 @@
-"""`bench --container-exec` across real hosts (netns + sshd): every rank starts through the container binary.
+"""A container across real hosts (netns + sshd): every rank starts through the container binary, and a site
+profile alone says how (issue 54: no option on the command line).
 
-    bench --hostfile F --launcher openmpi --container-exec "apptainer exec /tmp/x/vit.sif" ...
-    bench --hostfile F --launcher pdsh    --container-exec "apptainer exec /tmp/x/vit.sif" ...
+    # site.toml, named by $BENCH_CONFIG
+    hostfile = "/tmp/.../hostfile"
+    launcher = "openmpi"                                  # or pdsh
+    container-exec = "/tmp/.../fakebin/apptainer exec /tmp/.../vit.sif"
+    master-addr = "10.77.0.2"
+    [run]
+    dataset = "synthetic" ...
+    bench run
 
-Apptainer cannot be installed here (Debian 12 has no package, and nothing
-else is reachable), so `apptainer` is a STAND-IN: a shell script first on
-PATH that accepts only the argv bench builds (`exec [--nv] [-B DIR]...
-IMAGE CMD...`, the image a file, each bound directory existing), appends
-`<hostname> <args>` to a call log, sets what Apptainer sets inside
-(APPTAINER_CONTAINER, APPTAINER_NAME) plus VITBENCH_IN_FAKE_APPTAINER=1,
-puts the venv first on PATH as the image's %environment does, and execs
-CMD on the host. It proves the plumbing only: which command runs on which
-host, through which prefix, with which arguments. It proves nothing about
-Apptainer itself (mounting the image, --nv, binds).
+`apptainer` is a stand-in (tests/multihost/fake_apptainer.py): it proves which command runs on which host,
+through which prefix, with which arguments, nothing about Apptainer itself.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 
 import pytest
 
 from bench.core import results
 from tests.conftest import FAST, bench, one_json
 
-pytestmark = [pytest.mark.multihost, pytest.mark.slow]
+from . import fake_apptainer, site_profile
 
-_FAKE = """#!/bin/sh
-# Stand-in for apptainer (see tests/multihost/test_container_launch.py): checks argv, runs CMD on the host.
-set -eu
-die() {{ echo "fake apptainer on $(hostname): $*" >&2; exit 64; }}
-[ "${{1:-}}" = exec ] || die "expected 'exec', got '${{1:-}}'"
-shift
-nv=no
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --nv) nv=yes; shift ;;
-        -B) [ $# -ge 2 ] && [ -d "$2" ] || die "-B needs an existing directory, got '${{2:-}}'"; shift 2 ;;
-        -*) die "unexpected option '$1'" ;;
-        *) break ;;
-    esac
-done
-[ $# -ge 2 ] || die "expected IMAGE CMD..., got '$*'"
-image=$1
-shift
-[ -f "$image" ] || die "no image $image"
-echo "$(hostname) nv=$nv $image $*" >> {calls}
-APPTAINER_CONTAINER=$image APPTAINER_NAME=$(basename "$image") VITBENCH_IN_FAKE_APPTAINER=1
-export APPTAINER_CONTAINER APPTAINER_NAME VITBENCH_IN_FAKE_APPTAINER
-# The image's %environment (apptainer/vit.def) puts its venv first.
-PATH={venv_bin}:$PATH
-export PATH
-exec "$@"
-"""
+pytestmark = [pytest.mark.multihost, pytest.mark.slow]
 
 
 @pytest.fixture
-def fake_apptainer(cluster, tmp_path):
-    """(env with the stand-in first on PATH, the image path, the call log)."""
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    calls = tmp_path / "apptainer-calls.log"
-    script = bin_dir / "apptainer"
-    script.write_text(_FAKE.format(calls=calls, venv_bin=os.path.dirname(sys.executable)))
-    script.chmod(0o755)
-    image = tmp_path / "vit.sif"
-    image.write_bytes(b"stand-in image\n")
-    env = dict(cluster.env, PATH=f"{bin_dir}{os.pathsep}{cluster.env['PATH']}")
-    for var in ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"):
-        env.pop(var, None)  # bench runs outside any container: the prefix is --container-exec's
-    return env, str(image), calls
+def fake(cluster, tmp_path) -> fake_apptainer.FakeApptainer:
+    return fake_apptainer.install(tmp_path, cluster.env)
 
 
 @pytest.mark.parametrize("launcher", ["openmpi", "pdsh"])
-def test_ranks_start_through_the_container_binary(cluster, out_dir, fake_apptainer, launcher):
-    env, image, calls = fake_apptainer
-    # By path: commands over ssh (preflight, probe, cleanup) get the remote login's PATH,
-    # which does not hold the stand-in's directory; on a cluster apptainer is in /usr/bin.
-    apptainer = shutil.which("apptainer", path=env["PATH"])
-    proc = bench("--hostfile", str(cluster.hostfile), "--launcher", launcher,
-                 "--container-exec", f"{apptainer} exec {image}", "--dataset", "synthetic", *FAST,
-                 "--steps", "10", "--json", "--out", out_dir, env=env, timeout=600)
+def test_ranks_start_through_the_container_binary(cluster, out_dir, fake, tmp_path, launcher):
+    image, calls = fake.image, fake.calls
+    # The master address is the first host's own: the namespace hosts have one address each (netns.py), and a
+    # rendezvous anywhere else would find no rank 0. What the profile changes is who said it (rec["sources"]).
+    site = {"hostfile": str(cluster.hostfile), "launcher": launcher, "container-exec": fake.exec_prefix,
+            "master-addr": cluster.hosts[0], "out": out_dir}
+    profile = site_profile.write(tmp_path / "site.toml", site, run={
+        "dataset": "synthetic", **site_profile.options(FAST), "steps": 10, "json": True})
+    proc = bench("run", env=dict(fake.env, BENCH_CONFIG=str(profile)), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     rec = one_json(proc.stdout)
     results.validate(rec)
     assert rec["status"] == "ok" and rec["figures"]["world_size"] == 3
-    assert rec["plan"]["container"] == [apptainer, "exec", "-B", os.path.abspath(out_dir), image]
+    assert rec["plan"]["container"] == [fake.binary, "exec", "-B", os.path.abspath(out_dir), image]
+    assert rec["plan"]["launcher"] == launcher and rec["plan"]["master_addr"] == cluster.hosts[0]
+    # Every value from the profile, none from the command line, each said so in the record.
+    assert rec["sources"] == dict.fromkeys(("launcher", "container_exec", "master_addr", "out", "model", "dataset",
+                                            "synthetic_size", "steps", "micro_batch", "hostfile", "json"),
+                                           site_profile.came_from(profile)), rec["sources"]
 
     # Every command bench ran on a host went through the stand-in: the preflight, the
     # inventory, and one start per host (mpirun each rank; pdsh each node's launcher, bench.launch.node).

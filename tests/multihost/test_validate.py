@@ -139,6 +139,34 @@ def test_healthy_cluster_passes_every_gpu_and_link_and_drains_nothing(healthy_va
     for run_dir in rec["runs"].values():
         assert results.read(f"{run_dir}/results.jsonl").records[-1]["status"] == "ok"
     junit_matches(v.junit, rec)
+    _by_the_profile(v, cluster)
+
+
+def _by_the_profile(v, cluster) -> None:
+    """The healthy run's command line was `bench validate --config site.toml` alone (conftest.healthy_validate):
+    the hosts, launcher, container and master address came from the profile, and the record says so; every
+    launch's ranks started through the container's stand-in, each world meeting at its own first host (the
+    profile's master address where that is the first node: SiteLaunch.master_addr_of)."""
+    import base64
+
+    rec, h = v.rec, cluster.hosts
+    assert rec["sources"] == dict.fromkeys(("hostfile", "out", "launcher", "container_exec", "master_addr", "level",
+                                            "junit", "json", "metrics_file", "drain_file", "save_numerics_reference"),
+                                           str(v.profile)), rec["sources"]
+    assert rec["launcher"] == "pdsh" and rec["hosts"] == h
+    lines = v.fake.calls.read_text().splitlines()
+    starts = [line for line in lines if "-m bench.launch.node " in line]
+    assert {line.split()[0] for line in starts} == set(cluster.hostnames), lines
+    met = []
+    for line in starts:
+        args = dict(a[2:].split("=", 1) for a in line.split() if a.startswith(("--world-info=", "--master-addr=")))
+        if "world-info" in args:
+            met.append((list(json.loads(base64.urlsafe_b64decode(args["world-info"]))), args["master-addr"]))
+    assert met and all(master == world[0] for world, master in met), met
+    assert any(world[0] == h[0] and len(world) == 3 for world, _ in met), met   # the all-node launches: at h[0]
+    # The nodes' own commands went through it too: the preflight's and the inventory's, on every host.
+    for what in (f"{v.fake.image} python -c", "-m bench probe --local --json"):
+        assert sorted(line.split()[0] for line in lines if what in line) == cluster.hostnames, (what, lines)
 
 
 def test_one_slow_gpu_is_named_drained_and_regressed_alone(cluster, slow_gpu_validate):

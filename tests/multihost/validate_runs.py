@@ -12,6 +12,8 @@ from pathlib import Path
 
 from tests.conftest import bench, one_json
 
+from . import site_profile
+
 SLOTS = 2  # CPU ranks per host: every per-GPU check sees two "GPUs" per node
 
 
@@ -23,16 +25,29 @@ class Validated:
     out: Path
     tmp: Path
     stranger: list[dict] = field(default_factory=list)  # tests/hostile.Stranger's launches, where one attacked
+    profile: Path | None = None                          # the site profile it ran by, where one (site=)
+    fake: object = None                                  # fake_apptainer.FakeApptainer, where its ranks used one
 
 
 def run_validate(cluster, tmp: Path, *extra: str, env: dict | None = None, slots: int = SLOTS,
-                 timeout: float = 900) -> Validated:
+                 timeout: float = 900, site: dict | None = None) -> Validated:
+    """site: the site's keys (launcher, container-exec, master-addr, ...): with them every option, extra's too,
+    goes in a profile (tmp/site.toml: the hostfile and --out with the site's keys, the rest under [validate]),
+    and the command line is `bench validate --config tmp/site.toml`, nothing else."""
     junit = tmp / "validate.xml"
     hostfile = cluster.write_hostfile(slots)
-    proc = bench("validate", "--hostfile", str(hostfile), "--level", "quick", "--junit", str(junit),
-                 "--out", str(tmp / "results"), "--json", *extra, env=env or cluster.env, timeout=timeout)
+    where = {"hostfile": str(hostfile), "out": str(tmp / "results")}
+    own = ("--level", "quick", "--junit", str(junit))
+    profile = None
+    if site is None:
+        argv = ["validate", *(x for k, v in where.items() for x in (f"--{k}", v)), *own, "--json", *extra]
+    else:
+        profile = site_profile.write(tmp / "site.toml", {**where, **site},
+                                     validate={**site_profile.options(own + extra), "json": True})
+        argv = ["validate", "--config", str(profile)]
+    proc = bench(*argv, env=env or cluster.env, timeout=timeout)
     rec = one_json(proc.stdout) if proc.stdout.strip() else None
-    return Validated(proc, rec, junit, tmp / "results", tmp)
+    return Validated(proc, rec, junit, tmp / "results", tmp, profile=profile)
 
 
 def skip_if_load_hid(rec: dict, gpu: str) -> None:

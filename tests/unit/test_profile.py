@@ -85,6 +85,15 @@ def test_a_this_node_level_leaves_the_profiles_cluster_out(site):
     ('launcher = \n', ["site.toml: not a TOML profile", "line 1"]),
     ('timeout = "-5"\n', ["site.toml: timeout: '-5' is not a time span"]),
     ('timeout = 0\n', ["--timeout: must be > 0", "(from ", "site.toml"]),
+    # Misspelled: said with the name meant; under another command's table too, found by any command.
+    ('lancher = "pdsh"\n', ["site.toml: lancher: no bench command has --lancher (did you mean launcher?)"]),
+    ('[validate]\nlevl = "full"\n', ["site.toml: [validate] levl: bench validate has no --levl (did you mean level?)"]),
+    # Of the wrong type: a table, a number or an array for a path, a date.
+    ('master-addr = {host = "a"}\n', ["site.toml: master-addr: takes a value as on the command line"]),
+    ('hostfile = 3\n', ["site.toml: hostfile: takes a path (a TOML string), got 3"]),
+    ('out = ["a", "b"]\n', ["site.toml: out: takes a path (a TOML string)"]),
+    ('[run]\ntimeout = 2026-01-01\n', ["site.toml: [run] timeout: takes a value as on the command line, got the "
+                                        "TOML date 2026-01-01"]),
 ])
 def test_a_bad_profile_is_one_line_naming_the_file_and_the_key(tmp_path, text, needles):
     (tmp_path / "site.toml").write_text(text)
@@ -132,3 +141,51 @@ def test_the_operator_pages_profile_drives_validate_and_run(tmp_path):
     assert run.returncode == 0, run.stderr
     plan = json.loads(run.stdout)["plan"]
     assert (list(plan["resources"]), plan["launcher"], plan["master_addr"]) == (hosts, "pdsh", "10.0.0.1")
+
+
+def test_validates_master_address_is_where_the_first_node_leads_and_other_launches_meet_at_their_own(tmp_path):
+    """A site's --master-addr names its first node (rank 0 of `bench run`): validate's launches that node leads
+    meet there; a pair launch of the second and third nodes meets at the second, as without a master address
+    (on main every launch got it, and the pair's ranks would dial an address where none of them listens)."""
+    from bench.cluster.hostfile import HostSelection
+    from bench.launch.plan import build
+    from bench.validate.config import ValidateConfig
+    from bench.validate.state import Validation
+
+    v = Validation(ValidateConfig(master_addr="10.0.0.9"), HostSelection(),
+                   {"n1": [0, 1], "n2": [0, 1], "n3": [0, 1]}, None, str(tmp_path), launcher="pdsh")
+    assert v.run_config(["n1", "n2", "n3"], 5).master_addr == "10.0.0.9"
+    assert v.run_config(["n2", "n3"], 5).master_addr is None
+    pair = {"n2": [0], "n3": [0]}
+    lp = build(pair, "pdsh", str(tmp_path / "run"), "cpu", master_addr=v.master_addr_for(list(pair)),
+               environ={"PATH": "/usr/bin"}, container_exec="none")
+    assert lp.master_addr == "n2"
+    led = build({"n1": [0], "n3": [0]}, "pdsh", str(tmp_path / "run2"), "cpu",
+                master_addr=v.master_addr_for(["n1", "n3"]), environ={"PATH": "/usr/bin"}, container_exec="none")
+    assert led.master_addr == "10.0.0.9"
+
+
+def test_the_record_keeps_where_each_value_came_from(tmp_path):
+    """A real `bench validate` with nothing on its command line (--health-from: one node's saved counters, a
+    real ROCm 6.0.2 rocm-smi JSON from tests/fixtures/amd, no launch): the record says which options the
+    profile set, in the record printed and in results.jsonl (on main neither had "sources")."""
+    import shutil
+    from pathlib import Path
+
+    from bench.core import results
+
+    amd = Path(__file__).resolve().parents[1] / "fixtures" / "amd"
+
+    node = tmp_path / "site" / "node7"
+    node.mkdir(parents=True)
+    shutil.copyfile(amd / "rocm-smi-json_mi100-x4_rocm6.0.2.json", node / "rocm-smi.json")
+    profile = tmp_path / "site" / "site.toml"
+    profile.write_text('[validate]\nhealth-from = "node7"\nout = "results"\njson = true\n')
+    got = cli("validate", env=env_with(profile), cwd=str(tmp_path))
+    assert got.returncode == 0, got.stderr
+    rec = json.loads(got.stdout)
+    where = f"{profile} ($BENCH_CONFIG)"
+    assert rec["sources"] == {"health_from": where, "out": where, "json": where}
+    (kept,) = results.read(f"{rec['run_dir']}/results.jsonl").records
+    results.validate(kept)
+    assert kept["sources"] == rec["sources"] and rec["run_dir"].startswith(str(tmp_path / "site" / "results"))
