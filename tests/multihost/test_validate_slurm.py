@@ -60,10 +60,13 @@ def _gpus(slurm) -> set[str]:
 THROUGH_MPIRUN = ("--launcher", "openmpi", "--checks", "health,throughput,numerics,intra-node,inter-node,stragglers")
 
 
-@pytest.mark.parametrize("launcher", ["slurm", "openmpi"])
-def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_exits_0(cluster, slurm, tmp_path, launcher):
+def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_exits_0(cluster, slurm, tmp_path):
+    """Through srun, every check of the level. mpirun's way in an allocation is
+    test_a_node_whose_ranks_cannot_start...[openmpi]'s run, which takes every check but the data-parallel one (the
+    suite's budget: one validate of six ranks through mpirun, not two)."""
+    launcher = "slurm"
     with no_ssh(cluster):
-        proc, rec = validate_in_allocation(slurm, tmp_path, *(THROUGH_MPIRUN if launcher == "openmpi" else ()))
+        proc, rec = validate_in_allocation(slurm, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:] + (said(not_pass(rec)) if rec else "")
     assert rec["launcher"] == launcher and rec["hosts"] == slurm.nodes and rec["exit_status"] == 0
     assert {h: n["verdict"] for h, n in rec["nodes"].items()} == dict.fromkeys(slurm.nodes, "healthy"), \
@@ -80,14 +83,14 @@ def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_exits_0(clus
     assert topo["source"] == "scontrol show topology" and topo["uplinks_covered"] is True, topo
     assert topo["leaf_of"] == dict(zip(slurm.nodes, ("leaf1", "leaf1", "leaf2"))), topo
     assert topo["up"] == {"leaf1": ["spine"], "leaf2": ["spine"]} and topo["unplaced"] == [], topo
-    if launcher == "slurm":
-        assert rec["measured"]["dp"]["world_size"] == 3 * SLOTS
-    else:
-        assert row(rec, "training", "cluster")["status"] == "SKIP" and "training" not in rec["runs"], rec["runs"]
-    # Every launch went the launcher's way, and the preflight with it.
+    assert rec["measured"]["dp"]["world_size"] == 3 * SLOTS
+    _went_the_launchers_way(rec, slurm, launcher)
+
+
+def _went_the_launchers_way(rec: dict, slurm, launcher: str) -> None:
+    """Every launch went the launcher's way, and the preflight with it."""
     first = "srun" if launcher == "slurm" else "mpirun"
-    assert all(f"({'srun' if launcher == 'slurm' else 'mpirun'})" in row(rec, "preflight", n)["reference"]
-               for n in slurm.nodes)
+    assert all(f"({first})" in row(rec, "preflight", n)["reference"] for n in slurm.nodes)
     for tag, run_dir in rec["runs"].items():
         plan = results.read(f"{run_dir}/results.jsonl").records[-1]["plan"]
         argv = plan["command"]
@@ -100,7 +103,12 @@ def test_a_node_whose_ranks_cannot_start_is_unknown_and_the_others_are_judged(cl
     """node3's Python exits as it imports bench's rank code (a broken install on one node; its preflight and
     inventory, which never import it, answer). The per-GPU launch's ranks are independent: node3's exit must not
     end the others' (srun --kill-on-bad-exit, mpirun's abort on a non-zero exit did). node3 unknown with its
-    reason, node1 and node2 healthy, exit 3."""
+    reason, node1 and node2 healthy, exit 3.
+
+    Through mpirun (--launcher openmpi: Slurm starts its daemons, no ssh) the run takes every check but the
+    data-parallel one, so it is also mpirun's way through a validate in an allocation: every launch and the
+    preflight by mpirun, each node's health read, the two good nodes' GPUs judged by every per-GPU check, their
+    pair measured (the data-parallel run through mpirun is test_run_multihost's)."""
     broken = slurm.nodes[2]
     site = tmp_path / "site"
     site.mkdir()
@@ -109,8 +117,9 @@ def test_a_node_whose_ranks_cannot_start_is_unknown_and_the_others_are_judged(cl
     # run the code under test, not the installed one.
     env = dict(slurm.env, PYTHONPATH=os.pathsep.join([str(site), REPO]))
     with no_ssh(cluster):
-        proc, rec = validate_in_allocation(slurm, tmp_path / "out", "--checks", "throughput",
-                                           *(("--launcher", "openmpi") if launcher == "openmpi" else ()), env=env)
+        proc, rec = validate_in_allocation(slurm, tmp_path / "out",
+                                           *(THROUGH_MPIRUN if launcher == "openmpi" else ("--checks", "throughput")),
+                                           env=env)
     assert rec is not None, proc.stderr[-3000:]
     assert proc.returncode == 3 and rec["exit_status"] == 3, proc.stderr[-3000:] + said(not_pass(rec))
     for s in range(SLOTS):
@@ -126,6 +135,15 @@ def test_a_node_whose_ranks_cannot_start_is_unknown_and_the_others_are_judged(cl
     # Every rank that started said it ended: no node is reached over ssh to stop one (sshd is stopped here, and the
     # run's error read "host node1 stopped answering" when it tried).
     assert "stopped answering" not in json.dumps(rec["runs"]), rec["runs"]
+    if launcher == "openmpi":
+        good = {f"{n}:{s}" for n in slurm.nodes[:2] for s in range(SLOTS)}
+        for check in PER_GPU:
+            assert {c["node"] for c in rec["checks"] if c["check"] == check and c["status"] == "PASS"} >= good, check
+        for n in slurm.nodes:  # the probe never imports bench's rank code: node3's health is read too
+            assert row(rec, "health", n)["status"] == "PASS", row(rec, "health", n)
+        assert row(rec, "inter-node", f"{slurm.nodes[0]}+{slurm.nodes[1]}")["status"] == "PASS", said(not_pass(rec))
+        assert row(rec, "training", "cluster")["status"] == "SKIP" and "training" not in rec["runs"], rec["runs"]
+        _went_the_launchers_way(rec, slurm, launcher)
 
 
 def _on_node(cluster, slurm, host: str, argv: list[str]) -> subprocess.CompletedProcess:
