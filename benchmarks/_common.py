@@ -136,6 +136,13 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
+def save_json(path: str | None, data: object) -> None:
+    """--json FILE: what the benchmark measured, written there too (nothing where no FILE was given)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1)
+
+
 def machine() -> str:
     """One line: when, where, what; the load average tells a reader how busy the cores were."""
     versions = _versions()
