@@ -123,6 +123,27 @@ def interleave(arms: dict[str, Callable[[], float]], rounds: int, *, warmup_roun
     return kept
 
 
+def interleave_runs(argvs: dict[str, list[str]], rounds: int) -> tuple[dict[str, list[float]], dict[str, dict]]:
+    """A whole `bench run` per arm (name -> its argv) and round, interleaved with no warm-up round (each run warms
+    up itself): each arm's images/s per round, and its last run's record."""
+    last: dict[str, dict] = {}
+
+    def arm(name: str) -> Callable[[], float]:
+        def run() -> float:
+            last[name] = bench_run(name, argvs[name])
+            return last[name]["figures"]["images_per_s"]
+        return run
+
+    kept = interleave({a: arm(a) for a in argvs}, rounds, warmup_rounds=0)
+    return kept, last
+
+
+def print_rounds(kept: dict[str, list[float]]) -> None:
+    """The closing lines: each arm's figure per round, and the load average at the end."""
+    print("# per round: " + "; ".join(f"{a} " + ", ".join(f"{x:.1f}" for x in xs) for a, xs in kept.items()))
+    print(f"# load avg at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def paired_ratio(num: list[float], den: list[float]) -> float:
     """Median of per-round ratios num[i] / den[i]."""
     return statistics.median(a / b for a, b in zip(num, den))
@@ -134,6 +155,13 @@ def median(xs: list[float]) -> float:
 
 def load() -> float:
     return os.getloadavg()[0]
+
+
+def save_json(path: str | None, data: object) -> None:
+    """--json FILE: what the benchmark measured, written there too (nothing where no FILE was given)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1)
 
 
 def machine() -> str:

@@ -52,20 +52,12 @@ def main() -> int:
         return 2
     print(_common.machine(), flush=True)
     out = tempfile.mkdtemp(prefix="vitbench-engines-")
-    last: dict[str, dict] = {}
-
-    def arm(name: str):
-        def run() -> float:
-            last[name] = _common.bench_run(name, [
-                "--gpus", "2", "--dataset", "synthetic", "--synthetic-size", "2048", "--model", args.model,
-                "--micro-batch", str(args.micro_batch), "--steps", str(args.steps), "--timing-warmup",
-                str(args.timing_warmup), "--no-eval", "--out", out, *ARMS[name]])
-            return last[name]["figures"]["images_per_s"]
-        return run
-
+    run = ["--gpus", "2", "--dataset", "synthetic", "--synthetic-size", "2048", "--model", args.model,
+           "--micro-batch", str(args.micro_batch), "--steps", str(args.steps), "--timing-warmup",
+           str(args.timing_warmup), "--no-eval", "--out", out]
     print(f"# {args.model}, micro batch {args.micro_batch}, {args.steps} steps ({args.timing_warmup} warm-up) "
           f"per run, 2 CPU ranks, arms {', '.join(arms)}", flush=True)
-    kept = _common.interleave({a: arm(a) for a in arms}, args.rounds, warmup_rounds=0)
+    kept, last = _common.interleave_runs({a: [*run, *ARMS[a]] for a in arms}, args.rounds)
     base = "ddp" if "ddp" in arms else arms[0]
     print(f"\n{'arm':12} {'median img/s':>12} {'x ' + base:>8} {'sent/step':>11} {'states/rank':>12}")
     for a in arms:
@@ -73,8 +65,7 @@ def main() -> int:
         ratio = _common.paired_ratio(kept[a], kept[base])
         print(f"{a:12} {_common.median(kept[a]):12.2f} {ratio:8.3f} {fig['comm']['bytes_per_step'] / 1e6:9.2f} MB"
               f" {fig['model_states_bytes'] / 1e6:9.2f} MB")
-    print(f"# per round: " + "; ".join(f"{a} " + ", ".join(f"{x:.1f}" for x in kept[a]) for a in arms))
-    print(f"# load avg at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    _common.print_rounds(kept)
     return 0
 
 

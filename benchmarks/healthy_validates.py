@@ -29,7 +29,7 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, machine  # noqa: E402
+from benchmarks._common import REPO, machine, save_json  # noqa: E402
 
 JUDGED = ("WARN", "FAIL", "ERROR")
 
@@ -123,9 +123,7 @@ def main() -> int:
                       f"load {recs[-1]['load']:.1f}", flush=True)
         t = tally(recs)
     show(t)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(t, f, indent=1)
+    save_json(args.json, t)
     return 0 if t["n"] else 1
 
 

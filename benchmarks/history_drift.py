@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import random
@@ -31,7 +30,7 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, machine, parse_smoke  # noqa: E402
+from benchmarks._common import REPO, machine, parse_smoke, save_json  # noqa: E402
 from bench.history import drift  # noqa: E402
 
 FLEETS = os.path.join(os.path.dirname(REPO), "shared", "fixtures", "fleets", "gpu-variability")
@@ -147,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{' (none: at most %.2f per 1,000 tests at 95%%) ' % (3000 / max(tests, 1)) if not alarms else ''}; planted "
           f"{args.plant:.1%} a run caught on {sum(r['caught'] for r in rows)}/{gpus}; "
           f"{time.perf_counter() - t0:.1f} s, load {os.getloadavg()[0]:.1f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_json(args.json, rows)
     return 0
 
 

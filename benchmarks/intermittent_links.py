@@ -20,14 +20,13 @@ the seconds one check took. Pure computation: no rank, no host.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import machine  # noqa: E402
+from benchmarks._common import machine, save_json  # noqa: E402
 from tests import scale_fixtures as sf  # noqa: E402
 
 FLAKY_SHARE = 0.5
@@ -69,9 +68,7 @@ def main() -> int:
     print(f"{args.nodes} nodes x {sf.GPUS}, leaves of 32, one node at half speed in {FLAKY_SHARE:.0%} of its looks; "
           f"false: the other nodes of that run and every node of a healthy run with the same seed; load "
           f"{os.getloadavg()[0]:.1f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_json(args.json, rows)
     return 0
 
 

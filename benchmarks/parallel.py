@@ -72,20 +72,11 @@ def main() -> int:
         return 2
     print(_common.machine(), flush=True)
     out = tempfile.mkdtemp(prefix="vitbench-parallel-")
-    last: dict[str, dict] = {}
-
-    def arm(name: str):
-        def run() -> float:
-            last[name] = _common.bench_run(name, [
-                "--gpus", str(args.ranks), "--dataset", "synthetic", "--synthetic-size", "4096", "--model", args.model,
-                "--steps", str(args.steps), "--timing-warmup", str(args.timing_warmup), "--no-eval", "--out", out,
-                *table[name]])
-            return last[name]["figures"]["images_per_s"]
-        return run
-
+    run = ["--gpus", str(args.ranks), "--dataset", "synthetic", "--synthetic-size", "4096", "--model", args.model,
+           "--steps", str(args.steps), "--timing-warmup", str(args.timing_warmup), "--no-eval", "--out", out]
     print(f"# {args.model}, {args.ranks} CPU ranks, global batch {args.global_batch}, {args.steps} steps "
           f"({args.timing_warmup} warm-up) per run, arms {', '.join(names)}", flush=True)
-    kept = _common.interleave({a: arm(a) for a in names}, args.rounds, warmup_rounds=0)
+    kept, last = _common.interleave_runs({a: [*run, *table[a]] for a in names}, args.rounds)
     base = "fsdp2" if "fsdp2" in names else names[0]
     print(f"\n{'arm':9} {'T x P x D':>9} {'micro x m':>9} {'img/s':>8} {'x ' + base:>8} {'sent/step':>11} "
           f"{'TP/step':>10} {'x Megatron':>10} {'states/rank':>12} {'peak RSS':>9}")
@@ -99,8 +90,7 @@ def main() -> int:
               + (f"{tp['bytes_per_step'] / 1e6:7.2f} MB {tp['measured_over_analytic']:10.4f}" if tp else
                  f"{'-':>10} {'-':>10}")
               + f" {fig['model_states_bytes'] / 1e6:9.2f} MB {max(fig['peak_memory_bytes']) / 2**20:6.0f} MiB")
-    print("# per round: " + "; ".join(f"{a} " + ", ".join(f"{x:.1f}" for x in kept[a]) for a in names))
-    print(f"# load avg at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    _common.print_rounds(kept)
     return 0
 
 

@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, machine, parse_smoke  # noqa: E402
+from benchmarks._common import REPO, machine, parse_smoke, save_json  # noqa: E402
 from tests.multihost import netns  # noqa: E402
 from tests.multihost.slurm import build_slurm  # noqa: E402
 
@@ -103,9 +103,7 @@ def main(argv: list[str] | None = None, cluster: netns.Cluster | None = None, sl
                                    for s in row["stages"])
                 print(f"round {r + 1} {level:12s} exit {row['exit']} {row['result']:5s} {row['wall_s']:6.1f} s  "
                       f"load {row['load']:.1f}  [{stages}]  {row['verdicts']}", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_json(args.json, rows)
     return 0
 
 

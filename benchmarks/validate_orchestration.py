@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, machine, parse_smoke  # noqa: E402
+from benchmarks._common import REPO, machine, parse_smoke, save_json  # noqa: E402
 from tests.multihost import netns  # noqa: E402
 
 CHECKS = ("inter-node", "numerics", "throughput")
@@ -94,9 +94,7 @@ def main(argv: list[str] | None = None, cluster: netns.Cluster | None = None) ->
                       f"{row['inventory_s']:5.1f} s  {check} {row['stage_s']:6.1f} s ({row['launches']} launch(es))  "
                       f"total {row['wall_s']:6.1f} s  machine CPU {row['cpu_s']:6.1f} s  load {row['load']:.1f}"
                       + (f"  not PASS: {row['not_pass']}" if row["not_pass"] else ""), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_json(args.json, rows)
     return 0
 
 

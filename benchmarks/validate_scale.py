@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import math
 import os
 import resource
@@ -48,7 +47,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.validate.stages import STAGES  # noqa: E402
-from benchmarks._common import machine, parse_smoke  # noqa: E402
+from benchmarks._common import machine, parse_smoke, save_json  # noqa: E402
 from tests import scale_fixtures  # noqa: E402
 
 # Read from bench's own list, not copied: a copy missed the copies stage when it landed, and the first size
@@ -205,9 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for sub, what in SUB.items():
         print(f"{sub.strip()}: {what}")
     print(f"uptime load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(every, f, indent=1)
+    save_json(args.json, every)
     return 0
 
 

@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import REPO, load, machine, parse_smoke  # noqa: E402
+from benchmarks._common import REPO, load, machine, parse_smoke, save_json  # noqa: E402
 from tests.multihost import netns  # noqa: E402
 
 # mpirun and srun start the module themselves: their rank variables, not the node launcher's RANK.
@@ -215,9 +215,7 @@ def main(argv: list[str] | None = None, cluster: netns.Cluster | None = None, sl
         row = broken(args.broken)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    save_json(args.json, rows)
     return 0
 
 

@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.cluster import shared_dir
 from bench.cluster.remote import NOT_FOUND, HostResult, run_on_hosts
@@ -189,18 +190,9 @@ def preflight(
     return [_judge(results[h], " ".join(argv), here, run_root) for h in dict.fromkeys(hosts)]
 
 
-def check_or_raise(
-    hosts: list[str],
-    timeout: float = 15.0,
-    env: dict[str, str] | None = None,
-    python: str | None = None,
-    container_exec: str | None = None,
-    run_root: str | None = None,
-    via: str = "ssh",
-) -> list[HostCheck]:
-    """preflight(), raising RunFailed with one line per failing host."""
-    checks = preflight(hosts, timeout=timeout, env=env, python=python, container_exec=container_exec,
-                       run_root=run_root, via=via)
+def check_or_raise(hosts: list[str], **options: Any) -> list[HostCheck]:
+    """preflight(hosts, **options) (its keywords and defaults), raising RunFailed with one line per failing host."""
+    checks = preflight(hosts, **options)
     failing = [c for c in checks if not c.ok]
     if failing:
         raise RunFailed("\n".join(c.message() for c in failing))

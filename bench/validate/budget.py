@@ -176,8 +176,8 @@ def plan(cfg: ValidateConfig, resources: dict[str, list[int]], launcher: str, ta
         found = tree.Found(topology.read(cfg.topology) if cfg.topology else None)
     p = Planner(cfg, resources, launcher, table, found)
     for check in checks.REGISTRY:
-        if check.plan is not None and (check.always or cfg.wanted(check.name)):
-            check.plan(p)
+        if check.always or cfg.wanted(check.name):
+            check.planned(p)
     lv, stages, nodes, ranks, reach, ips = p.lv, p.stages, p.nodes, p.ranks, p.reach, p.ips
     model, nic_label, size, rail_s, timeout, c = p.model, p.nic_label, p.size, p.rail_s, p.timeout, p.c
     predicted = sum(s["predicted_s"] for s in stages)

@@ -53,11 +53,16 @@ def env_rank() -> int:
     return env_rank_of(os.environ)
 
 
-def env_rank_of(environ) -> int:
-    for name in _RANK_ENV:
+def _first_number(environ, names: tuple[str, ...]) -> int:
+    """The first of these variables that holds a whole number, else 0."""
+    for name in names:
         if environ.get(name, "").isdigit():
             return int(environ[name])
     return 0
+
+
+def env_rank_of(environ) -> int:
+    return _first_number(environ, _RANK_ENV)
 
 
 def env_local_rank() -> int:
@@ -65,10 +70,7 @@ def env_local_rank() -> int:
 
 
 def env_local_rank_of(environ) -> int:
-    for name in _LOCAL_RANK_ENV:
-        if environ.get(name, "").isdigit():
-            return int(environ[name])
-    return 0
+    return _first_number(environ, _LOCAL_RANK_ENV)
 
 
 def bind_device(visible: int, plan: dict | None = None, environ=None) -> tuple[int, int]:

@@ -10,7 +10,7 @@ import os
 
 from bench.validate import checks
 from bench.validate.checks import docs, launches
-from bench.validate.checks.base import FULL_AND_QUICK, NODES_AND_CLUSTER, Check, Phase, Row
+from bench.validate.checks.base import FULL_AND_QUICK, NODES_AND_CLUSTER, Check, Phase
 
 ROOT = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir)
 
@@ -70,11 +70,32 @@ def test_the_per_gpu_launchs_phases_are_those_its_wanted_checks_ride():
 
 # A check of its own: one declaration, seen by every list made from a registry (here a registry given, since the
 # module's is read once at import).
-NEW = Check(name="nvlink-domain", levels=FULL_AND_QUICK, launch=launches.PER_GPU,
+NEW = Check(name="nvlink-domain",
             phase=Phase(name="nvlink-domain", launch=launches.PER_GPU, spec=lambda cfg, device: {"gpus": "all"},
                         cost=lambda p: 1.0, words=lambda p: ", the NVLink domain"),
             runs="bench.validate.copies:copies", skip=NODES_AND_CLUSTER,
-            row=Row(what="every GPU of the domain at once", judged="the domain's peers"))
+            what="every GPU of the domain at once", judged="the domain's peers")
+
+
+def test_a_declaration_states_only_what_differs_from_the_defaults():
+    # NEW names no levels, launch or soak: quick and full, its phase's launch, and a --soak round (that launch's).
+    assert NEW.levels == FULL_AND_QUICK and NEW.launch is launches.PER_GPU and NEW.soak
+    bare = Check(name="scaling", launch=launches.NONE, what="w", judged="j", plan="judged from what was measured")
+    assert bare.runs == "bench.validate.scaling:scaling" and bare.skip == (("", "nodes"),) and not bare.soak
+    from bench.analysis import references
+    from bench.validate import budget, tree
+    from bench.validate.config import ValidateConfig
+
+    p = budget.Planner(ValidateConfig(level="quick"), {"a": [0, 1]}, "pdsh", references.load(), tree.Found(None))
+    bare.planned(p)  # a plan of words: one stage launching nothing
+    assert [(s["stage"], s["launches"], s["how"]) for s in p.stages] == [
+        ("scaling", 0, "judged from what was measured")]
+    try:
+        Check(name="orphan", what="w", judged="j")
+    except TypeError as e:
+        assert "neither a launch nor a phase" in str(e)
+    else:
+        raise AssertionError("a check with no launch and no phase was accepted")
 
 
 def test_a_new_check_is_one_declaration_in_every_list():

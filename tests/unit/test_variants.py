@@ -1,5 +1,5 @@
 """The image variants: the Pascal lock's kernel list, the gate's verdict on the study's Tesla cluster on
-each variant, and the build scripts' --variant (docker/build.sh, apptainer/build.sh).
+each variant, and the build scripts' --variant (docker/build.sh's every variant, ROCm's too, and apptainer/build.sh).
 
 No Docker here: `make docker-test` builds both variants and reads each image's torch arch list again.
 """
@@ -86,29 +86,49 @@ def test_a_blackwell_gpu_on_the_pascal_variant_is_told_to_use_the_default_one():
     assert "sm_120" in arch[0]["message"] and "`docker/build.sh`)" in arch[0]["message"]
 
 
-@pytest.mark.process
-@pytest.mark.parametrize("variant,tag,lock,base", [
-    ("default", "vitbench:latest", "requirements.lock", "nvidia/cuda:13.0.3-cudnn-devel-ubuntu24.04"),
-    ("pascal", "vitbench:pascal", "requirements-pascal.lock", "nvidia/cuda:12.6.3-cudnn-devel-ubuntu24.04")])
-def test_build_sh_variant_picks_the_lock_base_and_identity(tmp_path, variant, tag, lock, base):
-    fake = tmp_path / "docker"  # stands in for the docker CLI: prints its arguments
+# Each variant's image: its Dockerfile, tag, lock and base (docker/build.sh's table), and the arguments after
+# --variant going to `docker build` as they are, before the context.
+BUILDS = [
+    ("default", ["--network", "host"], "docker/Dockerfile", "vitbench:latest", "requirements.lock",
+     "nvidia/cuda:13.0.3-cudnn-devel-ubuntu24.04"),
+    ("pascal", [], "docker/Dockerfile", "vitbench:pascal", "requirements-pascal.lock",
+     "nvidia/cuda:12.6.3-cudnn-devel-ubuntu24.04"),
+    ("rocm", [], "docker/Dockerfile.rocm", "vitbench:rocm", "requirements-rocm.lock",
+     "rocm/pytorch:rocm6.4.1_ubuntu24.04_py3.12_pytorch_release_2.6.0")]
+
+
+def _build_sh(tmp_path, *argv: str) -> subprocess.CompletedProcess:
+    """docker/build.sh with a `docker` on PATH that prints its arguments, one a line."""
+    fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
     fake.chmod(0o755)
     env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    flag = [] if variant == "default" else ["--variant", variant]
-    proc = subprocess.run(["sh", os.path.join(REPO, "docker", "build.sh"), *flag], capture_output=True, text=True,
+    return subprocess.run(["sh", os.path.join(REPO, "docker", "build.sh"), *argv], capture_output=True, text=True,
                           env=env, timeout=60)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("variant,extra,dockerfile,tag,lock,base", BUILDS, ids=[b[0] for b in BUILDS])
+def test_build_sh_variant_picks_the_dockerfile_lock_base_and_identity(tmp_path, variant, extra, dockerfile, tag,
+                                                                       lock, base):
+    flag = [] if variant == "default" else ["--variant", variant]
+    proc = _build_sh(tmp_path, *flag, *extra)
     assert proc.returncode == 0, proc.stderr
     import bench
 
-    sha = hashlib.sha256(open(os.path.join(REPO, lock), "rb").read()).hexdigest()
+    with open(os.path.join(REPO, lock), "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
     args = proc.stdout.splitlines()
-    assert args[:5] == ["build", "-f", "docker/Dockerfile", "-t", tag]
+    assert args[:5] == ["build", "-f", dockerfile, "-t", tag]
     assert f"VARIANT={variant}" in args and f"BASE_IMAGE={base}" in args and f"LOCK_SHA256={sha}" in args
     mark = "lock" if variant == "default" else f"{variant}.lock"
     assert f"VITBENCH_IMAGE=vitbench-{bench.__version__}+{mark}.{sha[:12]}" in args
-    bad = subprocess.run(["sh", os.path.join(REPO, "docker", "build.sh"), "--variant", "volta"], capture_output=True,
-                         text=True, env=env, timeout=60)
+    assert args[-len(extra) - 1:] == [*extra, "."]
+
+
+@pytest.mark.process
+def test_build_sh_refuses_an_unknown_variant(tmp_path):
+    bad = _build_sh(tmp_path, "--variant", "volta")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "docker/build.sh: --variant: unknown 'volta' (default, pascal, rocm)"]
 

@@ -10,7 +10,8 @@ phases (bench.validate.runs), the plan's stages (bench.validate.budget) and docs
     checks.get("copies").phase.name    # "copies": a phase of the per-GPU launch
 
 Adding a check: a module here declaring CHECK (bench.validate.checks.base.Check: its levels, the launch it rides,
-the function that runs and judges it, its SKIP rows, its plan, its docs row), and its line in REGISTRY.
+the function that runs and judges it, its SKIP rows, its plan, its docs row: only what differs from base's
+defaults), and its line in REGISTRY.
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """What a check of bench validate is: one declaration, from which the stages, the check names, the levels, the
 plan's costs and the docs' table are made (bench.validate.checks).
 
-    Check(name="memory", levels=FULL_AND_QUICK, launch=launches.PER_GPU, phase=launches.COPIES,
-          runs="bench.validate.copies:memory",
-          skip=NODES, soak=True, row=Row("a copy within each GPU's memory ...", "its peers ..."))
+    Check(name="memory", phase=launches.COPIES, runs="bench.validate.copies:memory",
+          what="a copy within each GPU's memory ...", judged="its peers ...")
+
+A declaration states only what differs from the defaults, given once here: the levels quick and full, the launch of
+the phase it rides, runs "bench.validate.NAME:NAME" (a - in NAME read as _), SKIP rows a row per node, one of
+--soak's rounds where its launch is (bench.validate.checks.launches: the per-GPU and the link launch), and a plan of
+words only (a stage that launches nothing) where `plan` is a string.
 
 Pure data and small functions of a plan (bench.validate.budget.Planner) or of the options: a check module imports
 nothing of bench.validate outside this package (but pairing, which imports nothing), so that bench.validate.config
@@ -30,12 +34,12 @@ NODES_AND_CLUSTER = NODES + CLUSTER
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Row:
-    """A check's row in docs/validate.md's table of checks."""
+    """A row of docs/validate.md's table of checks for rows another check adds (matmul: numerics')."""
 
+    name: str       # the rows' name
     what: str       # what runs
     judged: str     # what judges it
-    name: str = ""  # a row of rows another check adds (matmul: numerics'); "" for the check itself
-    action: str = ""  # such a row's action where it FAILs and names none (bench.validate.verdicts)
+    action: str = ""  # its action where it FAILs and names none (bench.validate.verdicts)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,6 +48,7 @@ class Launch:
 
     name: str       # "head", "inventory", "per-gpu", "links", "own", "none"
     words: str      # the docs' words for it
+    soak: bool = False  # every --soak round opens it again: the checks that ride it are the round's
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,21 +69,43 @@ class Check:
     """One check: its name, levels, the launch it rides, how it runs, its SKIP rows, its plan, its docs row."""
 
     name: str
-    levels: tuple[str, ...]
-    launch: Launch                 # the launch it rides (or opens)
-    runs: str                      # "module:function" of the Validation that runs and judges it
-    row: Row
+    what: str                      # its row in the docs' table: what runs
+    judged: str                    # and what judges it
+    levels: tuple[str, ...] = FULL_AND_QUICK
     phase: Phase | None = None     # the phase of a shared launch that measures it
+    launch: Launch | None = None   # the launch it rides (or opens); default: its phase's
+    runs: str = ""                 # "module:function" of the Validation that runs and judges it; default NAME:NAME
     always: bool = False           # runs whatever --checks says (preflight, inventory): not a --checks choice
-    skip: tuple[tuple[str, str], ...] = ()  # (row name, "nodes" | "cluster") when not run; "" is its own name
-    soak: bool = False             # one of every --soak round's checks
-    plan: Callable[[Any], None] | None = None  # (Planner) -> its stage lines in the plan (bench.validate.budget)
+    skip: tuple[tuple[str, str], ...] = NODES  # (row name, "nodes" | "cluster") when not run; "" is its own name
+    # (Planner) -> its stage lines in the plan (bench.validate.budget); a string: one stage launching nothing, said so
+    plan: Callable[[Any], None] | str | None = None
     by_level: dict[str, Any] = field(default_factory=dict)  # a per-level default of its own (dcgm: the level)
     # What to do when it FAILs a node or GPU and the row names nothing itself: the drain reason's words
     # (bench.validate.verdicts.CHECK_ACTION); "": "drain: see the reason".
     action: str = ""
     actions: tuple[str, ...] = ()  # the actions its rows name themselves (a health finding's, the binding row's)
     rows: tuple[Row, ...] = ()     # rows of other names it adds (docs)
+
+    def __post_init__(self) -> None:
+        if self.launch is None:
+            if self.phase is None:
+                raise TypeError(f"check {self.name}: neither a launch nor a phase")
+            object.__setattr__(self, "launch", self.phase.launch)
+        if not self.runs:
+            own = self.name.replace("-", "_")
+            object.__setattr__(self, "runs", f"bench.validate.{own}:{own}")
+
+    @property
+    def soak(self) -> bool:
+        """One of every --soak round's checks: those of the launches a round opens again."""
+        return self.launch.soak
+
+    def planned(self, p: Any) -> None:
+        """Its stage lines in the plan of Planner p."""
+        if isinstance(self.plan, str):
+            p.none(self.name, self.plan)
+        elif self.plan is not None:
+            self.plan(p)
 
     def runner(self) -> Callable[[Any], None]:
         """The function that runs it (imported now: bench --help never asks)."""

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, FULL_AND_QUICK, NODES
+from bench.validate.checks.base import Check
 
 
 CHECK = Check(
     name="burn",
-    levels=FULL_AND_QUICK,
-    launch=launches.PER_GPU,
     phase=launches.BURN,
-    runs="bench.validate.burn:burn",
-    skip=NODES,
-    soak=True,
     actions=("burn-fell-behind, burn-throttled-alone, gpu-unreachable: bench/data/health_actions.json",),
-    row=Row(
-        what=('`--burn DURATION` (3 minutes at `full`, off at `quick`): every GPU of every node trains at once '
-              'after its timed steps, one thread per node reading its GPUs each second through their backend'),
-        judged=("the GPU's first minute and the node's other GPUs (below)")),)
+    what=('`--burn DURATION` (3 minutes at `full`, off at `quick`): every GPU of every node trains at once '
+          'after its timed steps, one thread per node reading its GPUs each second through their backend'),
+    judged=("the GPU's first minute and the node's other GPUs (below)"))

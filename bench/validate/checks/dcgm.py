@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row
+from bench.validate.checks.base import Check
 
 
 def _plan(p) -> None:
@@ -30,11 +30,10 @@ CHECK = Check(
     name="dcgm",
     levels=("quick", "full", "health"),
     launch=launches.HEAD,
-    runs="bench.validate.dcgm:dcgm",
+    skip=(),
     plan=_plan,
     by_level=AUTO,
     actions=("dcgm-fail drains the GPU (bench/data/health_actions.json)",),
-    row=Row(
-        what=('`dcgmi diag -r N` on every node whose inventory found `dcgmi`, all at once, each node killing its '
-              'own past its timeout (below)'),
-        judged=('bench/data/health_actions.json (dcgm-fail drains the GPU); a node past its time is unknown')),)
+    what=('`dcgmi diag -r N` on every node whose inventory found `dcgmi`, all at once, each node killing its '
+          'own past its timeout (below)'),
+    judged=('bench/data/health_actions.json (dcgm-fail drains the GPU); a node past its time is unknown'))

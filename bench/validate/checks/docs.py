@@ -40,7 +40,7 @@ def _fail(c: Check | Row) -> str:
 def table(registry: tuple[Check, ...] | None = None) -> str:
     lines = list(HEADER)
     for c in registry or checks.REGISTRY:
-        lines.append(f"| {c.name} | {_levels(c)} | {_launch(c)} | {c.row.what} | {c.row.judged} | {_fail(c)} |")
+        lines.append(f"| {c.name} | {_levels(c)} | {_launch(c)} | {c.what} | {c.judged} | {_fail(c)} |")
         for r in c.rows:
             lines.append(f"| {r.name} (rows of {c.name}) | as {c.name} | as {c.name} | {r.what} | {r.judged} | "
                          f"{_fail(r)} |")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.validate import pairing  # pure: rounds of node pairs
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, FULL_AND_QUICK, NODES_AND_CLUSTER
+from bench.validate.checks.base import Check, Row, NODES_AND_CLUSTER
 
 
 def _plan(p) -> None:
@@ -25,20 +25,17 @@ def _plan(p) -> None:
 
 CHECK = Check(
     name="inter-node",
-    levels=FULL_AND_QUICK,
     launch=launches.LINKS,
     runs="bench.validate.pairs:inter_node",
     skip=NODES_AND_CLUSTER,
-    soak=True,
     plan=_plan,
     action="drain: the node reaches the others slower than its peers; check its NIC, cable and switch port",
-    row=Row(
-        what=('node pairs, the pairs of a round at once (ring pairs at `quick`, every pair at `full`, four looks at'
-              " each; with a topology each leaf's own ring too), then every pair that fell short again and each "
-              'blamed node against two good ones; in the same launch as intra-node'),
-        judged=("each look: the published busbw per NIC rate inside a leaf (with the looks' noise), else lines from "
-                'the pairs across leaves (their fastest mode); the floor. A node by a likelihood-ratio test on its '
-                'looks inside its leaf (below)')),
+    what=('node pairs, the pairs of a round at once (ring pairs at `quick`, every pair at `full`, four looks at'
+          " each; with a topology each leaf's own ring too), then every pair that fell short again and each "
+          'blamed node against two good ones; in the same launch as intra-node'),
+    judged=("each look: the published busbw per NIC rate inside a leaf (with the looks' noise), else lines from "
+            'the pairs across leaves (their fastest mode); the floor. A node by a likelihood-ratio test on its '
+            'looks inside its leaf (below)'),
     rows=(Row(
         name="fabric",
         what=('with a topology of three leaf switches or more: each leaf by its pairs across leaves (from the '

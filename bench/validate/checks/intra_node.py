@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, NODES
+from bench.validate.checks.base import Check
 
 
 def _plan(p) -> None:
@@ -15,12 +15,9 @@ CHECK = Check(
     levels=("quick", "full", "prolog"),
     launch=launches.LINKS,
     runs="bench.validate.links:intra_node",
-    skip=NODES,
-    soak=True,
     plan=_plan,
     action="drain: the node's GPUs reach each other slower than its peers'; check NVLink/PCIe (health rows)",
-    row=Row(
-        what=("each node's all-reduce over its own GPUs, every node at once (again once, each node keeping its "
-              'faster look, where one did not PASS)'),
-        judged=('the published busbw of its interconnect (NVSwitch, NVLink, PCIe generation), else its peers; the '
-                'floor')),)
+    what=("each node's all-reduce over its own GPUs, every node at once (again once, each node keeping its "
+          'faster look, where one did not PASS)'),
+    judged=('the published busbw of its interconnect (NVSwitch, NVLink, PCIe generation), else its peers; the '
+            'floor'))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, EVERY_LEVEL
+from bench.validate.checks.base import Check, EVERY_LEVEL
 
 
 def _plan(p) -> None:
@@ -24,6 +24,5 @@ CHECK = Check(
     always=True,
     plan=_plan,
     action="drain: fix what the inventory names (GPU count, driver, the GPU model against its peers)",
-    row=Row(
-        what=("every node's GPUs and links (`bench probe`), the heterogeneity verdict"),
-        judged=("the gate's rules")),)
+    what=("every node's GPUs and links (`bench probe`), the heterogeneity verdict"),
+    judged=("the gate's rules"))

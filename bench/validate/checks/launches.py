@@ -3,6 +3,8 @@ measures in another's launch names the phase that does it; the launch's owner co
 
     PER_GPU   every GPU alone, all at once (throughput's): the numerics job first, the copies, the burn after
     LINKS     each node's all-reduce, then the rounds of node pairs (intra-node's, else inter-node's)
+
+Every --soak round opens these two again (soak=True): the checks that ride them are the round's (bench.validate.soak).
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from bench.validate.checks.base import Launch, Phase
 
 HEAD = Launch(name="head", words="none: bench on the head reaches every node at once (ssh, srun or mpirun)")
 INVENTORY = Launch(name="inventory", words="none: read by the inventory's own process on each node")
-PER_GPU = Launch(name="per-gpu", words="the per-GPU launch (throughput's)")
-LINKS = Launch(name="links", words="the link launch (intra-node's, else inter-node's)")
+PER_GPU = Launch(name="per-gpu", words="the per-GPU launch (throughput's)", soak=True)
+LINKS = Launch(name="links", words="the link launch (intra-node's, else inter-node's)", soak=True)
 OWN = Launch(name="own", words="its own")
 NONE = Launch(name="none", words="none: judged from what was measured")
 

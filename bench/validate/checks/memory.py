@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, FULL_AND_QUICK, NODES
+from bench.validate.checks.base import Check
 
 
 CHECK = Check(
     name="memory",
-    levels=FULL_AND_QUICK,
-    launch=launches.PER_GPU,
     phase=launches.COPIES,
     runs="bench.validate.copies:memory",
-    skip=NODES,
-    soak=True,
     actions=("the copy code's action in bench/data/health_actions.json",),
-    row=Row(
-        what=("a copy within each GPU's memory, read and write counted (on CPU ranks a memcpy), alone and all at "
-              'once, in the same launch'),
-        judged=('its peers and the published figure for its memory (HBM3, GDDR6, ...)')),)
+    what=("a copy within each GPU's memory, read and write counted (on CPU ranks a memcpy), alone and all at "
+          'once, in the same launch'),
+    judged=('its peers and the published figure for its memory (HBM3, GDDR6, ...)'))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, NODES
+from bench.validate.checks.base import Check, Row
 
 
 def _plan(p) -> None:
@@ -17,18 +17,13 @@ def _plan(p) -> None:
 CHECK = Check(
     name="numerics",
     levels=("quick", "full", "prolog"),
-    launch=launches.PER_GPU,
     phase=launches.NUMERICS_FIRST,
-    runs="bench.validate.numerics:numerics",
-    skip=NODES,
-    soak=True,
     plan=_plan,
     action=("drain: the GPU computes different bits from its peers; reset it and validate again, replace it if it "
             "repeats"),
-    row=Row(
-        what=('the same deterministic job on every GPU, every loss bit for bit, plus an exact integer matmul; run '
-              "first by the per-GPU runs' ranks (at `prolog`, by the all-reduce's): one launch"),
-        judged=('the GPUs of the same model and stack (the majority), and a reference curve of the stack')),
+    what=('the same deterministic job on every GPU, every loss bit for bit, plus an exact integer matmul; run '
+          "first by the per-GPU runs' ranks (at `prolog`, by the all-reduce's): one launch"),
+    judged=('the GPUs of the same model and stack (the majority), and a reference curve of the stack'),
     rows=(Row(
         name="matmul",
         action=("drain: the GPU's matmul is slower than its peers; read its health rows (clocks, power), then "

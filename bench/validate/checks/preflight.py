@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, EVERY_LEVEL, NODES
+from bench.validate.checks.base import Check, EVERY_LEVEL
 
 
 def _plan(p) -> None:
@@ -18,10 +18,8 @@ CHECK = Check(
     levels=EVERY_LEVEL,
     launch=launches.HEAD,
     runs="bench.validate.nodes:preflight",
-    skip=NODES,
     always=True,
     plan=_plan,
     action="fix the node's software: it differs from this machine (python, torch, deepspeed, shared storage)",
-    row=Row(
-        what=('the nodes reached (ssh, srun or mpirun), Python and package versions, the shared `--out`'),
-        judged=('this machine')),)
+    what=('the nodes reached (ssh, srun or mpirun), Python and package versions, the shared `--out`'),
+    judged=('this machine'))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, FULL_AND_QUICK
+from bench.validate.checks.base import Check
 
 
 def _plan(p) -> None:
@@ -18,14 +18,12 @@ def _plan(p) -> None:
 
 CHECK = Check(
     name="rails",
-    levels=FULL_AND_QUICK,
     launch=launches.OWN,
-    runs="bench.validate.rails:rails",
+    skip=(),
     plan=_plan,
     actions=("drain the node, the rail named",),
-    row=Row(
-        what=('each NIC on its own (`--rails mlx5_0,...`, else the Active InfiniBand/RoCE HCAs every node has): the'
-              " level's pair rounds once per rail, one launch each, every rank confined to that one device (below);"
-              ' a row per node and rail. SKIP with one rail or none'),
-        judged=("the same rail of the other nodes (each node's best pair on it), the floor; a FAIL drains the node "
-                'with the rail named; a node whose NCCL sent elsewhere is an ERROR')),)
+    what=('each NIC on its own (`--rails mlx5_0,...`, else the Active InfiniBand/RoCE HCAs every node has): the'
+          " level's pair rounds once per rail, one launch each, every rank confined to that one device (below);"
+          ' a row per node and rail. SKIP with one rail or none'),
+    judged=("the same rail of the other nodes (each node's best pair on it), the floor; a FAIL drains the node "
+            'with the rail named; a node whose NCCL sent elsewhere is an ERROR'))

@@ -4,7 +4,7 @@ ride."""
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, FULL_AND_QUICK, NODES
+from bench.validate.checks.base import Check
 
 
 def _plan(p) -> None:
@@ -28,16 +28,12 @@ def _plan(p) -> None:
 
 CHECK = Check(
     name="throughput",
-    levels=FULL_AND_QUICK,
     launch=launches.PER_GPU,
     runs="bench.validate.gpus:throughput",
-    skip=NODES,
-    soak=True,
     plan=_plan,
     action=("drain: the GPU trains slower than its peers; read its health rows (clocks, PCIe, thermal), reseat or "
             "replace it, then validate again"),
-    row=Row(
-        what=('every GPU of every node trains alone, all at once (one rank each, no communication): a row per '
-              '`host:slot`'),
-        judged=("the published figure for its GPU, precision and model, and lines derived from its model's peers "
-                '(below)')),)
+    what=('every GPU of every node trains alone, all at once (one rank each, no communication): a row per '
+          '`host:slot`'),
+    judged=("the published figure for its GPU, precision and model, and lines derived from its model's peers "
+            '(below)'))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.validate.checks import launches
-from bench.validate.checks.base import Check, Row, CLUSTER, FULL_AND_QUICK
+from bench.validate.checks.base import Check, CLUSTER
 
 
 def _plan(p) -> None:
@@ -13,11 +13,8 @@ def _plan(p) -> None:
 
 CHECK = Check(
     name="training",
-    levels=FULL_AND_QUICK,
     launch=launches.OWN,
-    runs="bench.validate.training:training",
     skip=CLUSTER,
     plan=_plan,
-    row=Row(
-        what=('a short data-parallel run over what is still good'),
-        judged=('loss falls, world size, ranks agree')),)
+    what=('a short data-parallel run over what is still good'),
+    judged=('loss falls, world size, ranks agree'))
