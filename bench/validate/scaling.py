@@ -15,7 +15,8 @@ from __future__ import annotations
 from bench.analysis import metrics
 from bench.analysis.stragglers import Straggler, find
 from bench.analysis.volume import comm_bytes_per_element
-from bench.validate.gpus import STRAGGLER_WARN, straggler_line
+from bench.validate.gpu_rounds import straggler_line
+from bench.validate.gpus import STRAGGLER_WARN
 from bench.validate.links import rate
 from bench.validate.state import CLUSTER, Validation
 
