@@ -70,7 +70,7 @@ def test_run_on_three_hosts(shared_cluster, profile, launcher):
     assert 0.99 <= wire["over_sent"] <= 1.10, wire
 
 
-@pytest.mark.parametrize("profile", ["nfs", "strict"])
+@pytest.mark.parametrize("profile", ["strict"])  # nfs's plain run is test_run_on_three_hosts[nfs-pdsh]
 def test_run_inside_slurm_each_slurmd_its_own_client(shared_slurm, shared_cluster, profile):
     """bench --launcher slurm in an allocation (test_slurm's recipe), bench on the head's mount, every rank a step
     of a slurmd that mounted the share itself (its own mount namespace, its own client)."""
@@ -94,15 +94,13 @@ def test_run_inside_slurm_each_slurmd_its_own_client(shared_slurm, shared_cluste
     assert where.stdout.split() == ["1"] * 3, where.stdout + where.stderr
 
 
-def _every_gpu_judged_and_healthy(rec: dict, c) -> None:
+def _every_gpu_judged(rec: dict, c, slow_gpu: str) -> None:
     gpus = {f"{h}:{s}" for h in c.hosts for s in range(2)}
     for check in PER_GPU:
         rows = [r for r in rec["checks"] if r["check"] == check and r["gpu"] is not None]
         assert {r["node"] for r in rows} == gpus, check
-        assert not [r for r in rows if r["status"] in ("ERROR", "FAIL")], rows
-    assert rec["measured"]["dp"]["world_size"] == 6
-    assert {n["verdict"] for n in rec["nodes"].values()} == {"healthy"} and rec["exit_status"] == 0, \
-        said(not_pass(rec, "burn", "rails"))
+        assert not [r for r in rows if r["status"] == "ERROR" or (r["status"] == "FAIL" and r["node"] != slow_gpu)], \
+            said(rows)
 
 
 def _head_caches_listings_and_misses(share) -> None:
@@ -122,66 +120,57 @@ def _head_caches_listings_and_misses(share) -> None:
     assert listed == [] and looked.returncode != 0, (listed, looked.stdout)
 
 
-def test_validate_with_listings_cached_an_hour_starts_every_launch_and_judges_every_gpu_healthy(shared_cluster):
+def test_validate_with_listings_cached_an_hour_starts_every_launch_and_drains_only_the_slow_slot(shared_cluster):
     """validate --level quick, 3 hosts x 2 slots, on NFS's caches ("nfs": attributes 3 s, a name looked up as missing
-    stays missing 60 s) with listings cached an hour (sharedfs.HOUR_LISTINGS), asking two things of one run.
+    stays missing 60 s) with listings cached an hour (sharedfs.HOUR_LISTINGS), local rank 1 of one host at 8% of a
+    core from its first timed step (test_validate's fault), asking three things of one run.
 
     No client ever sees another's new files by listing: a barrier, a count of started ranks or a glob of records made
     by listing the shared directory never fills. Every launch's steps must still start together (no rank's barrier
-    runs out: 'starting anyway' in no log), and every rank's record is collected.
+    runs out: 'starting anyway' in no log), and every rank's record is collected: every GPU judged.
 
-    And what test_validate's healthy run asks on the local disk: exit 0, every GPU judged, every node healthy. Before
-    bench's ranks talked to it over the network, every GPU's throughput row was an ERROR here ("could not be
-    measured: no report", exit 3): bench.launch.left_behind listed run_dir/alone every 2 s from the launch's start,
-    the head's client cached "alone: no such file" (negative_timeout=60, as NFS's lookupcache=all does until the
-    parent's attributes expire), and when the launch ended 20-40 s later bench.jobs.alone read alone/rank<R>.json
-    through that cached miss. Negative lookups cached 60 s catch that here as on "nfs". (These were two validates of
-    52 s each, on "nfs" and on listings an hour: bench lists nothing, so fresh listings give it nothing to use.)"""
+    The slowed slot FAILs and is drained alone (its second look included); every other GPU PASSes, and the
+    data-parallel run takes the five good ones. And no ERROR anywhere: before bench's ranks talked to it over the
+    network, every GPU's throughput row was an ERROR here ("could not be measured: no report", exit 3):
+    bench.launch.left_behind listed run_dir/alone every 2 s from the launch's start, the head's client cached "alone:
+    no such file" (negative_timeout=60, as NFS's lookupcache=all does until the parent's attributes expire), and when
+    the launch ended 20-40 s later bench.jobs.alone read alone/rank<R>.json through that cached miss. (These were
+    three validates: a healthy one on "nfs", one on listings an hour, and the slow slot on "strict"; bench lists
+    nothing, so fresh listings give it nothing to use, and the strict profile's plain runs, sweeps and faults stay.)"""
     share = shared_cluster("hour", sharedfs.HOUR_LISTINGS)
-    c = share.cluster
-    out = share.out("validate")
-    proc = share.popen("validate", "--hostfile", str(c.write_hostfile(2)), "--level", "quick", "--json",
-                       "--out", out, env=c.env)
-    # The first barrier that runs out (after 120 s) fails the test at once: bench is stopped as Ctrl-C stops it
-    # (every rank by PID), not left to wait out the next barrier too (~5 min on today's code).
-    anyway: list[str] = []
-    with reaped(proc):
-        _head_caches_listings_and_misses(share)  # while bench starts: its own folder, a few seconds of waiting
-        deadline = time.monotonic() + 900
-        while proc.poll() is None and not anyway and time.monotonic() < deadline:
-            time.sleep(1)
-            anyway = _lines(out, "starting anyway")
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
-    anyway += [line for line in _lines(out, "starting anyway") if line not in anyway]
-    assert not anyway, anyway
-    rec = one_json(stdout) if stdout.strip() else None
-    assert proc.returncode == 0, stderr[-3000:] + (said(not_pass(rec, "burn", "rails")) if rec else stdout[-3000:])
-    results.validate(rec)
-    _every_gpu_judged_and_healthy(rec, c)
-    assert rec["unknown"] == [] and rec["exit_status"] == proc.returncode
-
-
-def test_a_slow_slot_is_drained_alone_on_a_strict_mount(shared_cluster):
-    """validate --level quick on the "strict" profile (30 s caches everywhere), local rank 1 of one host at 8%
-    of a core from its first timed step (test_validate's fault): that slot FAILs and is drained alone; every
-    other GPU is judged, and PASSes."""
-    share = shared_cluster("strict")
     c = share.cluster
     slow = c.hosts[1]
     gpu = f"{slow}:1"
-    out = share.out("validate-slow")
+    out = share.out("validate")
+    anyway: list[str] = []
     with cpu_quota_on(c, slow, local_rank=1, module="bench.worker", quota_us=8000, after="start barrier") as moved:
-        proc = share.bench("validate", "--hostfile", str(c.write_hostfile(2)), "--level", "quick", "--checks",
-                           "throughput,stragglers", "--json", "--out", out, env=c.env, timeout=900)
+        proc = share.popen("validate", "--hostfile", str(c.write_hostfile(2)), "--level", "quick", "--json",
+                           "--out", out, env=c.env)
+        # The first barrier that runs out (after 120 s) fails the test at once: bench is stopped as Ctrl-C stops it
+        # (every rank by PID), not left to wait out the next barrier too (~5 min on today's code).
+        with reaped(proc):
+            _head_caches_listings_and_misses(share)  # while bench starts: its own folder, a few seconds of waiting
+            deadline = time.monotonic() + 900
+            while proc.poll() is None and not anyway and time.monotonic() < deadline:
+                time.sleep(1)
+                anyway = _lines(out, "starting anyway")
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=120)
+    anyway += [line for line in _lines(out, "starting anyway") if line not in anyway]
+    assert not anyway, anyway
     assert moved, "the quota caught no rank"
-    rec = one_json(proc.stdout)
+    rec = one_json(stdout) if stdout.strip() else None
+    assert rec is not None, stderr[-3000:] + stdout[-3000:]
     results.validate(rec)
+    _every_gpu_judged(rec, c, gpu)
+    assert rec["unknown"] == [] and rec["exit_status"] == proc.returncode
     skip_if_load_hid(rec, gpu)
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.returncode == 1, stderr[-3000:] + said(not_pass(rec, "burn", "rails"))
     assert row(rec, "throughput", gpu)["status"] == "FAIL"
     assert [(e["host"], e["gpu"], e["check"]) for e in rec["drain"]] == [(slow, 1, "throughput")], rec["drain"]
     others = [r for r in rec["checks"] if r["check"] == "throughput" and r["gpu"] is not None and r["node"] != gpu]
-    assert len(others) == 5 and {r["status"] for r in others} == {"PASS"}, others
-    assert not _lines(out, "starting anyway")
+    assert len(others) == 5 and {r["status"] for r in others} == {"PASS"}, said(others)
+    assert rec["measured"]["dp"]["world_size"] == 5
+    assert {h: n["verdict"] for h, n in rec["nodes"].items() if h != slow} == dict.fromkeys(
+        [h for h in c.hosts if h != slow], "healthy"), said(not_pass(rec, "burn", "rails"))
