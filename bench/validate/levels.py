@@ -38,6 +38,10 @@ class Level:
     pair_looks: int = 1      # passes over the pair rounds in the first launch (x --repeats): a node is judged by the
                              # share of its looks that fell short, which needs looks to mean something (full: see
                              # docs/validate.md, "Intermittent links", for the simulation that chose it)
+    across_looks: int | None = None  # of those passes, how many look at the pairs across leaf switches (None: all;
+                                     # the fabric's parts meet many pairs: docs/validate.md, "What the looks cost")
+    again_looks: int | None = None   # passes of the second look (x --repeats; None: pair_looks): a node in doubt is
+                                     # judged by these alone, so they carry what the first launch's few cannot
     burn_s: float = 0.0      # the burn's seconds without --burn (0: off): every GPU of a node hot at once
 
 
@@ -52,7 +56,8 @@ LEVELS = {
     "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
                   dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
                   numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
-                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0, pair_looks=4,
+                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0,
+                  pair_looks=2, across_looks=1, again_looks=4,
                   checks=registry.of_level("full")),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,

@@ -1,0 +1,49 @@
+"""The plan at 1,000 nodes x 8 GPUs (bench.validate.budget, what `bench validate --dry-run` prints), over pdsh with
+DCGM at the level's default, without a topology and with 32 leaf switches: quick under 10 minutes and full under
+30 (issue 53's Must-show), and what the pair rounds cost in it (docs/validate.md, "What the looks cost"). In-process:
+the plan reaches no node."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.analysis import references
+from bench.cluster import topology
+from bench.validate import budget, tree
+from bench.validate.config import LEVELS, ValidateConfig
+
+NODES, GPUS = 1000, 8
+UNDER_S = {"quick": 600, "full": 1800}
+
+
+@pytest.fixture(scope="module")
+def topology_conf(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fabric") / "topology.conf"
+    lines = [f"SwitchName=leaf{k:02d} Nodes=node[{32 * k:04d}-{min(32 * k + 31, NODES - 1):04d}]"
+             for k in range((NODES + 31) // 32)]
+    path.write_text("\n".join(lines + ["SwitchName=spine0 Switches=leaf[00-31]"]) + "\n")
+    return str(path)
+
+
+def _plan(level: str, conf: str | None) -> dict:
+    cfg = ValidateConfig(level=level, topology=conf)
+    found = tree.Found(topology.read(conf) if conf else None)
+    return budget.plan(cfg, {f"node{i:04d}": list(range(GPUS)) for i in range(NODES)}, "pdsh", references.load(),
+                       found)
+
+
+@pytest.mark.parametrize("with_topology", [False, True], ids=["no topology", "32 leaves"])
+@pytest.mark.parametrize("level", ["quick", "full"])
+def test_the_plan_at_1000_nodes_is_within_the_levels_time(level, with_topology, topology_conf):
+    p = _plan(level, topology_conf if with_topology else None)
+    assert p["predicted_s"] < UNDER_S[level], (level, with_topology, p["predicted_s"])
+    links = next(s for s in p["stages"] if s["stage"] == "intra-node")
+    lv = LEVELS[level]
+    # The first launch: each node's own all-reduce, the pair rounds over their passes, the whole set.
+    rounds = links["rounds"] - 2
+    ring_and_matchings = 2 + (lv.matchings if lv.pairs == "all" else 0)  # an even ring is 2 rounds
+    if with_topology and lv.across_looks is not None and lv.across_looks < lv.pair_looks:
+        # the pairs across leaves in across_looks passes, each leaf's own ring (2 rounds at 32 nodes) in every pass
+        assert rounds == ring_and_matchings * lv.across_looks + 2 * lv.pair_looks
+    else:
+        assert rounds == (ring_and_matchings + 2 * with_topology) * lv.pair_looks
