@@ -140,10 +140,14 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
     if not spread:
         for p in pairs:
             a, b = sorted(p.key)
+            node, towards = _one_node(links, a, b)
+            who = (f"; every short look is {node}'s with {towards} while the path's other pairs pass: {node}'s way "
+                   f"towards {towards}, or the path" if node else "")
             v.add(CHECK, f"{a}-{b}", _status(p), f"{_looks(p)} between {a} and {b}", f"median across leaves "
                   f"{rate(mid_across)}", f"the pairs between {a} and {b} are short ({_looks(p)}) while each leaf's "
                   "pairs with the others are not: the path between them (the spine their traffic is routed through, "
-                  "or its links to them)", t0=t0, action=f"check the path between switches {a} and {b}")
+                  f"or its links to them){who}", t0=t0,
+                  action=f"check the path between switches {a} and {b}" + (f" and {node}'s route" if node else ""))
     ratio = f"; pairs across leaves run at {mid_across / mid_inside:.0%} of those inside (the fabric's " \
         "oversubscription as measured)" if mid_across and mid_inside else ""
     if spread:
@@ -166,6 +170,18 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                                       "looks": p.looks, "short": p.short} for p in parts],
                            "leaves": {leaf: {"across": _median(across[leaf]), "inside": _median(inside[leaf])}
                                       for leaf in leaves}}
+
+
+def _one_node(links, a: str, b: str) -> tuple[str | None, str | None]:
+    """(the node in every short pair between leaves a and b, the other leaf) where the path's other pairs pass: a
+    node slow only towards one leaf (its route there), which the path's looks cannot tell from the path."""
+    on = [x for x in links.pairs.values() if x.across and set(x.across) == {a, b}]
+    short = [x for x in on if x.short()]
+    common = set.intersection(*(set(x.pair.key) for x in short)) if short else set()
+    if len(common) != 1 or not any(not x.short() for x in on):
+        return None, None
+    node = next(iter(common))
+    return node, b if links.leaf.get(node) == a else a
 
 
 def _unplaced(v: Validation, parts: list[Part], t0: float) -> None:
