@@ -496,10 +496,12 @@ def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
 
 
 def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None,
-               topology: bool = True, unplaced: tuple[str, ...] = (), across_looks: int | None | str = LEVEL):
+               topology: bool = True, unplaced: tuple[str, ...] = (), across_looks: int | None | str = LEVEL,
+               oversubscription: float | None = None):
     """As inter_only, the Validation after it (every row: inter-node's, fabric's). topology=False: bench knows no
     leaves; unplaced: hosts the topology does not place (their hostfile name is not the topology's); across_looks:
-    the passes that look at the pairs across leaves (Level.across_looks; None: every pass), where not the level's."""
+    the passes that look at the pairs across leaves (Level.across_looks; None: every pass), where not the level's;
+    oversubscription: the fabric's design as the user gives it (--oversubscription)."""
     import dataclasses
 
     from bench.analysis import references
@@ -509,7 +511,8 @@ def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
 
     cluster = Cluster(nodes, seed=seed, fabric=fabric, bad={})
     hosts = cluster.hosts
-    cfg = config.ValidateConfig(level=level, checks=("inter-node",), pairs_seed=seed + 1)
+    cfg = config.ValidateConfig(level=level, checks=("inter-node",), pairs_seed=seed + 1,
+                                oversubscription=oversubscription)
     v = Validation(cfg, HostSelection(), {h: list(range(GPUS)) for h in hosts}, references.load(), "/nonexistent")
     if pair_looks is not None:
         v.level = dataclasses.replace(v.level, pair_looks=pair_looks)

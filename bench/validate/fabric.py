@@ -127,6 +127,8 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                           f" that {len(held)} of its nodes route through (ports, cables); they are held, not drained")
             _hold(v, held, value, leaf, f"on leaf switch {leaf}, whose pairs across leaves fall short ({leaf}'s "
                   "fabric row)", action.split(";")[0], t0)
+        if status == "PASS" and part is None and not group:
+            status, reason, action = _untold(links, leaf, bad_leaves, status, reason, action)
         if status == "PASS" and len(mine) >= 3 and 2 * len(nodes_blamed) > len(mine):
             status = "WARN"
             reason = (f"{len(nodes_blamed)} of its {len(mine)} nodes are short inside it: the leaf switch itself, or "
@@ -148,8 +150,10 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                   "pairs with the others are not: the path between them (the spine their traffic is routed through, "
                   f"or its links to them){who}", t0=t0,
                   action=f"check the path between switches {a} and {b}" + (f" and {node}'s route" if node else ""))
-    ratio = f"; pairs across leaves run at {mid_across / mid_inside:.0%} of those inside (the fabric's " \
-        "oversubscription as measured)" if mid_across and mid_inside else ""
+    design = v.cfg.oversubscription
+    ratio = (f"; pairs across leaves run at {mid_across / mid_inside:.0%} of those inside (the fabric's "
+             "oversubscription as measured" + (f"; its design {design:g}:1, {1 / design:.0%}, --oversubscription"
+                                               if design else "") + ")") if mid_across and mid_inside else ""
     if spread:
         looks = Part("pair", None, sum(p.looks for p in pairs), sum(p.short for p in pairs),
                      sum(p.failed for p in pairs))
@@ -170,6 +174,17 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                                       "looks": p.looks, "short": p.short} for p in parts],
                            "leaves": {leaf: {"across": _median(across[leaf]), "inside": _median(inside[leaf])}
                                       for leaf in leaves}}
+
+
+def _untold(links, leaf: str, bad: dict, status: str, reason: str, action: str) -> tuple[str, str, str]:
+    """A leaf not found slow whose every pair across leaves is short and crossed a leaf that was (every leaf slow,
+    or all but one): its own uplinks cannot be told apart (WARN, its nodes not held), else as it was."""
+    mine = [x for x in links.pairs.values() if x.across and leaf in x.across]
+    if not mine or not all(x.short() and (set(x.across) - {leaf}) & set(bad) for x in mine):
+        return status, reason, action
+    return ("WARN", f"every one of its {len(mine)} pairs across leaves is short and crossed a leaf switch found slow: "
+            "whether its own uplinks are slow too cannot be told (its nodes are not held)",
+            f"check switch {leaf}'s uplinks with the slow leaves'")
 
 
 def _one_node(links, a: str, b: str) -> tuple[str | None, str | None]:

@@ -47,3 +47,21 @@ def test_the_plan_at_1000_nodes_is_within_the_levels_time(level, with_topology, 
         assert rounds == ring_and_matchings * lv.across_looks + 2 * lv.pair_looks
     else:
         assert rounds == (ring_and_matchings + 2 * with_topology) * lv.pair_looks
+
+
+@pytest.mark.parametrize("text, ratio", [("2", 2.0), ("2:1", 2.0), ("1", 1.0), ("1.5:1", 1.5)])
+def test_the_fabric_design_is_read_as_its_ratio(text, ratio):
+    from bench.validate.config import _ratio
+
+    assert _ratio(text) == ratio
+
+
+def test_an_oversubscription_below_one_is_one_line_and_exit_2(tmp_path):
+    from tests.conftest import cli
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("node0000 slots=8\nnode0001 slots=8\n")
+    proc = cli("validate", "--hostfile", str(hosts), "--dry-run", "--oversubscription", "0.5")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith("'0.5' is not an oversubscription (R or R:1, R from 1: e.g. "
+                                                         "2 or 2:1)")

@@ -96,6 +96,17 @@ ROWS = {
     "no topology, leaf07's uplinks at 50%": (
         sf.Fabric(uplink={LEAF: 0.5}), {"topology": False},
         lambda d, w, p, m: not d and len(w) >= 28 and w <= set(LEAF7)),
+    "a 2:1 fabric, --oversubscription 2": (
+        sf.Fabric(oversub=0.5), {"oversubscription": 2},
+        lambda d, w, p, m: not d and not w and not p),
+    "16 of 32 leaves' uplinks at 50%, --oversubscription 1": (
+        sf.Fabric(uplink={k: 0.5 for k in range(1, 32, 2)}), {"oversubscription": 1},
+        lambda d, w, p, m: not d and w == set(ODD) and set(p) == {f"leaf{k:02d}" for k in range(1, 32, 2)}),
+    # Without the design every pair across leaves at half is a 2:1 fabric (healthy); with it every leaf is named:
+    # slow, or (its every pair across leaves with a slow leaf) not to be told apart.
+    "every leaf's uplinks at 50%, --oversubscription 1": (
+        sf.Fabric(uplink={k: 0.5 for k in range(32)}), {"oversubscription": 1},
+        lambda d, w, p, m: not d and set(p) == {f"leaf{k:02d}" for k in range(32)} and len(w) >= 28 * 32),
     "node0230 unplaced, a 2:1 fabric": (
         sf.Fabric(oversub=0.5), {"unplaced": ("node0230",)},
         lambda d, w, p, m: not d and not w and not p),
