@@ -109,8 +109,10 @@ class ValidateConfig(SiteLaunch):
                                "a Slurm allocation, else ibnetdiscover where it is on PATH, else none)",
                                default=None, metavar="FILE")
     oversubscription: float | None = opt("the fabric's design: pairs across leaf switches run at 1/R of those "
-                                         "inside one (2 or 2:1; 1: non-blocking), the norm across leaves; default: "
-                                         "their fastest mode as measured", default=None, parse=_ratio, metavar="R")
+                                         "inside one (2 or 2:1; 1: non-blocking), the norm across leaves where "
+                                         "they measure a quarter slower; default: an ibnetdiscover topology's "
+                                         "ports, else their fastest mode as measured", default=None, parse=_ratio,
+                                         metavar="R")
     pairs_seed: int = opt("the seed of the ring's order where no topology says the leaves, and of the full level's "
                           "random node pairs past 16 nodes (the plan and the record keep it: the same seed measures "
                           "the same pairs)", default=1, metavar="N")

@@ -189,7 +189,8 @@ def _lines(v: Validation, links: Links, inside: bool, within=None) -> peer_lines
     values = [x.busbw for x in chosen]
     if inside:
         return derive(values)
-    return norm.across(values, derive, within, v.cfg.oversubscription)
+    design = v.tree.design if v.tree is not None else None  # a topology's own (ibnetdiscover's ports)
+    return norm.across(values, derive, within, v.cfg.oversubscription or (design[0] if design else None))
 
 
 def _cut(v: Validation, link: Link, ranks: int, ref, lines) -> tuple[float, float] | None:

@@ -1,6 +1,6 @@
 """The norm of the pairs across leaf switches: the fabric's design where the user gives it (--oversubscription R:
-the pairs inside a leaf over R), else (and wherever the measured pairs are faster) the fastest mode of the pairs as
-measured (fast). A fabric's design runs every healthy pair across leaves alike; pairs slower than that are behind a
+the pairs inside a leaf over R) or the topology does (ibnetdiscover's ports), where the pairs as measured fall more
+than LINK_FAIL short of it; else the fastest mode of the pairs as measured (fast). A fabric's design runs every healthy pair across leaves alike; pairs slower than that are behind a
 slow part, however many: with half the leaves behind slow uplinks, or all of them, the slow ones are not the norm.
 
     lines = across(values, derive, inside_lines, ratio)   # derive: values -> peer_lines.Lines (the look's noise)
@@ -20,16 +20,17 @@ MODE_LEAST = 0.05   # the fast mode must hold this share of the pairs across lea
 
 def across(values: list[float], derive: Callable[[list[float]], peer_lines.Lines | None],
            inside: peer_lines.Lines | None, ratio: float | None) -> peer_lines.Lines | None:
-    """Lines for the pairs across leaves: derive() over their fastest mode; where the design (inside's median over
-    `ratio`) is above that mode's median, the design is the norm, with the noise of the pairs near it (within
-    LINK_FAIL below it, or faster), else the mode's."""
+    """Lines for the pairs across leaves: derive() over their fastest mode; where that mode's median is more than
+    LINK_FAIL below the design (inside's median over `ratio`), the design is the norm, with the noise of the pairs
+    near it (within LINK_FAIL below it, or faster); else the mode's (a fabric whose pair rounds reach 85% of its
+    design, as static routing's shared uplinks may, is not called slow for it)."""
     lines = derive(fast(values))
     if ratio is None or inside is None or lines is None:
         return lines
     design = inside.median / ratio
-    if lines.median >= design:
-        return dataclasses.replace(lines, how=f"{lines.how}; at or above the fabric's design ({ratio:g}:1, "
-                                              "--oversubscription)")
+    if lines.median >= design * (1 - LINK_FAIL):
+        return dataclasses.replace(lines, how=f"{lines.how}; {lines.median / design:.0%} of the fabric's design "
+                                              f"({ratio:g}:1)")
     near = derive([x for x in values if x and x >= design * (1 - LINK_FAIL)]) or lines
     return dataclasses.replace(near, median=design, how=f"the fabric's design, {ratio:g}:1 (--oversubscription): "
                                f"the pairs inside a leaf over {ratio:g}, above the fastest mode measured "
