@@ -497,12 +497,13 @@ def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
 
 def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None,
                topology: bool = True, unplaced: tuple[str, ...] = (), across_looks: int | None | str = LEVEL,
-               oversubscription: float | None = None, design: float | None = None):
+               oversubscription: float | None = None, design: float | None = None,
+               uplinks: dict[str, tuple[str, ...]] | None = None):
     """As inter_only, the Validation after it (every row: inter-node's, fabric's). topology=False: bench knows no
     leaves; unplaced: hosts the topology does not place (their hostfile name is not the topology's); across_looks:
     the passes that look at the pairs across leaves (Level.across_looks; None: every pass), where not the level's;
     oversubscription: the fabric's design as the user gives it (--oversubscription); design: as the topology says
-    it (Tree.design: ibnetdiscover's ports)."""
+    it (Tree.design: ibnetdiscover's ports); uplinks: each leaf's ports up as the topology names them."""
     import dataclasses
 
     from bench.analysis import references
@@ -524,8 +525,9 @@ def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
     v.inventory = {h: node for h in hosts}
     if topology:
         v.leaf_of = {h: f"leaf{fabric.leaf(i):02d}" for i, h in enumerate(hosts) if h not in unplaced}
-        if design is not None:
-            v.tree = dataclasses.replace(v.tree, design=(design, "the fixture's"))
+        if design is not None or uplinks is not None:
+            v.tree = dataclasses.replace(v.tree, design=None if design is None else (design, "the fixture's"),
+                                         uplinks=uplinks or {})
 
     def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
         per_host = {h: len(s) for h, s in resources.items()}

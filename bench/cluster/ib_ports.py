@@ -24,10 +24,10 @@ LANE_GBPS = {"SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR10": 10.3125, "FDR": 14.06
 _RATE = re.compile(r"\b(\d+)x(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR)\s*$")
 
 
-def _ports(text: str, desc: dict[str, str] | None = None) -> dict[str, list[tuple[str, str, float | None]]]:
-    """{switch id: [(peer id, peer description, rate Gb/s or None)]} over every switch block (desc: each switch's
-    description, filled in)."""
-    out: dict[str, list[tuple[str, str, float | None]]] = {}
+def _ports(text: str, desc: dict[str, str] | None = None) -> dict[str, list[tuple]]:
+    """{switch id: [(peer id, peer description, rate Gb/s or None, port, peer's port)]} over every switch block
+    (desc: each switch's description, filled in)."""
+    out: dict[str, list[tuple]] = {}
     desc = {} if desc is None else desc
     current = None
     for line in text.splitlines():
@@ -40,7 +40,8 @@ def _ports(text: str, desc: dict[str, str] | None = None) -> dict[str, list[tupl
         elif current is not None and (p := _PORT.match(line)) is not None and p[2] != current:
             said = re.findall(r'"([^"]*)"', p[4] or "")
             r = _RATE.search(p[4] or "")
-            out[current].append((p[2], said[0] if said else "", int(r[1]) * LANE_GBPS[r[2]] if r else None))
+            out[current].append((p[2], said[0] if said else "", int(r[1]) * LANE_GBPS[r[2]] if r else None,
+                                 int(p[1]), int(p[3])))
     return out
 
 
@@ -54,12 +55,12 @@ def design(text: str) -> tuple[float, str] | None:
     desc: dict[str, str] = {}
     ports = _ports(text, desc)
     names = _switch_names(sorted(ports), desc)
-    down = {s: [r for peer, desc, r in ps if peer.startswith("H-") and "Aggregation Node" not in desc]
+    down = {s: [r for peer, desc, r, *_ in ps if peer.startswith("H-") and "Aggregation Node" not in desc]
             for s, ps in ports.items()}
     leaves = {s for s, d in down.items() if d}
     ratios, ups = [], {}
     for s in sorted(leaves):
-        up = [r for peer, _, r in ports[s] if peer.startswith("S-") and peer not in leaves]
+        up = [r for peer, _, r, *_ in ports[s] if peer.startswith("S-") and peer not in leaves]
         if not up:
             continue
         known = Counter(r for r in down[s] + up if r is not None)
@@ -76,3 +77,17 @@ def design(text: str) -> tuple[float, str] | None:
                                  f"; {len(short)} leaves have fewer than {most} ports up (cables missing or down): "
                                  + ", ".join(f"{s} {ups[s]}" for s in short[:4]) + (" ..." if len(short) > 4 else "")
                                  if short else ""))
+
+
+def uplinks(text: str) -> dict[str, tuple[str, ...]]:
+    """{leaf switch: its ports up, "35 to A10-P1-IBSPINE-02 port 32"}: the cables a leaf's uplinks are, where
+    bench names a leaf's uplinks slow (its fabric row's action)."""
+    desc: dict[str, str] = {}
+    ports = _ports(text, desc)
+    names = _switch_names(sorted(ports), desc)
+    leaves = {s for s, ps in ports.items() if any(x[0].startswith("H-") and "Aggregation Node" not in x[1]
+                                                  for x in ps)}
+    return {names[s]: tuple(f"{port} to {names.get(peer, peer)} port {theirs}"
+                            for peer, _, _, port, theirs in sorted(ps, key=lambda x: x[3])
+                            if peer.startswith("S-") and peer not in leaves)
+            for s, ps in sorted(ports.items()) if s in leaves}

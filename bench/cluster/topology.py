@@ -41,6 +41,7 @@ class Tree:
     source: str                                      # "topology.conf PATH", "scontrol show topology", "ibnetdiscover PATH"
     hcas: dict[str, dict[str, str]] = field(default_factory=dict)  # ibnetdiscover: node -> {HCA: its leaf}
     design: tuple[float, str] | None = None  # ibnetdiscover: its oversubscription by its ports, and how (ib_ports)
+    uplinks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ibnetdiscover: leaf -> its ports up
 
     def parent(self, switch: str) -> str | None:
         """The switch above `switch`, where there is exactly one (a fat tree's leaf has several: above())."""
@@ -114,7 +115,8 @@ def read(path: str) -> Tree:
 def from_ibnetdiscover(text: str, source: str, where: str) -> Tree:
     """ibnetdiscover's output as a Tree; BadInput naming `where` when it places no host."""
     leaf_of, up, hcas = ibnetdiscover.parse(text, where)
-    return Tree(leaf_of=leaf_of, up=up, source=source, hcas=hcas, design=ib_ports.design(text))
+    return Tree(leaf_of=leaf_of, up=up, source=source, hcas=hcas, design=ib_ports.design(text),
+                uplinks=ib_ports.uplinks(text))
 
 
 def from_scontrol(out: str) -> Tree | None:

@@ -27,6 +27,8 @@ oversubscription, nor named to a side (SKIP, with the figures).
 
 from __future__ import annotations
 
+from collections import Counter
+
 from bench.analysis import metrics
 from bench.validate.above import Part
 from bench.validate.blame import Share
@@ -116,15 +118,18 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                 held = [h for h in mine if shares[h].blamed is None]
                 reason = (f"its pairs across leaves: {_looks(looks)}, whatever the partner leaf, while its nodes' own "
                           f"links (their pairs inside it) are not: {uplinks}, not its nodes{inside_too}")
-                action = f"check {uplinks} (ports, cables, the other side); its nodes are held, not drained"
+                reason += _cables_short(v, leaf)
+                action = f"check {uplinks} ({_cables(v, leaf)}); its nodes are held, not drained"
             else:
                 held = sorted(p.key for p in group)
                 reason = (f"{len(held)} of its {len(mine)} nodes ({_some(held)}) are short across leaves whatever the "
                           f"partner ({_looks(looks)}) while their pairs inside it are not, and its other nodes' "
                           f"looks across leaves pass: the uplink(s) of {leaf} these nodes route through (static "
                           f"routing: the nodes behind one uplink share its looks), not the nodes{inside_too}")
+                reason += _cables_short(v, leaf)
                 action = (f"check the uplink(s) of switch {leaf}" + (f" to {up}" if up else "") +
-                          f" that {len(held)} of its nodes route through (ports, cables); they are held, not drained")
+                          f" that {len(held)} of its nodes route through ({_cables(v, leaf)}); they are held, not "
+                          "drained")
             _hold(v, held, value, leaf, f"on leaf switch {leaf}, whose pairs across leaves fall short ({leaf}'s "
                   "fabric row)", action.split(";")[0], t0)
         if status == "PASS" and part is None and not group:
@@ -174,6 +179,26 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                                       "looks": p.looks, "short": p.short} for p in parts],
                            "leaves": {leaf: {"across": _median(across[leaf]), "inside": _median(inside[leaf])}
                                       for leaf in leaves}}
+
+
+def _cables(v: Validation, leaf: str, most: int = 6) -> str:
+    """The leaf's ports up as the topology names them (ibnetdiscover's: "port 35 to spine-02 port 9"), else what
+    to look at."""
+    ports = v.tree.uplinks.get(leaf, ()) if v.tree is not None else ()
+    if not ports:
+        return "ports, cables, the other side"
+    return f"its {len(ports)} ports up: " + ", ".join(ports[:most]) + (f" and {len(ports) - most} more"
+                                                                        if len(ports) > most else "")
+
+
+def _cables_short(v: Validation, leaf: str) -> str:
+    """"; it has 14 ports up where most leaves have 18" where the topology counts fewer for it than for most."""
+    ups = v.tree.uplinks if v.tree is not None else {}
+    if leaf not in ups or len(ups) < 3:
+        return ""
+    most = Counter(len(p) for p in ups.values()).most_common(1)[0][0]
+    n = len(ups[leaf])
+    return f"; it has {n} ports up where most leaves have {most} (cables missing or down)" if n < most else ""
 
 
 def _untold(links, leaf: str, bad: dict, status: str, reason: str, action: str) -> tuple[str, str, str]:

@@ -70,3 +70,18 @@ def test_a_fabric_a_little_short_of_its_design_keeps_its_measured_norm():
     design is the norm only where the pairs fall more than a quarter short of it."""
     v = sf.judge_only(sf.Fabric(oversub=0.85), 1000, 0, "quick", oversubscription=1)
     assert not [c for c in v.checks if c.status in ("WARN", "FAIL")]
+
+
+def test_a_slow_leafs_row_names_its_cables_and_that_it_has_fewer_than_most():
+    """leaf07's uplinks at half, its ports up as the real fabric's A09-P1-IBLEAF-01-02 has them (14, where most of
+    its leaves have 18), the other leaves' as the others': the row names the ports and the cables short."""
+    real = topology.read(str(DGX)).uplinks
+    others = [k for k in sorted(real) if len(real[k]) == 18]
+    ups = {f"leaf{k:02d}": real[others[k % len(others)]] for k in range(32)}
+    ups["leaf07"] = real["A09-P1-IBLEAF-01-02"]
+    v = sf.judge_only(sf.Fabric(uplink={7: 0.5}), 1000, 0, "quick", uplinks=ups)
+    row = next(c for c in v.checks if c.check == "fabric" and c.node == "leaf07")
+    assert row.status == "FAIL" and "it has 14 ports up where most leaves have 18 (cables missing or down)" in row.reason
+    assert "its 14 ports up: 35 to A10-P1-IBSPINE-02 port 9, 36 to A10-P1-IBSPINE-02 port 10" in row.action
+    ok = next(c for c in v.checks if c.check == "fabric" and c.node == "leaf08")
+    assert ok.status == "PASS"
