@@ -1,7 +1,8 @@
 """The norm of the pairs across leaf switches: the fabric's design where the user gives it (--oversubscription R:
 the pairs inside a leaf over R) or the topology does (ibnetdiscover's ports), where the pairs as measured fall more
-than LINK_FAIL short of it; else the fastest mode of the pairs as measured (fast). A fabric's design runs every healthy pair across leaves alike; pairs slower than that are behind a
-slow part, however many: with half the leaves behind slow uplinks, or all of them, the slow ones are not the norm.
+than LINK_FAIL short of it; else the fastest mode of the pairs as measured (fast). A fabric's design runs every
+healthy pair across leaves alike; pairs slower than that are behind a slow part, however many: with half the
+leaves behind slow uplinks, or all of them, the slow ones are not the norm.
 
     lines = across(values, derive, inside_lines, ratio)   # derive: values -> peer_lines.Lines (the look's noise)
 """

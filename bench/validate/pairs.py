@@ -18,8 +18,8 @@ node's partners and a slow uplink's nodes are not blamed for it). Before
 anything is called slow a second launch looks again (Level.again_looks
 times, else as many as the first): at every pair with a short look, at every
 pair of a node in doubt (blame.Share.doubtful), and at each node blamed or
-in doubt against two nodes that were neither (bisection). A leaf whose looks across leaves fall short while its
-nodes' own do not gets a `fabric` row (bench.validate.fabric): its nodes
+in doubt against two nodes that were neither (bisection). A leaf whose looks
+across leaves fall short while its nodes' own do not gets a `fabric` row (bench.validate.fabric): its nodes
 are held, not drained. Two nodes have one link: which end is at fault
 cannot be told, so both carry the verdict.
 """

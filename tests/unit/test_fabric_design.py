@@ -81,7 +81,8 @@ def test_a_slow_leafs_row_names_its_cables_and_that_it_has_fewer_than_most():
     ups["leaf07"] = real["A09-P1-IBLEAF-01-02"]
     v = sf.judge_only(sf.Fabric(uplink={7: 0.5}), 1000, 0, "quick", uplinks=ups)
     row = next(c for c in v.checks if c.check == "fabric" and c.node == "leaf07")
-    assert row.status == "FAIL" and "it has 14 ports up where most leaves have 18 (cables missing or down)" in row.reason
+    assert row.status == "FAIL"
+    assert "it has 14 ports up where most leaves have 18 (cables missing or down)" in row.reason
     assert "its 14 ports up: 35 to A10-P1-IBSPINE-02 port 9, 36 to A10-P1-IBSPINE-02 port 10" in row.action
     ok = next(c for c in v.checks if c.check == "fabric" and c.node == "leaf08")
     assert ok.status == "PASS"

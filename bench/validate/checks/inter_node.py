@@ -43,8 +43,9 @@ CHECK = Check(
               'again and each node blamed or in doubt against two good ones (four looks each at `full`); in the '
               'same launch as intra-node'),
         judged=("each look: the published busbw per NIC rate inside a leaf (with the looks' noise), else lines from "
-                'the pairs across leaves (their fastest mode); the floor. A node by a likelihood-ratio test on its '
-                'looks inside its leaf (below)')),
+                'the pairs across leaves (their fastest mode, or the fabric\'s design: --oversubscription, '
+                "ibnetdiscover's ports); the floor. A node by a likelihood-ratio test on its looks inside its leaf "
+                '(below)')),
     rows=(Row(
         name="fabric",
         what=('with a topology of three leaf switches or more: each leaf by its pairs across leaves (from the '
