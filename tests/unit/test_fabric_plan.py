@@ -65,3 +65,17 @@ def test_an_oversubscription_below_one_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].endswith("'0.5' is not an oversubscription (R or R:1, R from 1: e.g. "
                                                          "2 or 2:1)")
+
+
+@pytest.mark.parametrize("with_topology", [False, True], ids=["no topology", "32 leaves"])
+def test_the_second_look_is_costed_by_its_own_rounds(with_topology, topology_conf):
+    """At its largest the inter-node second look is a node in doubt's every pair and two good partners, again_looks
+    times each (full: 6 partners, 8 with each leaf's own ring, + 2, x 4): its own launch in the budget, not 0 s."""
+    p = _plan("full", topology_conf if with_topology else None)
+    inter = next(s for s in p["stages"] if s["stage"] == "inter-node")
+    lv = LEVELS["full"]
+    assert inter["again_rounds"] == (6 + 2 * with_topology + 2) * lv.again_looks
+    # the launch's start (the head's ssh 60 s, a rank's 12 s, 8,000 ranks' rendezvous) and a round of pairs at the
+    # slowest NIC, 100G: 28 all-reduces of 343 MB, 1.48 s (docs/validate.md, "What the looks cost")
+    assert inter["again_s"] == pytest.approx(60 + 12 + 8.4 + 1.48 * inter["again_rounds"], abs=1)
+    assert p["second_looks"]["predicted_s"] >= inter["again_s"]
