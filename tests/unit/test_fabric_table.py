@@ -115,10 +115,13 @@ ROWS = {
         lambda d, w, p, m: not d and w == set(LEAF7) and set(p) == {"leaf07"}),
 }
 SPINES = ("one of 2 spines at 50%", "one of 4 spines at 50%")
+# Rows judged at one level only (the suite's time): the node towards leaf12 meets it twice only at full; the
+# design's rows that repeat a row above with the option, at quick.
+ONLY = {"node0100 slow only towards leaf12": "full", "a 2:1 fabric, --oversubscription 2": "quick",
+        "16 of 32 leaves' uplinks at 50%, --oversubscription 1": "quick"}
 
 
-@pytest.mark.parametrize("level", ["quick", "full"])
-@pytest.mark.parametrize("row", list(ROWS))
+@pytest.mark.parametrize("row, level", [(r, lv) for r in ROWS for lv in ("quick", "full") if ONLY.get(r, lv) == lv])
 def test_the_issues_table(row, level):
     fabric, options, right = ROWS[row]
     wrong, seeds = [], _seeds(level)
