@@ -482,19 +482,28 @@ class Cluster:
 
 
 # --------------------------------------------------------------------------- the inter-node check alone
-def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None) -> dict:
+LEVEL = "the level's"  # judge_only's across_looks: the level's own
+
+
+def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None,
+               across_looks: int | None | str = LEVEL) -> dict:
     """bench.validate.pairs.inter_node alone over `nodes` of these nodes (8 H200s each, leaves of fabric.leaf_size
     known to bench), every look answered from the fabric model directly (no launch, no rows_from_summary over the
     ranks: validate's scale tests time that); pair_looks: the level's looks at each pair, where not its own. Returns
     {node: its inter-node Check}."""
-    v = judge_only(fabric, nodes, seed, level, pair_looks)
+    v = judge_only(fabric, nodes, seed, level, pair_looks, across_looks=across_looks)
     return {c.node: c for c in v.checks if c.check == "inter-node" and c.host is not None}
 
 
 def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None,
-               topology: bool = True, unplaced: tuple[str, ...] = ()):
+               topology: bool = True, unplaced: tuple[str, ...] = (), across_looks: int | None | str = LEVEL,
+               oversubscription: float | None = None, design: float | None = None,
+               uplinks: dict[str, tuple[str, ...]] | None = None):
     """As inter_only, the Validation after it (every row: inter-node's, fabric's). topology=False: bench knows no
-    leaves; unplaced: hosts the topology does not place (their hostfile name is not the topology's)."""
+    leaves; unplaced: hosts the topology does not place (their hostfile name is not the topology's); across_looks:
+    the passes that look at the pairs across leaves (Level.across_looks; None: every pass), where not the level's;
+    oversubscription: the fabric's design as the user gives it (--oversubscription); design: as the topology says
+    it (Tree.design: ibnetdiscover's ports); uplinks: each leaf's ports up as the topology names them."""
     import dataclasses
 
     from bench.analysis import references
@@ -504,15 +513,21 @@ def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
 
     cluster = Cluster(nodes, seed=seed, fabric=fabric, bad={})
     hosts = cluster.hosts
-    cfg = config.ValidateConfig(level=level, checks=("inter-node",), pairs_seed=seed + 1)
+    cfg = config.ValidateConfig(level=level, checks=("inter-node",), pairs_seed=seed + 1,
+                                oversubscription=oversubscription)
     v = Validation(cfg, HostSelection(), {h: list(range(GPUS)) for h in hosts}, references.load(), "/nonexistent")
     if pair_looks is not None:
         v.level = dataclasses.replace(v.level, pair_looks=pair_looks)
+    if across_looks != LEVEL:
+        v.level = dataclasses.replace(v.level, across_looks=across_looks)
     v.device = "cuda"
     node = json.loads(node_template())
     v.inventory = {h: node for h in hosts}
     if topology:
         v.leaf_of = {h: f"leaf{fabric.leaf(i):02d}" for i, h in enumerate(hosts) if h not in unplaced}
+        if design is not None or uplinks is not None:
+            v.tree = dataclasses.replace(v.tree, design=None if design is None else (design, "the fixture's"),
+                                         uplinks=uplinks or {})
 
     def comm(v_, resources, groups, names, rounds, sizes, tag, with_numerics=False):
         per_host = {h: len(s) for h, s in resources.items()}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.cluster import ibnetdiscover, topology_conf
+from bench.cluster import ib_ports, ibnetdiscover, topology_conf
 from bench.core.capped import read_capped
 from bench.core.errors import BadInput
 
@@ -40,6 +40,8 @@ class Tree:
     up: dict[str, tuple[str, ...]]                   # switch -> the switches it is cabled to above it
     source: str                                      # "topology.conf PATH", "scontrol show topology", "ibnetdiscover PATH"
     hcas: dict[str, dict[str, str]] = field(default_factory=dict)  # ibnetdiscover: node -> {HCA: its leaf}
+    design: tuple[float, str] | None = None  # ibnetdiscover: its oversubscription by its ports, and how (ib_ports)
+    uplinks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ibnetdiscover: leaf -> its ports up
 
     def parent(self, switch: str) -> str | None:
         """The switch above `switch`, where there is exactly one (a fat tree's leaf has several: above())."""
@@ -113,7 +115,8 @@ def read(path: str) -> Tree:
 def from_ibnetdiscover(text: str, source: str, where: str) -> Tree:
     """ibnetdiscover's output as a Tree; BadInput naming `where` when it places no host."""
     leaf_of, up, hcas = ibnetdiscover.parse(text, where)
-    return Tree(leaf_of=leaf_of, up=up, source=source, hcas=hcas)
+    return Tree(leaf_of=leaf_of, up=up, source=source, hcas=hcas, design=ib_ports.design(text),
+                uplinks=ib_ports.uplinks(text))
 
 
 def from_scontrol(out: str) -> Tree | None:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 WARN_SHARE = 1 / 3
 FAIL_SHARE = 2 / 3
-DOUBT_SHARE = 1 / 6  # short in this share of its looks: not yet a WARN, but worth every pair of it looked at again
+DOUBT_EVIDENCE = 2.0  # looks this much likelier (ln) from a bad node: not yet blamed, but worth looking at again
 SHORT = ("WARN", "FAIL")
 P_HEALTHY = 0.01   # the most often a healthy part's look falls short (its lines: 3 sigma, 0.13%)
 P_BAD = 0.5        # a bad node's looks fall short at least this often (intermittent: half)
@@ -78,6 +78,7 @@ class Share:
     explained_short: int = 0           # of those, the short ones
     across_looks: int = 0              # its looks across leaves (the fabric's first: bench.validate.above)
     across_short: int = 0
+    own_across: int = 0                # of its looks, those across leaves counted as its own (short inside too)
 
     def add(self, status: str, sign: int = 1) -> None:
         self.looks += sign
@@ -96,11 +97,13 @@ class Share:
     def evidence(self) -> float:
         return evidence(self.short, self.looks)
 
-    def doubtful(self) -> bool:
-        """Not blamed, but short in at least DOUBT_SHARE of its looks: a share near the WARN line from few looks
-        may be either side of it (a node slow in half its looks shows in under a third of 40 about 2% of the
-        time), so its pairs are looked at again."""
-        return self.blamed is None and self.looks > 0 and self.short >= DOUBT_SHARE * self.looks
+    def doubtful(self, more_looks: int = 0, more_short: int = 0) -> bool:
+        """Not blamed, but its looks (and `more_looks`: its looks across leaves no other part explains) at least
+        e^DOUBT_EVIDENCE (7) times likelier from a bad node than a healthy one: one short of 2, two of 10, three of
+        16; a node slow in half its looks is that in 99% of 10 looks. Too few looks to blame may be either side of
+        the line, so its pairs are looked at again."""
+        looks, short = self.looks + more_looks, self.short + more_short
+        return self.blamed is None and looks > 0 and evidence(short, looks) >= DOUBT_EVIDENCE
 
     def untold(self) -> bool:
         """Not blamed, no look left, and short looks taken off: every partner it was short with is blamed, so
@@ -113,6 +116,9 @@ class Share:
 
     def describe(self) -> str:
         text = f"{self.short} of {self.looks} look(s) short ({self.failed} FAIL)"
+        if self.own_across:
+            text += (f", {self.own_across} of them across leaves that no other part explains (counted as its own: "
+                     "short inside its leaf too)")
         if self.explained_by:
             gone = ", ".join(f"{n} with {p}" for p, n in self.explained_by.items())
             text += f"; not counted: {gone} (that part is blamed for them)"

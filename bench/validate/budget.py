@@ -35,7 +35,7 @@ from bench.cluster import topology
 from bench.core.model_size import shape_of, vit_params
 from bench.core.models import resolve_model
 from bench.launch.registry import get
-from bench.validate import checks, pairing, tree
+from bench.validate import checks, pairing, passes, tree
 from bench.validate.checks.base import Launch, Phase
 from bench.validate.config import LEVELS, ValidateConfig
 
@@ -131,6 +131,8 @@ class Planner:
         self.leaves = tree.leaves(found, list(resources), {})
         self.rounds = pairing.first_rounds(lv.pairs, self.nodes, cfg.pairs_seed, lv.matchings, self.leaves) \
             if self.nodes >= 2 else []
+        looks, across = lv.pair_looks * cfg.repeats, lv.across_looks and lv.across_looks * cfg.repeats
+        self.schedule = passes.passes(self.rounds, looks, across, self.leaves)  # the first launch's pair rounds
         per_look = lv.comm_warmup + lv.iters + CALIBRATION
         self.pair_s = per_look * self.allreduce_s(self.size, 2 * self.gpus_per_node)
         self.whole_s = per_look * self.allreduce_s(self.size, self.ranks) if self.nodes > 2 else 0.0
@@ -227,7 +229,10 @@ def rail_note(cfg: ValidateConfig, resources: dict[str, list[int]], per_rail_s: 
 
 def _second_look_s(s: dict[str, Any]) -> float:
     """The work a stage's second looks would repeat (a launch again where something fell short): its own figure where
-    it says one (a later per-GPU round carries none of the first's riders), else a launch's share of the stage."""
+    it says one (the inter-node second look's own rounds; a later per-GPU round carries none of the first's riders),
+    else a launch's share of the stage."""
+    if "again_s" in s:  # its own launch's rounds (bench.validate.checks.inter_node), not the first's again
+        return s["again_s"] * bool(s.get("second_looks", 0))
     return s.get("second_look_s", s["predicted_s"] / max(s["launches"], 1)) * s.get("second_looks", 0)
 
 

@@ -11,6 +11,7 @@ no GPU time: a HealthCheckProgram or epilog, safe beside running jobs).
 
 from __future__ import annotations
 
+import argparse
 import re
 from dataclasses import dataclass
 
@@ -39,6 +40,19 @@ DCGM_MAX_S = 86400  # a day, where level 3 runs about 15 minutes: more is a typo
 RAIL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
+
+
+def _ratio(text: str) -> float:
+    """--oversubscription: R or R:1, at least 1 and finite (the uplinks carry 1/R of what the leaf's nodes can send)."""
+    t = text.strip()
+    t = t[:-2] if t.endswith(":1") else t
+    try:
+        r = float(t)
+    except ValueError:
+        r = float("nan")
+    if not (1 <= r < 1000):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an oversubscription (R or R:1, R from 1: e.g. 2 or 2:1)")
+    return r
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,6 +108,11 @@ class ValidateConfig(SiteLaunch):
                                "judged beside the pairs of its own leaves (default: `scontrol show topology` inside "
                                "a Slurm allocation, else ibnetdiscover where it is on PATH, else none)",
                                default=None, metavar="FILE")
+    oversubscription: float | None = opt("the fabric's design: pairs across leaf switches run at 1/R of those "
+                                         "inside one (2 or 2:1; 1: non-blocking), the norm across leaves where "
+                                         "they measure a quarter slower; default: an ibnetdiscover topology's "
+                                         "ports, else their fastest mode as measured", default=None, parse=_ratio,
+                                         metavar="R")
     pairs_seed: int = opt("the seed of the ring's order where no topology says the leaves, and of the full level's "
                           "random node pairs past 16 nodes (the plan and the record keep it: the same seed measures "
                           "the same pairs)", default=1, metavar="N")

@@ -27,6 +27,8 @@ oversubscription, nor named to a side (SKIP, with the figures).
 
 from __future__ import annotations
 
+from collections import Counter
+
 from bench.analysis import metrics
 from bench.validate.above import Part
 from bench.validate.blame import Share
@@ -116,17 +118,22 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                 held = [h for h in mine if shares[h].blamed is None]
                 reason = (f"its pairs across leaves: {_looks(looks)}, whatever the partner leaf, while its nodes' own "
                           f"links (their pairs inside it) are not: {uplinks}, not its nodes{inside_too}")
-                action = f"check {uplinks} (ports, cables, the other side); its nodes are held, not drained"
+                reason += _cables_short(v, leaf)
+                action = f"check {uplinks} ({_cables(v, leaf)}); its nodes are held, not drained"
             else:
                 held = sorted(p.key for p in group)
                 reason = (f"{len(held)} of its {len(mine)} nodes ({_some(held)}) are short across leaves whatever the "
                           f"partner ({_looks(looks)}) while their pairs inside it are not, and its other nodes' "
                           f"looks across leaves pass: the uplink(s) of {leaf} these nodes route through (static "
                           f"routing: the nodes behind one uplink share its looks), not the nodes{inside_too}")
+                reason += _cables_short(v, leaf)
                 action = (f"check the uplink(s) of switch {leaf}" + (f" to {up}" if up else "") +
-                          f" that {len(held)} of its nodes route through (ports, cables); they are held, not drained")
+                          f" that {len(held)} of its nodes route through ({_cables(v, leaf)}); they are held, not "
+                          "drained")
             _hold(v, held, value, leaf, f"on leaf switch {leaf}, whose pairs across leaves fall short ({leaf}'s "
                   "fabric row)", action.split(";")[0], t0)
+        if status == "PASS" and part is None and not group:
+            status, reason, action = _untold(links, leaf, bad_leaves, status, reason, action)
         if status == "PASS" and len(mine) >= 3 and 2 * len(nodes_blamed) > len(mine):
             status = "WARN"
             reason = (f"{len(nodes_blamed)} of its {len(mine)} nodes are short inside it: the leaf switch itself, or "
@@ -140,12 +147,18 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
     if not spread:
         for p in pairs:
             a, b = sorted(p.key)
+            node, towards = _one_node(links, a, b)
+            who = (f"; every short look is {node}'s with {towards} while the path's other pairs pass: {node}'s way "
+                   f"towards {towards}, or the path" if node else "")
             v.add(CHECK, f"{a}-{b}", _status(p), f"{_looks(p)} between {a} and {b}", f"median across leaves "
                   f"{rate(mid_across)}", f"the pairs between {a} and {b} are short ({_looks(p)}) while each leaf's "
                   "pairs with the others are not: the path between them (the spine their traffic is routed through, "
-                  "or its links to them)", t0=t0, action=f"check the path between switches {a} and {b}")
-    ratio = f"; pairs across leaves run at {mid_across / mid_inside:.0%} of those inside (the fabric's " \
-        "oversubscription as measured)" if mid_across and mid_inside else ""
+                  f"or its links to them){who}", t0=t0,
+                  action=f"check the path between switches {a} and {b}" + (f" and {node}'s route" if node else ""))
+    design = v.cfg.oversubscription
+    ratio = (f"; pairs across leaves run at {mid_across / mid_inside:.0%} of those inside (the fabric's "
+             "oversubscription as measured" + (f"; its design {design:g}:1, {1 / design:.0%}, --oversubscription"
+                                               if design else "") + ")") if mid_across and mid_inside else ""
     if spread:
         looks = Part("pair", None, sum(p.looks for p in pairs), sum(p.short for p in pairs),
                      sum(p.failed for p in pairs))
@@ -166,6 +179,49 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                                       "looks": p.looks, "short": p.short} for p in parts],
                            "leaves": {leaf: {"across": _median(across[leaf]), "inside": _median(inside[leaf])}
                                       for leaf in leaves}}
+
+
+def _cables(v: Validation, leaf: str, most: int = 6) -> str:
+    """The leaf's ports up as the topology names them (ibnetdiscover's: "port 35 to spine-02 port 9"), else what
+    to look at."""
+    ports = v.tree.uplinks.get(leaf, ()) if v.tree is not None else ()
+    if not ports:
+        return "ports, cables, the other side"
+    return f"its {len(ports)} ports up: " + ", ".join(ports[:most]) + (f" and {len(ports) - most} more"
+                                                                        if len(ports) > most else "")
+
+
+def _cables_short(v: Validation, leaf: str) -> str:
+    """"; it has 14 ports up where most leaves have 18" where the topology counts fewer for it than for most."""
+    ups = v.tree.uplinks if v.tree is not None else {}
+    if leaf not in ups or len(ups) < 3:
+        return ""
+    most = Counter(len(p) for p in ups.values()).most_common(1)[0][0]
+    n = len(ups[leaf])
+    return f"; it has {n} ports up where most leaves have {most} (cables missing or down)" if n < most else ""
+
+
+def _untold(links, leaf: str, bad: dict, status: str, reason: str, action: str) -> tuple[str, str, str]:
+    """A leaf not found slow whose every pair across leaves is short and crossed a leaf that was (every leaf slow,
+    or all but one): its own uplinks cannot be told apart (WARN, its nodes not held), else as it was."""
+    mine = [x for x in links.pairs.values() if x.across and leaf in x.across]
+    if not mine or not all(x.short() and (set(x.across) - {leaf}) & set(bad) for x in mine):
+        return status, reason, action
+    return ("WARN", f"every one of its {len(mine)} pairs across leaves is short and crossed a leaf switch found slow: "
+            "whether its own uplinks are slow too cannot be told (its nodes are not held)",
+            f"check switch {leaf}'s uplinks with the slow leaves'")
+
+
+def _one_node(links, a: str, b: str) -> tuple[str | None, str | None]:
+    """(the node in every short pair between leaves a and b, the other leaf) where the path's other pairs pass: a
+    node slow only towards one leaf (its route there), which the path's looks cannot tell from the path."""
+    on = [x for x in links.pairs.values() if x.across and set(x.across) == {a, b}]
+    short = [x for x in on if x.short()]
+    common = set.intersection(*(set(x.pair.key) for x in short)) if short else set()
+    if len(common) != 1 or not any(not x.short() for x in on):
+        return None, None
+    node = next(iter(common))
+    return node, b if links.leaf.get(node) == a else a
 
 
 def _unplaced(v: Validation, parts: list[Part], t0: float) -> None:

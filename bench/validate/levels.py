@@ -38,6 +38,10 @@ class Level:
     pair_looks: int = 1      # passes over the pair rounds in the first launch (x --repeats): a node is judged by the
                              # share of its looks that fell short, which needs looks to mean something (full: see
                              # docs/validate.md, "Intermittent links", for the simulation that chose it)
+    across_looks: int | None = None  # of those passes, how many look at the pairs across leaf switches (None: all;
+                                     # the fabric's parts meet many pairs: docs/validate.md, "What the looks cost")
+    again_looks: int | None = None   # passes of the second look (x --repeats; None: pair_looks): a node in doubt is
+                                     # judged by these alone, so they carry what the first launch's few cannot
     burn_s: float = 0.0      # the burn's seconds without --burn (0: off): every GPU of a node hot at once
     repeats: int = 1         # per-GPU rounds without --repeats where the first names a GPU or a node (second looks)
     repeats_why: str = ""    # why that many: what the plan says beside it (benchmarks/fleet_replay.py measured it)
@@ -57,7 +61,8 @@ LEVELS = {
     "full": Level(model="vit-b16-224", micro_batch=64, steps=50, timing_warmup=10, synthetic_size=10000,
                   dp_steps=60, fallback_size=64 << 20, iters=20, comm_warmup=5, timeout=900.0, pairs="all",
                   numerics_model="vit-tiny-p4-32", numerics_steps=20, matmul_n_gpu=8192,
-                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0, pair_looks=4,
+                  cuda_model="vit-b16-224", cuda_img_size=224, cuda_micro_batch=64, burn_s=180.0,
+                  pair_looks=2, across_looks=1, again_looks=4,
                   checks=registry.of_level("full"), repeats=3,
                   repeats_why="Frontera's whole-node stragglers run at 0.90-0.93 of the median in a first run, a "
                               "WARN; the median of 3 rounds (0.87-0.89) FAILs and drains all three, 0.6 healthy GPUs "

@@ -115,7 +115,7 @@ def with_pairs(v: Validation, res: dict[str, list[int]], multi: dict[str, list[i
     inter-node check, which measures again only if a node left the set in between."""
     hosts = list(res)
     ranks = runs.ranks_of(res)
-    groups, names, rounds = pairing.pair_groups(hosts, v.pair_rounds(hosts) * v.pair_passes, len(hosts) > 2, ranks)
+    groups, names, rounds = pairing.pair_groups(hosts, v.pair_schedule(hosts), len(hosts) > 2, ranks)
     base = len(groups)
     groups += [ranks[h] for h in multi]
     names += list(multi)

@@ -22,15 +22,14 @@ quarter slower than its peers FAILs, as below a published NIC figure
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from bench.analysis import metrics, peer_lines
-from bench.validate import above, blame
+from bench.validate import above, blame, norm
 from bench.validate.links import floor, judge_link, link_ref, rate
 from bench.validate.state import Validation
 
-LINK_FAIL = 0.25
+LINK_FAIL = norm.LINK_FAIL
 # How far one look of a healthy pair moves, where nothing measured says more. NCCL's busbw between two nodes
 # repeats within a few percent: 10%. gloo's between CPU ranks sharing the suite's two cores moves by far more,
 # measured here (2026-12-06): on one bridge (4 hosts, 8 looks at each of 4 pairs, load 10) a look's log sd around
@@ -173,55 +172,25 @@ class Links:
         return self.lines_of.get(host, "its pairs")
 
 
-def _lines(v: Validation, links: Links, inside: bool) -> peer_lines.Lines | None:
+def _lines(v: Validation, links: Links, inside: bool, within=None) -> peer_lines.Lines | None:
     """Lines from the median looks of every pair of this kind (inside a leaf, or across: where an end's leaf is not
-    known too), the spread over the level's passes, and the look floor. Across leaves, the fabric's norm is its
-    fastest mode (_fast): with half the leaves behind slow uplinks, the slow half is not the norm."""
+    known too), the spread over the level's passes, and the look floor. Across leaves (within: the lines inside),
+    the fabric's norm is its design where --oversubscription gives it, else its fastest mode (bench.validate.norm):
+    with half the leaves behind slow uplinks, the slow half is not the norm."""
     chosen = [x for x in links.pairs.values() if links.inside(x) == inside]
-    values = [x.busbw for x in chosen]
-    if not inside:
-        values = _fast(values)
     # Each pair's first looks, the level's passes over it (pairs first met in the second launch have none): a look's
     # spread about its pair's, where there are passes.
     passes = max((x.firsts for x in chosen), default=0)
     rounds = [x.looks[:x.firsts] for x in chosen if x.firsts == passes] if passes >= 2 else []
-    return peer_lines.derive(values, rounds=rounds, straggler=LINK_FAIL,
-                             floor=LOOK_FLOOR["cuda" if v.device == "cuda" else "cpu"])
 
-
-MODE_LEAST = 0.05   # the fast mode must hold this share of the pairs across leaves to be the norm
-
-
-def _fast(values: list[float]) -> list[float]:
-    """The pairs of the fastest mode where the pairs across leaves fall in two, apart by more than LINK_FAIL and
-    by more than 4 times their own spread (Otsu's split of the logs), the faster holding MODE_LEAST of them at
-    least; else all. A fabric's design runs every healthy pair across leaves alike (its oversubscription); pairs
-    slower than that are behind a slow part, however many."""
-    logs = sorted(math.log(x) for x in values if x and x > 0)
-    n = len(logs)
-    if n < 2 * peer_lines.MIN_PEERS:
-        return values
-    pre = [0.0]
-    for x in logs:
-        pre.append(pre[-1] + x)
-    least = max(peer_lines.MIN_PEERS, int(MODE_LEAST * n))
-    best, cut = -1.0, None
-    for k in range(least, n - least + 1):
-        m0, m1 = pre[k] / k, (pre[n] - pre[k]) / (n - k)
-        between = k * (n - k) * (m1 - m0) ** 2
-        if between > best:
-            best, cut = between, k
-    if cut is None:
-        return values
-    lo, hi = logs[:cut], logs[cut:]
-    mids = [metrics.percentile(g, 50) for g in (lo, hi)]
-    spread = max(peer_lines.MAD_TO_SIGMA * metrics.percentile([abs(x - m) for x in g], 50)
-                 for g, m in zip((lo, hi), mids))
-    gap = mids[1] - mids[0]
-    if gap < -math.log(1 - LINK_FAIL) or gap < 4 * spread:
-        return values
-    top = hi[0] - 1e-9  # in logs: exp(log(x)) may round above x
-    return [x for x in values if x and x > 0 and math.log(x) >= top]
+    def derive(values: list[float]) -> peer_lines.Lines | None:
+        return peer_lines.derive(values, rounds=rounds, straggler=LINK_FAIL,
+                                 floor=LOOK_FLOOR["cuda" if v.device == "cuda" else "cpu"])
+    values = [x.busbw for x in chosen]
+    if inside:
+        return derive(values)
+    design = v.tree.design if v.tree is not None else None  # a topology's own (ibnetdiscover's ports)
+    return norm.across(values, derive, within, v.cfg.oversubscription or (design[0] if design else None))
 
 
 def _cut(v: Validation, link: Link, ranks: int, ref, lines) -> tuple[float, float] | None:
@@ -249,7 +218,9 @@ def judge_all(v: Validation, hosts: list[str], links: Links) -> dict[str, blame.
     topology); then the fabric above the leaves, by the looks across leaves no blamed node explains
     (bench.validate.above.explain: links.above, links.covered)."""
     topology = links.topology
-    lines = {kind: _lines(v, links, kind) for kind in ((True, False) if topology else (True,))}
+    lines = {True: _lines(v, links, True)}
+    if topology:
+        lines[False] = _lines(v, links, False, lines[True])
     known = v.derived.setdefault("inter_refs", {})  # a node's published figure, once per run and GPU count
     refs = {}
     for h in hosts:  # by inventory (one object per node's answer; the same object answers the same)

@@ -15,11 +15,11 @@ lines derived from the nodes' best pairs), and a node or a leaf switch is
 judged by the share of its looks that fell short (bench.validate.blame:
 Imbue's rule; the part that explains the most short looks first, so a bad
 node's partners and a slow uplink's nodes are not blamed for it). Before
-anything is called slow a second launch looks again, as many times as the
-first: at every pair with a short look, at every pair of a node in doubt
-(short in a sixth of its looks), and at each node blamed against two nodes
-that were not (bisection). A leaf whose looks across leaves fall short while its
-nodes' own do not gets a `fabric` row (bench.validate.fabric): its nodes
+anything is called slow a second launch looks again (Level.again_looks
+times, else as many as the first): at every pair with a short look, at every
+pair of a node in doubt (blame.Share.doubtful), and at each node blamed or
+in doubt against two nodes that were neither (bisection). A leaf whose looks
+across leaves fall short while its nodes' own do not gets a `fabric` row (bench.validate.fabric): its nodes
 are held, not drained. Two nodes have one link: which end is at fault
 cannot be told, so both carry the verdict.
 """
@@ -51,28 +51,69 @@ def _first_look(v: Validation, hosts: list[str]) -> tuple[dict[str, list[float]]
     ahead = v.links_ahead
     if ahead is not None and ahead["hosts"] == hosts:
         return ahead["bw"], ahead["wrong"], ahead["rec"]
-    return _launch(v, hosts, v.pair_rounds(hosts) * v.pair_passes, len(hosts) > 2, "inter-node")
+    return _launch(v, hosts, v.pair_schedule(hosts), len(hosts) > 2, "inter-node")
+
+
+def _unexplained(links: Links, shares: dict[str, blame.Share]) -> dict[str, list[int]]:
+    """{node: [looks, short, failed]} of its judged looks across leaves that neither a blamed node nor a part above
+    the leaves explains."""
+    more: dict[str, list[int]] = {}
+    for x in links.pairs.values():
+        if links.inside(x) or x.pair.key in links.covered or any(shares[h].blamed is not None for h in x.pair.key):
+            continue
+        n = sum(s != "SKIP" for s in x.statuses)
+        for h in x.pair.key:
+            m = more.setdefault(h, [0, 0, 0])
+            m[0], m[1], m[2] = m[0] + n, m[1] + x.short(), m[2] + x.statuses.count("FAIL")
+    return more
+
+
+def _in_doubt(hosts: list[str], links: Links, shares: dict[str, blame.Share]) -> set[str]:
+    """The nodes in doubt (blame.Share.doubtful): by their looks inside their leaf and those across leaves no other
+    part explains (a node slow now and then is slow across leaves too: with one look across and two inside at each
+    pair, `full`'s 10 looks tell it where its 4 inside would not)."""
+    more = _unexplained(links, shares)
+    return {h for h in hosts if shares[h].doubtful(*more.get(h, (0, 0))[:2])}
+
+
+def _own_across(hosts: list[str], links: Links, shares: dict[str, blame.Share]) -> None:
+    """A node whose looks inside its leaf pass the likelihood test (blame.EVIDENCE: short there too) but whose share
+    there stays under the WARN line: its looks across leaves that no other part explains are its own as well, and
+    it is judged by all of them (a node is blamed for looks across leaves only where its looks inside are short)."""
+    more = _unexplained(links, shares)
+    order = max((s.blamed for s in shares.values() if s.blamed is not None), default=0)
+    for h in hosts:
+        s = shares[h]
+        if s.blamed is not None or s.evidence() < blame.EVIDENCE or h not in more:
+            continue
+        n, short, failed = more[h]
+        both = blame.Share(looks=s.looks + n, short=s.short + short, failed=s.failed + failed)
+        if both.status() in blame.SHORT:
+            order += 1
+            s.looks, s.short, s.failed, s.own_across, s.blamed = both.looks, both.short, both.failed, n, order
 
 
 def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str, blame.Share]) -> bool:
-    """Again, in one launch (the level's looks at each): every pair with a short look; every pair of a node in doubt
-    (blame.Share.doubtful); each node blamed against two nodes that were not (bisection; nodes of its own leaf first,
-    whose pairs cross no uplink); the pairs inside its leaf of every node held for a part of the fabric (it may be in
-    doubt too: its own link is told by them); without a topology, the suspects (blamed, or with a short pair) in a
-    ring of their own (a group fast together and slow with the rest shares a path, not a bad NIC each). A pair
-    measured again is judged by the second look alone (Link.judged). False when nothing needed it."""
+    """Again, in one launch (the level's again_looks at each): every pair with a short look; every pair of a node in
+    doubt (blame.Share.doubtful); each node blamed or in doubt against two nodes that were neither (bisection; nodes
+    of its own leaf first, whose pairs cross no uplink); the pairs inside its leaf of every node held for a part of
+    the fabric (it may be in doubt too: its own link is told by them); without a topology, the suspects (blamed, or
+    with a short pair) in a ring of their own (a group fast together and slow with the rest shares a path, not a bad
+    NIC each). A pair measured again is judged by the second look alone (Link.judged). False when nothing needed
+    it."""
     idx = {h: i for i, h in enumerate(hosts)}
-    # The blamed, and those left with no look that were short with blamed partners only (untold): each against
-    # two nodes not blamed, its own leaf's first (their pairs cross no uplink).
-    blamed = [h for h in hosts if shares[h].blamed is not None or shares[h].untold()]
-    doubt = {h for h in hosts if shares[h].doubtful()}
+    # The blamed, those left with no look that were short with blamed partners only (untold), and those in doubt
+    # (judged by their second looks alone, which carry what the first launch's few could not: Level.again_looks):
+    # each against two nodes none of these, its own leaf's first (their pairs cross no uplink).
+    doubt = _in_doubt(hosts, links, shares)
+    blamed = [h for h in hosts if shares[h].blamed is not None or shares[h].untold() or h in doubt]
     held = {h for p in links.above if p.kind in ("up", "leaf") for h in hosts
             if h == p.key or links.leaf.get(h) == p.key}
     again = [(idx[x.pair.a], idx[x.pair.b]) for x in links.pairs.values()
              if x.short() or x.pair.a in doubt or x.pair.b in doubt
              or (links.inside(x) and (x.pair.a in held or x.pair.b in held))]
     known = {frozenset(p) for p in again}
-    good = [h for h in hosts if shares[h].blamed is None and shares[h].looks and h not in held]
+    good = [h for h in hosts if shares[h].blamed is None and shares[h].looks and h not in held and h not in doubt]
     leaf = links.leaf
     extra = []
     own: dict[str | None, list[str]] = {}
@@ -94,7 +135,7 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
     if again:
         # As many looks at each as the first launch took: a share of looks needs them, and only the pairs in
         # doubt pay for it (a node slow in half its looks is caught in 19 of 20 seeds only so: docs/validate.md).
-        bw, wrong, _ = _launch(v, hosts, pairing.schedule(again) * v.pair_passes, False, "inter-node-again")
+        bw, wrong, _ = _launch(v, hosts, pairing.schedule(again) * v.again_passes, False, "inter-node-again")
         links.add(bw, wrong, first=False)
     return bool(again)
 
@@ -226,6 +267,7 @@ def inter_node(v: Validation) -> None:
     shares = judge_all(v, hosts, links)
     if _second_look(v, hosts, links, shares):
         shares = judge_all(v, hosts, links)
+    _own_across(hosts, links, shares)
     _pair_rows(v, links, shares, t0)
     _node_rows(v, hosts, links, shares, t0)
     _cluster_row(v, hosts, links, t0)

@@ -23,7 +23,7 @@ from bench.cluster.remote import is_local
 from bench.core.config import RunConfig
 from bench.launch.registry import LOCAL, MULTI_HOST_DEFAULT, get
 from bench.cluster.topology import Tree
-from bench.validate import budget, pairing
+from bench.validate import budget, pairing, passes
 from bench.validate.config import LEVELS, ValidateConfig
 
 CLUSTER = "cluster"
@@ -233,6 +233,17 @@ class Validation:
     def pair_passes(self) -> int:
         """How many times the first link launch goes over the pair rounds: the level's looks x --repeats."""
         return self.level.pair_looks * self.cfg.repeats
+
+    @property
+    def again_passes(self) -> int:
+        """How many times the second look goes over its pairs: the level's again_looks (else pair_looks) x --repeats."""
+        return (self.level.again_looks or self.level.pair_looks) * self.cfg.repeats
+
+    def pair_schedule(self, hosts: list[str]) -> list[list[tuple[int, int]]]:
+        """The first link launch's rounds: the level's pair rounds over its passes, those across leaf switches in
+        fewer where the level says so (bench.validate.pairing.passes)."""
+        across = None if self.level.across_looks is None else self.level.across_looks * self.cfg.repeats
+        return passes.passes(self.pair_rounds(hosts), self.pair_passes, across, self.leaves(hosts))
 
     def pair_rounds(self, hosts: list[str]) -> list[list[tuple[int, int]]]:
         """The level's first rounds of node pairs over hosts (bench.validate.pairing.first_rounds)."""

@@ -97,6 +97,9 @@ def lines(found: Found, hosts: list[str], hostname_of: dict[str, str], seed: int
         placed = found.tree.leaves(hosts, hostname_of)
         out.append(f"topology: {found.tree.source}: {sum(x is not None for x in placed)} of {len(hosts)} hosts on "
                    f"{len({x for x in placed if x is not None})} leaf switch(es)")
+        if found.tree.design is not None:
+            out.append(f"topology: the fabric's design {found.tree.design[0]:.2g}:1 ({found.tree.design[1]}): the "
+                       "norm of the pairs across leaves where they measure slower (--oversubscription overrides)")
         missing = found.tree.unplaced(hosts, hostname_of)
         if missing:
             out.append(f"topology: {found.tree.source} does not place {_some(missing)}: their pairs are judged as "

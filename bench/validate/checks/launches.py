@@ -51,12 +51,17 @@ BURN = Phase(name="burn", launch=PER_GPU, spec=_burn_spec, cost=lambda p: p.cfg.
 
 def links_launch(p: Any, owner: str) -> None:
     """The link launch in the plan, opened by `owner` (intra-node, else inter-node): each node's own GPUs, then the
-    level's first rounds of node pairs (pair_looks x --repeats passes) and the whole set."""
+    level's first rounds of node pairs over its passes (pair_looks x --repeats; the pairs across leaves in
+    across_looks of them: p.schedule) and the whole set."""
     intra, inter = p.wanted("intra-node"), p.wanted("inter-node")
-    passes = p.lv.pair_looks * p.cfg.repeats  # the first launch's looks at each pair (bench.validate.pairs)
-    n_rounds = (1 if intra else 0) + (len(p.rounds) * passes + (p.nodes > 2) if inter else 0)
-    p.launch(owner, p.intra_s * intra + (p.pair_s * len(p.rounds) * passes + p.whole_s) * inter,
+    looks = p.lv.pair_looks * p.cfg.repeats  # the first launch's looks at each pair (bench.validate.pairs)
+    across = p.lv.across_looks and p.lv.across_looks * p.cfg.repeats
+    n = len(p.schedule)
+    n_rounds = (1 if intra else 0) + (n + (p.nodes > 2) if inter else 0)
+    times = f" {looks} times" if looks > 1 else ""
+    if across is not None and across < looks and n < len(p.rounds) * looks:
+        times += f" (those across leaf switches {across} time{'s' * (across > 1)}: {n} rounds)"
+    p.launch(owner, p.intra_s * intra + (p.pair_s * n + p.whole_s) * inter,
              f"all-reduce of {p.size} B: each node's own GPUs" * intra + (", then " if intra and inter else "")
-             + (f"{len(p.rounds)} round(s) of node pairs" + (f" {passes} times" if passes > 1 else "")
-                + " and the whole set" if inter else ""),
+             + (f"{len(p.rounds)} round(s) of node pairs{times} and the whole set" if inter else ""),
              looks=2, rounds=n_rounds)
