@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import random
 
-# The most nodes whose every pair the full level measures (N-1 rounds); past it, the ring and k matchings.
-ALL_PAIRS_MAX = 16
+from bench.validate.pair_kind import (ALL_PAIRS_MAX, RING_ALL_PAIRS_MAX, describe,  # noqa: F401
+                                       describe_order, every_pair)
+
 
 
 def ring_rounds(n: int) -> list[list[tuple[int, int]]]:
@@ -214,6 +215,8 @@ def first_rounds(kind: str, n: int, seed: int = 1, matchings: int = 4,
         return round_robin(n)
     if n <= 3:  # the ring of three is every pair: no order to choose
         return ring_rounds(n)
+    if every_pair(kind, n, leaves):
+        return round_robin(n)
     order = ring_order(n, seed, leaves)
     if kind == "ring":
         across = _mapped(ring_rounds(n), order)
@@ -242,27 +245,6 @@ def leaf_rounds(leaves: list[str | None]) -> list[list[tuple[int, int]]]:
                 rounds.append([])
             rounds[k] += [(min(nodes[a], nodes[b]), max(nodes[a], nodes[b])) for a, b in r]
     return rounds
-
-
-def describe(kind: str, n: int, matchings: int = 4) -> str:
-    """How first_rounds chose the pairs, for the plan and the record."""
-    if kind == "ring" or n < 2:
-        return "ring: each node with its two neighbours"
-    if n <= ALL_PAIRS_MAX:
-        return f"every pair (round robin: up to {ALL_PAIRS_MAX} nodes)"
-    return (f"ring + {matchings} random perfect matchings (past {ALL_PAIRS_MAX} nodes every pair would take "
-            f"{n - 1 + n % 2} rounds)")
-
-
-def describe_order(kind: str, n: int, leaves: list[str | None] | None, seed: int) -> str:
-    """The ring's order (ring_order), for the plan and the record."""
-    if n <= 3 or (kind != "ring" and n <= ALL_PAIRS_MAX):
-        return "every pair: no order to choose"
-    if leaves and len(set(leaves)) >= 2:
-        return "across leaf switches"
-    known = leaves and any(x is not None for x in leaves)
-    return f"shuffled (seed {seed}), not the hostfile's: " + ("every host on one leaf switch" if known else
-                                                              "no leaf switches known")
 
 
 def pair_groups(hosts: list[str], rounds: list[list[tuple[int, int]]], with_all: bool,

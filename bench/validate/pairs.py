@@ -141,13 +141,24 @@ def _second_look(v: Validation, hosts: list[str], links: Links, shares: dict[str
 
 
 def _together(h: str, links: Links, shares: dict[str, blame.Share]) -> list[str]:
-    """Without a topology: the nodes this blamed node's pair with PASSes that are short with others too (neither has
-    a bad link, then: they share a path the others do not, a leaf whose uplinks are slow; a bad NIC is slow with
-    every partner, and has none)."""
+    """Without a topology: the nodes this blamed node's pair with PASSes that are short with others too, and short
+    with the nodes h is short with where they met them (neither has a bad link, then: they share a path the others do
+    not, a leaf whose uplinks are slow; a bad NIC is slow with every partner, and has none). A partner fast with most
+    of those h is short with shares no path that explains h: on the unhealthy H100 logs node003's fast partners 002
+    and 006 are short with others but fine with 013 and 014, short with node003 alone."""
     if links.topology or shares[h].blamed is None:
         return []
-    return [x.other(h) for x in links.of(h) if x.status() == "PASS"
-            and any(y.short() and h not in y.pair.key for y in links.of(x.other(h)))]
+    mine = links.of(h)
+    slow = {x.other(h) for x in mine if x.short()}
+    out = []
+    for x in mine:
+        o = x.other(h)
+        if x.status() != "PASS" or not any(y.short() and h not in y.pair.key for y in links.of(o)):
+            continue
+        met = [y for y in links.of(o) if y.other(o) in slow]
+        if not met or 2 * sum(bool(y.short()) for y in met) > len(met):
+            out.append(o)
+    return out
 
 
 def _pair_rows(v: Validation, links: Links, shares: dict[str, blame.Share], t0: float) -> None:

@@ -261,7 +261,7 @@ class Validation:
         hosts = self.good or list(self.resources)
         leaves = self.leaves(hosts)
         return {"kind": self.level.pairs, "nodes": len(hosts), "rounds": len(self.pair_rounds(hosts)),
-                "how": pairing.describe(self.level.pairs, len(hosts), self.level.matchings),
+                "how": pairing.describe(self.level.pairs, len(hosts), self.level.matchings, leaves),
                 "seed": self.cfg.pairs_seed, "matchings": self.level.matchings,
                 "leaves": None if leaves is None else len({x for x in leaves if x is not None}),
                 "topology": None if self.tree is None else self.tree.source,

@@ -21,7 +21,7 @@ def _plan(p) -> None:
                                                           + p.pair_s * again, 1))
     stage_pairs = sum(len(r) for r in rounds)
     crossing = sum(1 for r in rounds for a, b in r if leaves and leaves[a] != leaves[b])
-    p.stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings)
+    p.stages[-1].update(pairs=stage_pairs, pairing=pairing.describe(lv.pairs, nodes, lv.matchings, leaves)
                         + (f"; {crossing} of {stage_pairs} pairs across leaf switches" if leaves else "")
                         + f"; the ring's order: {pairing.describe_order(lv.pairs, nodes, leaves, p.cfg.pairs_seed)}",
                         seed=p.cfg.pairs_seed,
