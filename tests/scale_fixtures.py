@@ -252,7 +252,8 @@ class Cluster:
         return random.Random(f"{self.seed}:{':'.join(map(str, key))}")
 
     # ------------------------------------------------------------------ preflight and inventory
-    def check_hosts(self, hosts: list[str], timeout: float, run_root: str | None = None, via: str = "ssh"):
+    def check_hosts(self, hosts: list[str], timeout: float, run_root: str | None = None, via: str = "ssh",
+                    container_exec: str | None = None):
         from bench.cluster.preflight import HostCheck
         from bench.cluster.probe import library_versions
 

@@ -79,3 +79,18 @@ def test_the_second_look_is_costed_by_its_own_rounds(with_topology, topology_con
     # slowest NIC, 100G: 28 all-reduces of 343 MB, 1.48 s (docs/validate.md, "What the looks cost")
     assert inter["again_s"] == pytest.approx(60 + 12 + 8.4 + 1.48 * inter["again_rounds"], abs=1)
     assert p["second_looks"]["predicted_s"] >= inter["again_s"]
+
+
+@pytest.mark.parametrize("nodes", [17, 48])
+def test_quick_s_every_pair_of_a_small_cluster_stays_within_its_time(nodes):
+    """Without a topology quick measures every pair up to 48 nodes (bench.validate.pair_kind): N-1 rounds (N for odd
+    N) where the ring took 2-3, and the second look at its largest a node's every partner and two good ones; the
+    plan stays under quick's 10 minutes (17 x 8: 208 s, 48 x 8: 265 s, where the ring's plan was 188 s and 198 s)."""
+    cfg = ValidateConfig(level="quick")
+    p = budget.plan(cfg, {f"node{i:04d}": list(range(GPUS)) for i in range(nodes)}, "pdsh", references.load(),
+                    tree.Found(None))
+    assert p["predicted_s"] < UNDER_S["quick"], p["predicted_s"]
+    links = next(s for s in p["stages"] if s["stage"] == "intra-node")
+    assert links["rounds"] - 2 == nodes - 1 + nodes % 2
+    inter = next(s for s in p["stages"] if s["stage"] == "inter-node")
+    assert inter["again_rounds"] == nodes - 1 + 2 and inter["pairing"].startswith("every pair")

@@ -190,12 +190,15 @@ def test_hosts_are_placed_by_name_or_the_hostname_they_gave_and_the_record_keeps
 def test_without_a_topology_the_record_says_the_uplinks_were_not_covered_and_the_ring_is_shuffled():
     found = tree.find(ValidateConfig(level="quick"), nodes=4, environ={"PATH": "/nonexistent"})
     assert found.tree is None and any("ibnetdiscover is not on PATH" in t for t in found.tried)
-    rec = tree.record(found, ["a", "b", "c", "d"], {}, seed=5)
+    hosts = [f"h{i}" for i in range(49)]  # past the 48 whose every pair quick measures without a topology
+    rec = tree.record(found, hosts, {}, seed=5)
     assert rec["source"] is None and rec["uplinks_covered"] is False
     assert rec["ring"] == "shuffled (seed 5), not the hostfile's: no leaf switches known"
     assert "do not knowingly cross leaf switches: uplinks not covered" in rec["why"]
-    lines = tree.lines(found, ["a", "b", "c", "d"], {}, seed=5)
+    lines = tree.lines(found, hosts, {}, seed=5)
     assert any("uplinks not covered" in x and "shuffled (seed 5)" in x for x in lines), lines
+    few = tree.record(found, ["a", "b", "c", "d"], {}, seed=5)
+    assert few["ring"] == "every pair: no order to choose" and few["uplinks_covered"] is False
 
 
 def test_a_validate_record_with_its_topology_matches_the_schema():
@@ -235,7 +238,8 @@ def test_the_plan_names_the_hosts_the_topology_does_not_place(tmp_path):
     none = cli("validate", "--hostfile", str(tmp_path / "hf"), "--dry-run", "--json", "--out", str(tmp_path / "o"),
                env={**os.environ, "PATH": "/nonexistent"})
     plan = json.loads(none.stdout)
-    assert plan["topology"]["uplinks_covered"] is False and "shuffled (seed 1)" in plan["topology"]["ring"]
+    # five hosts without a topology: quick measures every pair (bench.validate.pair_kind), no ring order to choose
+    assert plan["topology"]["uplinks_covered"] is False and plan["topology"]["ring"].startswith("every pair")
     assert any("uplinks not covered" in x for x in plan["topology_lines"])
 
 
