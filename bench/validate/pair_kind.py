@@ -7,7 +7,7 @@ from __future__ import annotations
 # The most nodes whose every pair the full level measures (N-1 rounds); past it, the ring and k matchings.
 ALL_PAIRS_MAX = 16
 # Without leaves to order it across, the ring's n pairs are a blind draw of n(n-1)/2 that misses every pair of a
-# fault on 6% of them (the unhealthy H100 logs' least, ../shared/fixtures/fleets) in 31% of clusters at 17 nodes,
+# fault on 6% of them (the unhealthy H100 logs' least, ../shared/fixtures/fleets) in 29% of clusters at 17 nodes,
 # 13% at 32, 4.7% at 48: up to here the ring level ("quick") measures every pair, a few seconds a round, instead.
 RING_ALL_PAIRS_MAX = 48
 

@@ -35,7 +35,7 @@ CHECK = Check(
     skip=NODES_AND_CLUSTER,
     plan=_plan,
     action="drain: the node reaches the others slower than its peers; check its NIC, cable and switch port",
-    what=('node pairs, the pairs of a round at once (ring pairs at `quick`, every pair at `full`, two looks at'
+    what=('node pairs, the pairs of a round at once (ring pairs at `quick`, every pair there up to 48 nodes without a topology; every pair at `full`, two looks at'
           " each, one across leaves; with a topology each leaf's own ring too), then every pair that fell short "
           'again and each node blamed or in doubt against two good ones (four looks each at `full`); in the '
           'same launch as intra-node'),
