@@ -13,16 +13,16 @@ RING_ALL_PAIRS_MAX = 48
 
 
 def every_pair(kind: str, n: int, leaves: list[str | None] | None = None) -> bool:
-    """Whether a level's pairs of n nodes are every pair: "all" to ALL_PAIRS_MAX, the ring without leaves to
-    RING_ALL_PAIRS_MAX (three nodes' ring is every pair already)."""
-    if kind != "ring":
-        return n <= ALL_PAIRS_MAX
+    """Whether a level's pairs of n nodes are every pair: "all" to ALL_PAIRS_MAX, and every level without leaves to
+    RING_ALL_PAIRS_MAX (three nodes' ring is every pair already): "all" never measures fewer pairs than the ring."""
+    if kind != "ring" and n <= ALL_PAIRS_MAX:
+        return True
     return 3 < n <= RING_ALL_PAIRS_MAX and not (leaves and len(set(leaves)) >= 2)
 
 
 def describe(kind: str, n: int, matchings: int = 4, leaves: list[str | None] | None = None) -> str:
     """How first_rounds chose the pairs, for the plan and the record."""
-    if kind == "ring" and n > 3 and every_pair(kind, n, leaves):
+    if n > (3 if kind == "ring" else ALL_PAIRS_MAX) and every_pair(kind, n, leaves):
         return (f"every pair (round robin: without a topology up to {RING_ALL_PAIRS_MAX} nodes, where the ring's "
                 "pairs would miss a fault on 6% of them in 1 of 20 clusters or more)")
     if kind == "ring" or n < 2:

@@ -19,11 +19,12 @@ def _is_matching(rnd) -> bool:
     return len(nodes) == len(set(nodes))
 
 
-@pytest.mark.parametrize("n, rounds, partners", [(10, 9, 9), (16, 15, 15), (17, 7, 6), (100, 6, 6), (1000, 6, 6),
-                                                 (1001, 7, 6)])
+@pytest.mark.parametrize("n, rounds, partners", [(10, 9, 9), (16, 15, 15), (17, 17, 16), (48, 47, 47), (49, 7, 6),
+                                                 (100, 6, 6), (1000, 6, 6), (1001, 7, 6)])
 def test_full_level_rounds_and_partners(n, rounds, partners):
-    """Every pair up to 16 nodes (N-1 rounds, N for odd N); past it the ring and 4 random perfect matchings:
-    6 rounds at 1,000 nodes (not 999), every node with at least 6 distinct partners, no pair twice."""
+    """Every pair up to 16 nodes (N-1 rounds, N for odd N), and without a topology up to 48 as quick takes them
+    (full never measures fewer pairs than quick); past it the ring and 4 random perfect matchings: 6 rounds at
+    1,000 nodes (not 999), every node with at least 6 distinct partners, no pair twice."""
     got = pairing.first_rounds(LEVELS["full"].pairs, n, seed=1, matchings=LEVELS["full"].matchings)
     assert len(got) == rounds
     assert all(_is_matching(r) for r in got)
@@ -238,10 +239,10 @@ def test_timeouts_grow_with_the_cluster_and_the_run_uses_them():
 def test_dry_run_prints_the_plan_in_lines_a_person_reads(tmp_path):
     from tests.conftest import cli
 
-    proc = cli("validate", "--hostfile", str(_hostfile(tmp_path, 40)), "--level", "full", "--dry-run")
+    proc = cli("validate", "--hostfile", str(_hostfile(tmp_path, 60)), "--level", "full", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("bench validate --level full --dry-run: 40 nodes, 320 ranks, through pdsh")
+    assert lines[0].startswith("bench validate --level full --dry-run: 60 nodes, 480 ranks, through pdsh")
     assert any(line.strip().startswith("inter-node") and "ring + 4 random perfect matchings" in line for line in lines)
     assert any(line.startswith("predicted time to verdict:") for line in lines)
     assert any(line.startswith("assumes: GPUs as slow as") for line in lines)
