@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests import unit_window
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # bench validate keeps every verdict in a history store (bench.history), by default the user's own
@@ -144,4 +146,40 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         return
     rest = [it for it in items if not it.nodeid.startswith("tests/unit/")]
     at = rest.index(first)
+    # Half the unit files in a second pytest process beside this one, on the other core (tests/unit_window.py).
+    unit, files = unit_window.split(unit)
+    if files:
+        config.stash[_SECOND] = unit_window.Second(files, config.getoption("markexpr") or "", str(config.rootpath))
+        config.stash[_FIRST_UNIT] = unit[0].nodeid if unit else None
     items[:] = [*rest[:at], *unit, *rest[at:]]
+
+
+_SECOND = pytest.StashKey["unit_window.Second"]()
+_FIRST_UNIT = pytest.StashKey["str | None"]()
+
+
+def pytest_runtest_setup(item) -> None:
+    """The second half of the unit files starts as this session's first unit test is set up: the stalls' window."""
+    second = item.config.stash.get(_SECOND, None)
+    if second is not None and second.proc is None and item.nodeid == item.config.stash.get(_FIRST_UNIT, None):
+        second.start(unit_window.basetemp(item.config))
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    second = session.config.stash.get(_SECOND, None)
+    if second is None:
+        return
+    if second.proc is None and exitstatus in (0, 1):  # the window never came (a failure before it): run it now
+        second.start(unit_window.basetemp(session.config))
+    rc = second.finish(interrupted=exitstatus == 2)
+    session.config.stash[_SHOWN] = unit_window.shown(second, rc)
+    if rc not in (0, None) and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+_SHOWN = pytest.StashKey["list[str]"]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    for line in config.stash.get(_SHOWN, []):
+        terminalreporter.write_line(line)

@@ -72,9 +72,13 @@ def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_drains_only_
     launcher = "slurm"
     slow = cluster.hosts[1]
     node = slurm.nodes[1]
-    with no_ssh(cluster), cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=15000,
-                                       after="start barrier") as moved:
-        proc, rec = validate_in_allocation(slurm, tmp_path / "slow", "--drain")
+    try:
+        with no_ssh(cluster), cpu_quota_on(cluster, slow, local_rank=1, module="bench.worker", quota_us=15000,
+                                           after="start barrier") as moved:
+            proc, rec = validate_in_allocation(slurm, tmp_path / "slow", "--drain")
+        shown = slurm.run(["scontrol", "show", "node", node], timeout=15).stdout
+    finally:  # the next tests allocate every node
+        slurm.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], timeout=15)
     assert moved, "the quota caught no rank"
     assert rec is not None, proc.stderr[-3000:]
     assert rec["launcher"] == launcher and rec["hosts"] == slurm.nodes
@@ -100,7 +104,6 @@ def test_validate_in_an_allocation_without_ssh_judges_every_gpu_and_drains_only_
     assert {h: n["verdict"] for h, n in rec["nodes"].items() if h != node} == \
         dict.fromkeys([n for n in slurm.nodes if n != node], "healthy"), said(not_pass(rec))
     assert rec["measured"]["dp"]["world_size"] == 3 * SLOTS - 1
-    shown = slurm.run(["scontrol", "show", "node", node], timeout=15).stdout
     assert "DRAIN" in shown and "Reason=bench validate: throughput (GPU 1)" in shown, shown
 
 
@@ -175,16 +178,15 @@ def _on_node(cluster, slurm, host: str, argv: list[str]) -> subprocess.Completed
 
 def test_a_drained_node_checked_on_itself_with_undrain_returns_and_one_drained_by_hand_stays(cluster, slurm,
                                                                                                tmp_path):
-    """node2 as the slow GPU's validate left it (drained by bench; drained here by hand with bench's reason when
-    that test did not run first, or its quota was hidden by load). Checked on itself (as a HealthCheckProgram would
-    run it) with --undrain: back in service. A node drained by hand for another reason is left drained by the same
-    command."""
+    """node2 drained as the slow GPU's validate drains it (its reason, which that test reads back from scontrol;
+    that test returns it to service, as the allocations of the tests between need every node). Checked on itself
+    (as a HealthCheckProgram would run it) with --undrain: back in service. A node drained by hand for another
+    reason is left drained by the same command."""
     slow = cluster.hosts[1]
     node, other = slurm.nodes[1], slurm.nodes[2]
     try:
-        if "Reason=bench validate:" not in slurm.run(["scontrol", "show", "node", node], timeout=15).stdout:
-            slurm.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN",
-                       "Reason=bench validate: throughput (GPU 1)"])
+        slurm.run(["scontrol", "update", f"NodeName={node}", "State=DRAIN",
+                   "Reason=bench validate: throughput (GPU 1)"])
         slurm.run(["scontrol", "update", f"NodeName={other}", "State=DRAIN", "Reason=fan replaced by hand"])
         for host, resumed, why in ((slow, True, "bench drained it"), (cluster.hosts[2], False, "another reason")):
             got = _on_node(cluster, slurm, host, [sys.executable, "-m", "bench", "validate", "--checks", "throughput",
