@@ -65,6 +65,8 @@ def test_every_check_has_a_row_per_gpu_node_and_pair_it_covers(thousand):
     assert got["throughput", "gpu", "FAIL"] == 3 and got["numerics", "gpu", "SKIP"] == 3  # the slow GPUs, out
     assert got["numerics", "gpu", "FAIL"] == 2
     assert got["matmul", "gpu", "PASS"] == 8000 - out - 3
+    # A GPU left out has a matmul row too (it rides numerics' job): the three slow ones, and the two nodes out.
+    assert got["matmul", "gpu", "SKIP"] == 3 and got["matmul", "node", "SKIP"] == 2
     assert got["intra-node", "node", "PASS"] + got["intra-node", "node", "SKIP"] == 1000
     # The ring of the 998 nodes still in, each slow NIC's bisection against two nodes found good, and (no topology)
     # the suspects, the three blamed and their six ring partners, in a ring of their own (9 pairs, less any measured
