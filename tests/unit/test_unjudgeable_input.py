@@ -76,10 +76,11 @@ def test_two_hostfile_names_of_one_machine_are_refused_with_both_lines(tmp_path,
     cluster.install(monkeypatch.setattr)
     real = cluster.check_hosts
 
-    def by_machine(hosts, timeout, run_root=None, via="ssh"):
+    def by_machine(hosts, timeout, run_root=None, via="ssh", **options):
         # What a machine answers under any of its names: its own hostname (node0001.ib reaches node0001).
         import dataclasses
-        return [dataclasses.replace(c, hostname=c.host.split(".")[0]) for c in real(hosts, timeout, run_root, via)]
+        return [dataclasses.replace(c, hostname=c.host.split(".")[0])
+                for c in real(hosts, timeout, run_root, via, **options)]
 
     monkeypatch.setattr("bench.validate.nodes.check_hosts", by_machine)
     got = cli("validate", "--hostfile", str(hf), "--out", str(tmp_path / "o"), "--checks", "throughput")
