@@ -186,7 +186,10 @@ def whole_nodes(per_node: dict[str, list[float]], straggler: float = 0.10,
     cooling, power, host and PCIe switches, so a node whose every GPU is a few percent slow is one fault, which
     its median GPU shows: lines drawn over the nodes' medians (derive), at least MIN_PEERS nodes of two GPUs or
     more, and never narrower than the lines its GPUs are judged by (`gpu`: a node's median moves as much as one
-    GPU's figure where its GPUs move together, as ranks sharing a host's cores do)."""
+    GPU's figure where its GPUs move together, as ranks sharing a host's cores do). Every GPU, not the median
+    alone: the node's fastest GPU must fall past the WARN line too (its median then gives the verdict). Of two GPUs
+    the median is their mean: one GPU far below beside a healthy partner made a whole-node FAIL of one
+    GPU's fault (a CPU rank at 8% of a core, the other at its peers' rate: the node's median 63% down)."""
     nodes = {n: xs for n, xs in per_node.items() if len(xs) >= 2}
     floor = (max(FLOOR, gpu.noise), "as wide as its GPUs' lines") if gpu is not None else (FLOOR, "")
     lines = derive([_median(xs) for xs in nodes.values()], straggler=straggler, floor=floor)
@@ -195,6 +198,7 @@ def whole_nodes(per_node: dict[str, list[float]], straggler: float = 0.10,
     middle = _median([x for xs in per_node.values() for x in xs])
     out = {}
     for n, xs in nodes.items():
-        if max(xs) < middle and (got := judge(_median(xs), lines))[0] != "PASS":
+        every = max(xs) < middle and judge(max(xs), lines)[0] != "PASS"
+        if every and (got := judge(_median(xs), lines))[0] != "PASS":
             out[n] = got
     return lines, out

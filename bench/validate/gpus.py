@@ -179,8 +179,10 @@ def _node_rows(v: Validation, res: dict[str, list[int]], ips: dict, statuses: di
         summary = "; ".join(bad) if bad else "every GPU of the node as its own row says"
         if host in whole:  # a whole-node straggler: the node's own verdict
             status, dev, node = whole[host]
-            v.add_node("throughput", host, max(status, worst, key=_ORDER.__getitem__), value, f"median GPU of {node.n} nodes",
-                       f"every GPU slower than the median GPU: the node's median GPU {pct(dev)} from the nodes', "
+            v.add_node("throughput", host, max(status, worst, key=_ORDER.__getitem__), value,
+                       f"median GPU of {node.n} nodes",
+                       f"every GPU slower than the median GPU: the node's median GPU {pct(dev)} from the nodes' (its "
+                       "fastest GPU past the WARN line too), "
                        f"{node.describe()}: the node (its cooling, power, host), not one GPU; {summary}", t0=t0,
                        figure=sum(mine.values()))
             continue

@@ -200,3 +200,17 @@ def test_full_s_later_rounds_that_measure_nothing_leave_the_first_round_s_verdic
     assert tags == ["throughput", "throughput-r2", "throughput-r3"]
     rows = {(c.host, c.gpu): c.status for c in v.checks if c.check == "throughput" and c.gpu is not None}
     assert rows.pop(("n3", 1)) == "FAIL" and set(rows.values()) == {"PASS"}, rows
+
+
+def test_one_slow_gpu_beside_a_healthy_one_is_that_gpu_s_fault_not_its_node_s():
+    """Two GPUs a node: the median of two is their mean, so one GPU at 7% of its peers beside a healthy partner put
+    the node's median 63% down, a whole-node FAIL of one GPU's fault (the suite's slow-GPU validate on CPU ranks,
+    2026-12-07). A node is judged whole only where its fastest GPU is past the line too."""
+    from bench.analysis import peer_lines
+
+    per_node = {f"n{i}": [100.0, 100.0] for i in range(5)} | {"slow": [7.0, 99.0]}
+    _, named = peer_lines.whole_nodes(per_node)
+    assert named == {}, named
+    per_node["slow"] = [7.0, 60.0]   # both GPUs slow: the node's fault
+    _, named = peer_lines.whole_nodes(per_node)
+    assert set(named) == {"slow"}, named
