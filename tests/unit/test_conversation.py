@@ -13,6 +13,7 @@ import pytest
 from bench.core import conversation
 from bench.core.conversation.hub import Hub
 from bench.core.conversation.phone import Phone
+from tests.hostile import until
 
 
 @pytest.fixture
@@ -27,24 +28,15 @@ def _dial(tmp_path, rank: int) -> Phone:
     return p
 
 
-def _until(cond, s: float = 5.0) -> bool:
-    deadline = time.monotonic() + s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_the_run_directory_holds_only_the_address_and_ranks_say_hello(tmp_path, hub):
     assert sorted(p.name for p in tmp_path.iterdir()) == [conversation.NAME]
     assert set(json.loads((tmp_path / conversation.NAME).read_text())) == {"addr", "port", "token", "start_s"}
     phones = [_dial(tmp_path, r) for r in range(3)]
-    assert _until(lambda: len(hub.snapshot()) == 3)
+    assert until(lambda: len(hub.snapshot()) == 3)
     assert {r: s.host for r, s in hub.snapshot().items()} == {0: "node0", 1: "node1", 2: "node2"}
     phones[1].started()
     phones[1].done("ok")
-    assert _until(lambda: hub.done_count() == 1 and hub.snapshot()[1].started_at is not None)
+    assert until(lambda: hub.done_count() == 1 and hub.snapshot()[1].started_at is not None)
 
 
 def test_no_hub_file_is_no_phone_and_a_wrong_token_is_hung_up_on(tmp_path, hub):
@@ -76,10 +68,10 @@ def test_a_barrier_opens_when_every_rank_is_in_or_ended(tmp_path, hub):
 def test_a_closed_connection_counts_the_rank_out_and_a_timeout_says_none(tmp_path):
     with Hub.open(str(tmp_path), world=2, beat_s=0.2) as hub:
         a, b = _dial(tmp_path, 0), _dial(tmp_path, 1)
-        assert _until(lambda: len(hub.snapshot()) == 2)
+        assert until(lambda: len(hub.snapshot()) == 2)
         assert a.enter("x", 0.3, True)[1] is None, "nobody else came: the rank's own timeout"
         b.sock.close()  # the rank died: its kernel closed the socket
-        assert _until(lambda: hub.snapshot()[1].status == "lost")
+        assert until(lambda: hub.snapshot()[1].status == "lost")
         assert a.enter("y", 5, True)[1] == "all in"
 
 
@@ -93,7 +85,7 @@ def test_ranks_that_never_started_are_waited_for_quiet_s_once_per_launch(tmp_pat
     assert time.monotonic() - t0 < 1.5, "the launch's second barrier does not wait again"
     t0 = time.monotonic()
     q = _dial(tmp_path, 1)  # a rank that starts after the launch settled: the quiet wait again, from its hello
-    assert _until(lambda: len(hub.snapshot()) == 2)  # heard before rank 0 enters (else its barrier is settled)
+    assert until(lambda: len(hub.snapshot()) == 2)  # heard before rank 0 enters (else its barrier is settled)
     late = q.enter("numerics", 30, True)
     assert "none started for" in late[1] and late[0] < 1.5, "a late rank goes at once"
     threading.Thread(target=q.enter, args=("more", 30, True), daemon=True).start()
@@ -107,7 +99,7 @@ def test_the_phone_hears_the_beat_and_calls_the_rank_orphaned_when_bench_goes(tm
         p.listen(why.append, None, orphan_after_s=2.0)
         time.sleep(3.0)
         assert why == [], "beats keep it quiet"
-    assert _until(lambda: why, 3) and "closed the connection" in why[0]
+    assert until(lambda: why, 3) and "closed the connection" in why[0]
 
 
 def test_a_silent_bench_is_an_orphan_after_orphan_after_s(tmp_path, hub):
@@ -116,7 +108,7 @@ def test_a_silent_bench_is_an_orphan_after_orphan_after_s(tmp_path, hub):
     p = _dial(tmp_path, 0)
     p.last_beat = time.monotonic()
     p.listen(why.append, None, orphan_after_s=0.5)
-    assert _until(lambda: why, 4) and "no beat from bench" in why[0]
+    assert until(lambda: why, 4) and "no beat from bench" in why[0]
 
 
 def test_stack_requests_reach_running_ranks_and_their_answers_come_back(tmp_path, hub):
@@ -127,7 +119,7 @@ def test_stack_requests_reach_running_ranks_and_their_answers_come_back(tmp_path
     for r in (0, 1):
         phones[r].listen(lambda why: None, answer(r))
     phones[2].listen(lambda why: None, lambda request, send: None)  # stopped in C: never answers
-    assert _until(lambda: len(hub.snapshot()) == 3)
+    assert until(lambda: len(hub.snapshot()) == 3)
     t0 = time.monotonic()
     request, got = hub.ask([0, 1, 2], wait_s=1.0)
     assert sorted(got) == [0, 1] and got[0]["request"] == request
@@ -153,7 +145,7 @@ def test_bench_waits_for_the_flight_record_of_the_ranks_that_answered_and_no_lon
     phones[0].listen(lambda why: None, twice(0, 1.5))    # a slow dump
     phones[1].listen(lambda why: None, twice(1, None))   # a recorder that blocks (NCCL on a hung GPU)
     phones[2].listen(lambda why: None, twice(2, 0.0))
-    assert _until(lambda: len(hub.snapshot()) == 3)
+    assert until(lambda: len(hub.snapshot()) == 3)
     t0 = time.monotonic()
     st = stacks.collect(hub, str(tmp_path), wait_s=5.0, dump_wait_s=3.0)
     took = time.monotonic() - t0
@@ -184,7 +176,7 @@ def test_a_stack_answer_that_blocks_does_not_keep_the_reader_from_the_beat(tmp_p
 
     p = _dial(tmp_path, 0)
     p.listen(why.append, answer, orphan_after_s=1.0)
-    assert _until(lambda: 0 in hub.snapshot())
+    assert until(lambda: 0 in hub.snapshot())
     request, got = hub.ask([0], wait_s=10.0)
     assert got[0]["request"] == request
     assert why == [], "the reader heard the beat all along"
@@ -207,7 +199,7 @@ def test_a_send_cut_short_breaks_the_connection_and_says_so(monkeypatch):
         sent += 1
     assert sent < 200, "the kernel's buffers took 100 MB"
     assert p.started() is False, "nothing more goes after a cut send"
-    assert _until(lambda: why) and "did not complete within 0 s; the connection is broken" in why[0], why
+    assert until(lambda: why) and "did not complete within 0 s; the connection is broken" in why[0], why
     conn.close()
     deaf.close()
 
@@ -224,14 +216,14 @@ def test_a_rank_s_done_is_read_before_its_close(tmp_path):
             time.sleep(0.1)  # beats pile up unread: nobody listens on this phone
             p.done("failed", {"rank": 0, "status": "failed", "error": "E" * 900_000})
             p.sock.close()
-            assert _until(lambda: hub.snapshot()[0].status is not None)
+            assert until(lambda: hub.snapshot()[0].status is not None)
             seen.append(hub.snapshot()[0].status)
     assert seen == ["failed"] * 10
 
 
 def test_a_refused_hello_is_what_the_rank_says_and_a_too_long_report_is_cut_to_fit(tmp_path, hub):
     first = _dial(tmp_path, 0)
-    assert _until(lambda: 0 in hub.snapshot())
+    assert until(lambda: 0 in hub.snapshot())
     with pytest.raises(OSError, match="refused this rank: rank 0 already said hello"):
         Phone.dial(str(tmp_path), 0, "node0")
     huge = {"rank": 0, "host": "node0", "status": "failed", "error": "RuntimeError: " + "y" * (2 << 20),
