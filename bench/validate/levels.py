@@ -65,7 +65,8 @@ LEVELS = {
                   pair_looks=2, across_looks=1, again_looks=4,
                   checks=registry.of_level("full"), repeats=3,
                   repeats_why="Frontera's whole-node stragglers run at 0.90-0.93 of the median in a first run, a "
-                              "WARN; the median of 3 rounds (0.87-0.89) FAILs and drains all three, 0.6 healthy GPUs "
+                              "WARN; the median of 3 rounds (0.87-0.89) FAILs and drains all three; Longhorn's, which "
+                              "the faster of the first two FAILs and the median of 3 passes, are held; 1.7 healthy GPUs "
                               "per 1,000 flagged (benchmarks/fleet_replay.py)"),
     # This node only, in seconds: inventory and the gate, the numerics job and matmul, the node's all-reduce.
     "prolog": Level(model="vit-micro-p4-32", micro_batch=16, steps=0, timing_warmup=0, synthetic_size=256,
