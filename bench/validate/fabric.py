@@ -128,8 +128,8 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                           f"routing: the nodes behind one uplink share its looks), not the nodes{inside_too}")
                 reason += _cables_short(v, leaf)
                 action = (f"check the uplink(s) of switch {leaf}" + (f" to {up}" if up else "") +
-                          f" that {len(held)} of its nodes route through ({_cables(v, leaf)}); they are held, not "
-                          "drained")
+                          f" that {len(held)} of its nodes route through ({_cables(v, leaf)}"
+                          f"{_which_one(v, leaf)}); they are held, not drained")
             _hold(v, held, value, leaf, f"on leaf switch {leaf}, whose pairs across leaves fall short ({leaf}'s "
                   "fabric row)", action.split(";")[0], t0)
         if status == "PASS" and part is None and not group:
@@ -189,6 +189,16 @@ def _cables(v: Validation, leaf: str, most: int = 6) -> str:
         return "ports, cables, the other side"
     return f"its {len(ports)} ports up: " + ", ".join(ports[:most]) + (f" and {len(ports) - most} more"
                                                                         if len(ports) > most else "")
+
+
+def _which_one(v: Validation, leaf: str) -> str:
+    """What tells which of a leaf's ports up a group of its nodes routes through: the leaf's forwarding table, which
+    no topology bench reads holds (ibnetdiscover gives the cables, not the routes)."""
+    ports = v.tree.uplinks.get(leaf, ()) if v.tree is not None else ()
+    if len(ports) < 2:
+        return ""
+    return (f"; which of the {len(ports)}: the leaf's forwarding table (`ibroute` on its LID: the port each node's "
+            "LID leaves by) tells, the topology does not")
 
 
 def _cables_short(v: Validation, leaf: str) -> str:

@@ -86,3 +86,20 @@ def test_a_slow_leafs_row_names_its_cables_and_that_it_has_fewer_than_most():
     assert "its 14 ports up: 35 to A10-P1-IBSPINE-02 port 9, 36 to A10-P1-IBSPINE-02 port 10" in row.action
     ok = next(c for c in v.checks if c.check == "fabric" and c.node == "leaf08")
     assert ok.status == "PASS"
+
+
+def test_one_bad_uplink_s_nodes_are_held_with_the_leaf_s_ports_up_named_and_what_would_tell_which():
+    """One of leaf07's uplinks at half, its ports up as the real fabric's: the 8 nodes behind it are held, the action
+    names the leaf's ports up and says that which one is the leaf's forwarding table's to tell (ibnetdiscover gives
+    cables, not routes)."""
+    real = topology.read(str(DGX)).uplinks
+    others = [k for k in sorted(real) if len(real[k]) == 18]
+    ups = {f"leaf{k:02d}": real[others[k % len(others)]] for k in range(32)}
+    v = sf.judge_only(sf.Fabric(port={(7, 1): 0.5}), 1000, 0, "full", uplinks=ups)
+    row = next(c for c in v.checks if c.check == "fabric" and c.node == "leaf07")
+    assert row.status in ("WARN", "FAIL") and "8 of its" in row.reason, row.reason
+    assert "its 18 ports up: " in row.action and "which of the 18: the leaf's forwarding table" in row.action
+    from bench.validate import drain
+    assert drain.hosts_of(drain.drain_list(v.checks)) == []
+    held = {c.host for c in v.checks if c.check == "fabric" and c.host is not None}
+    assert held == {f"node{i:04d}" for i in range(7 * 32 + 8, 7 * 32 + 16)}, held  # uplink 1 of 4: nodes 8-15
