@@ -13,6 +13,7 @@ the published figure for the GPU and dtype, else the median of its model.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -137,10 +138,11 @@ def numerics(v: Validation) -> None:
         v.add_gpu("numerics", r["host"], r["slot"], x.status, f"{len(losses)} steps, loss {losses[0]:.6f} -> "
                   f"{losses[-1]:.6f}", ref, x.reason, t0=t0)
     def again(named: list[str]) -> list[dict]:
-        """The numerics job once more on the nodes of the named GPUs (their every GPU: what shares their cores)."""
+        """The numerics job once more on the nodes of the named GPUs (their every GPU: what shares their cores), one
+        training step only: its curve was judged on the first run, only the matmul is timed again."""
         hosts = {k.rsplit(":", 1)[0] for k in named}
         first = v.runs.get("numerics")
-        rec2 = runs.numerics(v, {h: s for h, s in res.items() if h in hosts}, spec)
+        rec2 = runs.numerics(v, {h: s for h, s in res.items() if h in hosts}, dataclasses.replace(spec, steps=1))
         v.runs["matmul-again"] = v.runs.pop("numerics", "")  # the record keeps both runs
         if first is not None:
             v.runs["numerics"] = first
