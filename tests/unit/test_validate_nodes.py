@@ -220,8 +220,8 @@ def test_a_cpu_ranks_matmul_4_percent_under_its_peers_is_noise_and_a_third_under
 def test_a_matmul_fail_is_timed_again_and_only_slow_in_both_fails():
     """6 CPU ranks on 2 shared cores through mpirun FAILed a healthy rank's one timing at -46% against a 12% line
     (a clean-clone run, 2026-12-07): one starved window. The named GPUs are timed once more, each keeps its faster
-    matmul: the starved one PASSes on its second timing; one slow in both still FAILs, a GPU's as a CPU rank's; and
-    nothing FAILed is not timed again."""
+    matmul: the starved one PASSes on its second timing; one slow in both still FAILs, a GPU's as a CPU rank's; one
+    whose second timing gave nothing keeps its first (FAIL, said); and nothing FAILed is not timed again."""
     healthy, starved = [1.66e11, 1.65e11, 1.64e11, 1.63e11, 1.62e11, 1.61e11], 0.54 * 1.64e11
     first = healthy[:5] + [starved]
     why: dict = {}
@@ -230,6 +230,8 @@ def test_a_matmul_fail_is_timed_again_and_only_slow_in_both_fails():
     assert _matmul_rows("cpu", first)["n5:0"] == "FAIL", "one timing alone: the FAIL the run saw"
     for device in ("cpu", "cuda"):
         assert _matmul_rows(device, first, again=healthy[:5] + [starved * 1.02])["n5:0"] == "FAIL", device
+    why = {}
+    assert _matmul_rows("cpu", first, again=[], reasons=why)["n5:0"] == "FAIL" and "gave no figure" in why["n5:0"]
     why = {}
     assert set(_matmul_rows("cpu", healthy, again=[1.0] * 6, reasons=why).values()) == {"PASS"}
     assert why["timed"] == []
