@@ -137,6 +137,7 @@ def numerics(v: Validation) -> None:
                "none": "none"}[x.judged_by]
         v.add_gpu("numerics", r["host"], r["slot"], x.status, f"{len(losses)} steps, loss {losses[0]:.6f} -> "
                   f"{losses[-1]:.6f}", ref, x.reason, t0=t0)
+
     def again(named: list[str]) -> list[dict]:
         """The numerics job once more on the nodes of the named GPUs (their every GPU: what shares their cores), one
         training step only: its curve was judged on the first run, only the matmul is timed again."""
@@ -147,6 +148,7 @@ def numerics(v: Validation) -> None:
         if first is not None:
             v.runs["numerics"] = first
         return [r for r in rec2.get("ranks") or [] if r.get("status") == "ok"]
+
     _matmul(v, [r for r in ok], t0, again)
     # Each node's GPU rows, gathered in one pass over the rows: a pass per node was nodes x rows.
     gpu_rows: dict[str, list] = {}
@@ -176,7 +178,7 @@ def _matmul(v: Validation, ok: list[dict], t0: float, again: Callable[[list[str]
     `again` can re-time them the named GPUs' nodes are timed once more and each of their GPUs keeps its faster
     matmul (as the throughput check keeps a GPU's faster round: gpu_rounds.take): slow in both is slow."""
     rows = _matmul_rows(v, ok)
-    named = [k for k, row in rows.items() if row is not None and row[0] == "FAIL"]
+    named = [k for k, row in rows.items() if row[0] == "FAIL"]
     if named and again is not None:
         second = {f"{r['host']}:{r['slot']}": r.get("matmul") or {} for r in again(named)}
         better = []
@@ -187,19 +189,15 @@ def _matmul(v: Validation, ok: list[dict], t0: float, again: Callable[[list[str]
             better.append(r)
         rows = _matmul_rows(v, better)
         for k in named:
-            row = rows.get(k)
-            if row is not None and k in second:
-                rows[k] = row[:3] + (row[3] + f"; timed twice (its first FAILed): the faster of "
-                                     f"{_tflops(ok, k)} and {_tflops([{'key': k, 'matmul': second[k]}], k)} kept",) \
-                    + row[4:]
-            elif row is not None:
-                rows[k] = row[:3] + (row[3] + "; its second timing gave no figure: the first kept",) + row[4:]
+            row = rows[k]
+            note = (f"; timed twice (its first FAILed): the faster of {_tflops(ok, k)} and "
+                    f"{_tflops([{'key': k, 'matmul': second[k]}], k)} kept" if k in second else
+                    "; its second timing gave no figure: the first kept")
+            rows[k] = row[:3] + (row[3] + note,) + row[4:]
         ok = better
     for r in ok:
-        row = rows[r["key"]]
-        if row is not None:
-            v.add_gpu("matmul", r["host"], r["slot"], row[0], row[1] or "", row[2] or "", row[3], t0=t0,
-                      figure=row[4])
+        status, value, ref, reason, figure = rows[r["key"]]
+        v.add_gpu("matmul", r["host"], r["slot"], status, value or "", ref or "", reason, t0=t0, figure=figure)
 
 
 def _tflops(ok: list[dict], key: str) -> str:
@@ -207,9 +205,9 @@ def _tflops(ok: list[dict], key: str) -> str:
     return f"{rate / 1e12:.3g} TFLOP/s" if rate else "none"
 
 
-def _matmul_rows(v: Validation, ok: list[dict]) -> dict[str, tuple | None]:
-    """{key: (status, value, reference, reason, figure)} per GPU; None where its row was added as it was (SKIP)."""
-    out: dict[str, tuple | None] = {}
+def _matmul_rows(v: Validation, ok: list[dict]) -> dict[str, tuple]:
+    """{key: (status, value, reference, reason, figure)} per GPU: its row, not yet added."""
+    out: dict[str, tuple] = {}
     rates = {r["key"]: (r.get("matmul") or {}).get("flops_per_s") for r in ok}
     model = {r["key"]: v.gpu_name(r["host"], r["slot"]) for r in ok}
     # A model's peers and the lines derived from them are the same for each of its GPUs: made once per model,
