@@ -499,12 +499,13 @@ def inter_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
 def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_looks: int | None = None,
                topology: bool = True, unplaced: tuple[str, ...] = (), across_looks: int | None | str = LEVEL,
                oversubscription: float | None = None, design: float | None = None,
-               uplinks: dict[str, tuple[str, ...]] | None = None):
+               uplinks: dict[str, tuple[str, ...]] | None = None, device: str = "cuda"):
     """As inter_only, the Validation after it (every row: inter-node's, fabric's). topology=False: bench knows no
     leaves; unplaced: hosts the topology does not place (their hostfile name is not the topology's); across_looks:
     the passes that look at the pairs across leaves (Level.across_looks; None: every pass), where not the level's;
     oversubscription: the fabric's design as the user gives it (--oversubscription); design: as the topology says
-    it (Tree.design: ibnetdiscover's ports); uplinks: each leaf's ports up as the topology names them."""
+    it (Tree.design: ibnetdiscover's ports); uplinks: each leaf's ports up as the topology names them; device: "cpu"
+    judges the looks as gloo's between CPU ranks (bench.validate.looks.LOOK_FLOOR)."""
     import dataclasses
 
     from bench.analysis import references
@@ -521,7 +522,7 @@ def judge_only(fabric: Fabric, nodes: int, seed: int, level: str = "full", pair_
         v.level = dataclasses.replace(v.level, pair_looks=pair_looks)
     if across_looks != LEVEL:
         v.level = dataclasses.replace(v.level, across_looks=across_looks)
-    v.device = "cuda"
+    v.device = device
     node = json.loads(node_template())
     v.inventory = {h: node for h in hosts}
     if topology:

@@ -13,11 +13,12 @@ the published figure for the GPU and dtype, else the median of its model.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
 from importlib import resources as package_files
-from typing import Any
+from typing import Any, Callable
 
 from bench.analysis import numerics as judge_numerics
 from bench.analysis.peer_lines import derive
@@ -136,7 +137,19 @@ def numerics(v: Validation) -> None:
                "none": "none"}[x.judged_by]
         v.add_gpu("numerics", r["host"], r["slot"], x.status, f"{len(losses)} steps, loss {losses[0]:.6f} -> "
                   f"{losses[-1]:.6f}", ref, x.reason, t0=t0)
-    _matmul(v, [r for r in ok], t0)
+
+    def again(named: list[str]) -> list[dict]:
+        """The numerics job once more on the nodes of the named GPUs (their every GPU: what shares their cores), one
+        training step only: its curve was judged on the first run, only the matmul is timed again."""
+        hosts = {k.rsplit(":", 1)[0] for k in named}
+        first = v.runs.get("numerics")
+        rec2 = runs.numerics(v, {h: s for h, s in res.items() if h in hosts}, dataclasses.replace(spec, steps=1))
+        v.runs["matmul-again"] = v.runs.pop("numerics", "")  # the record keeps both runs
+        if first is not None:
+            v.runs["numerics"] = first
+        return [r for r in rec2.get("ranks") or [] if r.get("status") == "ok"]
+
+    _matmul(v, [r for r in ok], t0, again)
     # Each node's GPU rows, gathered in one pass over the rows: a pass per node was nodes x rows.
     gpu_rows: dict[str, list] = {}
     for c in v.checks:
@@ -159,7 +172,42 @@ def best_noise(matmul: dict) -> float:
     return times[min(4, len(times) - 1)] / times[0] - 1 if len(times) >= 2 and times[0] > 0 else 0.0
 
 
-def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
+def _matmul(v: Validation, ok: list[dict], t0: float, again: Callable[[list[str]], list[dict]] | None = None) -> None:
+    """Each GPU's matmul row. A FAIL is one timing window: GPUs that share cores, power or cooling can be unlucky
+    once (6 CPU ranks on 2 shared cores through mpirun FAILed a healthy one at -46% against a 12% line), so where
+    `again` can re-time them the named GPUs' nodes are timed once more and each of their GPUs keeps its faster
+    matmul (as the throughput check keeps a GPU's faster round: gpu_rounds.take): slow in both is slow."""
+    rows = _matmul_rows(v, ok)
+    named = [k for k, row in rows.items() if row[0] == "FAIL"]
+    if named and again is not None:
+        second = {f"{r['host']}:{r['slot']}": r.get("matmul") or {} for r in again(named)}
+        better = []
+        for r in ok:
+            first, more = r.get("matmul") or {}, second.get(r["key"]) or {}
+            if (more.get("flops_per_s") or 0) > (first.get("flops_per_s") or 0):
+                r = {**r, "matmul": more}
+            better.append(r)
+        rows = _matmul_rows(v, better)
+        for k in named:
+            row = rows[k]
+            note = (f"; timed twice (its first FAILed): the faster of {_tflops(ok, k)} and "
+                    f"{_tflops([{'key': k, 'matmul': second[k]}], k)} kept" if k in second else
+                    "; its second timing gave no figure: the first kept")
+            rows[k] = row[:3] + (row[3] + note,) + row[4:]
+        ok = better
+    for r in ok:
+        status, value, ref, reason, figure = rows[r["key"]]
+        v.add_gpu("matmul", r["host"], r["slot"], status, value or "", ref or "", reason, t0=t0, figure=figure)
+
+
+def _tflops(ok: list[dict], key: str) -> str:
+    rate = next(((r.get("matmul") or {}).get("flops_per_s") for r in ok if r["key"] == key), None)
+    return f"{rate / 1e12:.3g} TFLOP/s" if rate else "none"
+
+
+def _matmul_rows(v: Validation, ok: list[dict]) -> dict[str, tuple]:
+    """{key: (status, value, reference, reason, figure)} per GPU: its row, not yet added."""
+    out: dict[str, tuple] = {}
     rates = {r["key"]: (r.get("matmul") or {}).get("flops_per_s") for r in ok}
     model = {r["key"]: v.gpu_name(r["host"], r["slot"]) for r in ok}
     # A model's peers and the lines derived from them are the same for each of its GPUs: made once per model,
@@ -170,7 +218,7 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
         rate, dtype = m.get("flops_per_s"), m.get("dtype")
         name = model[r["key"]]
         if not rate:
-            v.add_gpu("matmul", r["host"], r["slot"], "SKIP", reason="no timed matmul in its report", t0=t0)
+            out[r["key"]] = ("SKIP", None, None, "no timed matmul in its report", None)
             continue
         if name not in peers:
             same = [q for q in ok if rates[q["key"]] and model[q["key"]] == name]
@@ -184,12 +232,12 @@ def _matmul(v: Validation, ok: list[dict], t0: float) -> None:
         got = judge_both(rate, ref, peers[name][0], v.table.relative, lambda med: f"{name} {med / 1e12:.3g} TFLOP/s",
                          peers[name][1])
         if got is None:
-            v.add_gpu("matmul", r["host"], r["slot"], "SKIP", value, "none", f"no published matmul figure for "
-                      f"{name} ({dtype}) and no other of its model here: nothing to judge it against", t0=t0,
-                      figure=rate)
+            out[r["key"]] = ("SKIP", value, "none", f"no published matmul figure for {name} ({dtype}) and no other "
+                             "of its model here: nothing to judge it against", rate)
             continue
         reason = got[2] if p else f"{got[2]}; no published matmul figure for {name} ({dtype})"
-        v.add_gpu("matmul", r["host"], r["slot"], got[0], value, got[1], reason, t0=t0, figure=rate)
+        out[r["key"]] = (got[0], value, got[1], reason, rate)
+    return out
 
 
 def save_references(v: Validation, ok: list[dict], verdicts: dict, spec: NumericsSpec) -> None:

@@ -28,5 +28,6 @@ CHECK = Check(
         name="matmul",
         action=("drain: the GPU's matmul is slower than its peers; read its health rows (clocks, power), then "
                 "validate again"),
-        what=('a timed matmul per GPU (bf16/fp16 where the GPU has the units)'),
+        what=('a timed matmul per GPU (bf16/fp16 where the GPU has the units); a FAIL is timed again (the named GPUs\' '
+              'nodes run the job once more, each GPU keeps its faster matmul: only slow in both FAILs)'),
         judged=('the best published figure, and lines derived from its peers')),),)
