@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 
 from bench.analysis import metrics
+from bench.validate import islands
 from bench.validate.above import Part
 from bench.validate.blame import Share
 from bench.validate.links import rate
@@ -72,6 +73,8 @@ def _hold(v: Validation, hosts: list[str], value: str, part: str, why: str, acti
 def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share], t0: float) -> None:
     leaves = sorted({y for x in links.pairs.values() if x.across for y in x.across})
     if not leaves:
+        if not links.topology:
+            _islands(v, links, t0)
         return
     across = {leaf: [] for leaf in leaves}
     inside: dict[str, list[float]] = {leaf: [] for leaf in leaves}
@@ -179,6 +182,24 @@ def rows(v: Validation, hosts: list[str], links: Links, shares: dict[str, Share]
                                       "looks": p.looks, "short": p.short} for p in parts],
                            "leaves": {leaf: {"across": _median(across[leaf]), "inside": _median(inside[leaf])}
                                       for leaf in leaves}}
+
+
+def _islands(v: Validation, links: Links, t0: float) -> None:
+    """Without a topology, nodes in islands (bench.validate.islands): the cluster's fabric row WARNs naming them, no
+    node held; nothing where the pairs do not split along a cut."""
+    found = islands.find({k: x.busbw for k, x in links.pairs.items()})
+    if found is None:
+        return
+    groups, ratio, slow = found
+    names = " | ".join(_some(g, 6) for g in groups)
+    v.add(CHECK, CLUSTER, "WARN", f"{slow} of {len(links.pairs)} pairs at {ratio:.0%} of the others",
+          f"{len(groups)} islands of {', '.join(str(len(g)) for g in groups)} nodes",
+          f"the nodes fall in islands ({names}): every pair inside each runs in the pairs' fast mode and every pair "
+          f"between them at {ratio:.0%} of it, so the slow pairs follow a cut, not a node: leaf switches under a "
+          f"fabric oversubscribed {1 / ratio:.1f}:1, or the path between these groups slow; without a topology "
+          "bench cannot tell which (no node held for it)", t0=t0,
+          action="give --topology (and --oversubscription where the fabric is built oversubscribed) to judge the "
+                 "path between these groups")
 
 
 def _cables(v: Validation, leaf: str, most: int = 6) -> str:

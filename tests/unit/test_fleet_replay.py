@@ -233,3 +233,21 @@ def test_one_slow_gpu_beside_a_healthy_one_is_that_gpu_s_fault_not_its_node_s():
     per_node["slow"] = [7.0, 60.0]   # both GPUs slow: the node's fault
     _, named = peer_lines.whole_nodes(per_node)
     assert set(named) == {"slow"}, named
+
+
+def test_without_a_topology_the_unhealthy_logs_islands_are_named_and_no_healthy_set_has_any():
+    """bench.validate.islands on the logs' own pairs: at 8 GPUs' alltoall the 17 unhealthy nodes fall in islands of 9
+    and 8 (the logs' own split), the 72 pairs between at about a quarter of the others; in no other set, healthy or
+    not, do the pairs split along a cut (the healthy sendrecv's two modes, 7-11% apart, are not a cut)."""
+    from bench.validate import islands
+
+    found = {}
+    for name in _fleet_pairs.SETS:
+        for key, pairs in _fleet_pairs.load(name).items():
+            got = islands.find({frozenset(p): x or 0.0 for p, x in pairs.items()})
+            if got is not None:
+                found[(name, *key)] = got
+    assert set(found) == {("example-cluster00", 8, "alltoall_perf")}, set(found)
+    groups, ratio, slow = found[("example-cluster00", 8, "alltoall_perf")]
+    assert [len(g) for g in groups] == [9, 8] and slow == 72 and 0.2 < ratio < 0.3, (groups, ratio, slow)
+    assert sorted(h[-3:] for h in groups[1]) == ["005", "007", "008", "010", "011", "013", "014", "015"]
