@@ -129,6 +129,20 @@ def _over_repeats(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, di
                     f"{len(judged)} rounds: {reason}")
 
 
+def _named(v: Validation, kept: dict, by_round: dict) -> tuple[dict, dict, dict[tuple[str, int], tuple[str, str]]]:
+    """(figures, lines, {GPU: (status, reason)} of the GPUs not PASS) of one round's figures per GPU (`kept`: each
+    GPU's figures as gpu_rounds.measure gives them; by_round: each GPU's figures over the rounds they come from)."""
+    ips = {k: s["images_per_s"] for k, s in kept.items()}
+    lines = model_lines(v, ips, {k: s["se"] for k, s in kept.items()}, by_round)
+    peers = by_model(v, ips)
+    named = {}
+    for k, x in ips.items():
+        status, _, reason = judge_gpu(v, k, x, peers, lines)
+        if status != "PASS":
+            named[k] = (status, reason)
+    return ips, lines, named
+
+
 def _as_quick(v: Validation, rounds: list[tuple[dict, dict]]) -> dict[tuple[str, int], tuple[str, str]]:
     """{GPU: (status, reason)} of the GPUs that quick's rule names on the first two of three or more rounds: each
     GPU's faster of the two against the lines of the two rounds (what a quick validate that took its second round
@@ -139,16 +153,7 @@ def _as_quick(v: Validation, rounds: list[tuple[dict, dict]]) -> dict[tuple[str,
     two = rounds[:2]
     keys = set(two[0][0]) & set(two[1][0])
     best = {k: max((r[0][k] for r in two), key=lambda s: s["images_per_s"]) for k in keys}
-    ips = {k: s["images_per_s"] for k, s in best.items()}
-    lines = model_lines(v, ips, {k: s["se"] for k, s in best.items()},
-                        {k: [r[0][k]["images_per_s"] for r in two] for k in keys})
-    peers = by_model(v, ips)
-    out = {}
-    for k, x in ips.items():
-        status, _, reason = judge_gpu(v, k, x, peers, lines)
-        if status != "PASS":
-            out[k] = (status, reason)
-    return out
+    return _named(v, best, {k: [r[0][k]["images_per_s"] for r in two] for k in keys})[2]
 
 
 def _gpu_row(v: Validation, k: tuple[str, int], rounds: list[tuple[dict, dict]], ips: dict, peers: dict,
@@ -221,11 +226,8 @@ def _node_rows(v: Validation, res: dict[str, list[int]], ips: dict, statuses: di
 def _names(v: Validation, first: dict) -> bool:
     """Whether one round's figures name a GPU (below its lines) or a node (every GPU slow, bench.analysis.peer_lines
     .whole_nodes): where the level then measures its repeats."""
-    ips = {k: s["images_per_s"] for k, s in first.items()}
-    lines = model_lines(v, ips, {k: s["se"] for k, s in first.items()}, {})
-    peers = by_model(v, ips)
-    return any(judge_gpu(v, k, x, peers, lines)[0] != "PASS" for k, x in ips.items()) or \
-        bool(_whole_nodes(v, ips, lines))
+    ips, lines, named = _named(v, first, {})
+    return bool(named) or bool(_whole_nodes(v, ips, lines))
 
 
 def throughput(v: Validation) -> None:
