@@ -39,7 +39,7 @@ def find(pairs: dict[frozenset[str], float]) -> tuple[list[list[str]], float, in
         return h
     for p, x in pairs.items():
         if x >= line:
-            a, b = sorted(p)
+            a, b = p
             parent[root(a)] = root(b)
     groups: dict[str, list[str]] = {}
     for h in hosts:
@@ -49,7 +49,7 @@ def find(pairs: dict[frozenset[str], float]) -> tuple[list[list[str]], float, in
         return None
     slow = []
     for p, x in pairs.items():
-        a, b = sorted(p)
+        a, b = p
         if (root(a) == root(b)) != (x >= line):  # a slow pair inside an island, or a fast one between: no cut
             return None
         if x < line:

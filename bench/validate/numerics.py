@@ -188,10 +188,11 @@ def _matmul(v: Validation, ok: list[dict], t0: float, again: Callable[[list[str]
                 r = {**r, "matmul": more}
             better.append(r)
         rows = _matmul_rows(v, better)
+        firsts = {r["key"]: r.get("matmul") or {} for r in ok}
         for k in named:
             row = rows[k]
-            note = (f"; timed twice (its first FAILed): the faster of {_tflops(ok, k)} and "
-                    f"{_tflops([{'key': k, 'matmul': second[k]}], k)} kept" if k in second else
+            note = (f"; timed twice (its first FAILed): the faster of {_tflops(firsts[k])} and "
+                    f"{_tflops(second[k])} kept" if k in second else
                     "; its second timing gave no figure: the first kept")
             rows[k] = row[:3] + (row[3] + note,) + row[4:]
         ok = better
@@ -200,8 +201,8 @@ def _matmul(v: Validation, ok: list[dict], t0: float, again: Callable[[list[str]
         v.add_gpu("matmul", r["host"], r["slot"], status, value or "", ref or "", reason, t0=t0, figure=figure)
 
 
-def _tflops(ok: list[dict], key: str) -> str:
-    rate = next(((r.get("matmul") or {}).get("flops_per_s") for r in ok if r["key"] == key), None)
+def _tflops(matmul: dict) -> str:
+    rate = matmul.get("flops_per_s")
     return f"{rate / 1e12:.3g} TFLOP/s" if rate else "none"
 
 
